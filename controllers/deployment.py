@@ -1,0 +1,359 @@
+"""The Deployment controller: observe → plan (pure) → act → report.
+
+One RT-VLM service container per Deployment. The plan is a pure function of desired state,
+observed state and our own record, so ``reconciler plan`` and ``reconciler apply`` can never
+disagree about what would happen and why. Acting records intent in the inventory *before*
+creating (write-ahead) so a crash between "created" and "recorded" leaves a container we still
+recognise by name and labels.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from controllers import host as host_probe
+from controllers import ownership
+from controllers.docker_client import ContainerInfo, ContainerRequest, DockerEngine
+from controllers.errors import PlanError, ReadinessFailed, TemporaryError
+from controllers.readiness import ReadinessResult, service_url, wait_ready
+from controllers.secrets import resolve_all
+from specs.environment import effective_env
+from specs.facts import HostFacts
+from specs.hostrules import R_IMAGE_PRESENT, check_against_host
+from specs.models import Deployment
+from specs.rules import Finding
+from specs.validate import SpecSet, spec_hash
+from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
+from state.store import Store
+
+Verb = Literal["create", "recreate"]
+GPU_RELEASE_TIMEOUT_S = 120
+GPU_RELEASE_POLL_S = 1.0
+KIND_CONTAINER = "container"
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Action:
+    verb: Verb
+    target: str
+    cause: str
+
+    def __str__(self) -> str:
+        return f"{self.verb} {self.target}: {self.cause}"
+
+
+@dataclass
+class Desired:
+    """What one Deployment asks for, resolved against its Host (image ID, container name)."""
+
+    deployment: Deployment
+    resource: str
+    spec_hash: str
+    container_name: str
+    image_id: str
+    env: dict[str, str]
+    labels: dict[str, str]
+    url: str
+    source_file: str
+
+
+@dataclass
+class Plan:
+    resource: str
+    actions: list[Action] = field(default_factory=list)
+    conflict: str | None = None
+    container: ContainerInfo | None = None
+
+    @property
+    def changes(self) -> bool:
+        return bool(self.actions)
+
+
+def resolve_desired(dep: Deployment, spec_set: SpecSet, engine: DockerEngine, facts: HostFacts,
+                    instance: str) -> Desired:
+    """Judge the Deployment against its Host's facts and resolve its image; PlanError if a rule
+    that needs observation fails."""
+    findings: list[Finding] = check_against_host(dep, facts)
+    image = engine.image(dep.spec.image)
+    if image is None:
+        findings.append(Finding(("spec", "image"), f"image {dep.spec.image} is not present on "
+                                f"Host {facts.name}; load or pull it there first",
+                                R_IMAGE_PRESENT))
+    if findings:
+        raise PlanError([spec_set.issue(dep, f) for f in findings])
+    assert image is not None
+    resource = f"Deployment/{dep.metadata.name}"
+    digest = spec_hash(dep)
+    return Desired(
+        deployment=dep,
+        resource=resource,
+        spec_hash=digest,
+        container_name=ownership.container_name(instance, dep.metadata.name),
+        image_id=image.id,
+        env=effective_env(dep.spec),
+        labels=ownership.labels_for(instance, resource, digest),
+        url=service_url(dep.spec.port.address, dep.spec.port.host),
+        source_file=spec_set.source_file(dep),
+    )
+
+
+def plan(desired: Desired, container: ContainerInfo | None, record: ResourceStatus | None,
+         instance: str) -> Plan:
+    """Pure: the actions that make ``container`` match ``desired``, each with its cause."""
+    result = Plan(desired.resource, container=container)
+    name = desired.container_name
+    if container is None:
+        known = record is not None and record.inventory_item(KIND_CONTAINER, name) is not None
+        cause = (f"container {name} is missing (removed outside the reconciler)" if known
+                 else "new Deployment")
+        result.actions.append(Action("create", f"container {name}", cause))
+        return result
+    if not ownership.is_owned(container.labels, instance, desired.resource):
+        owner = container.labels.get(ownership.LABEL_RESOURCE, "no reconciler labels")
+        result.conflict = (f"a container named {name} already exists and is not ours ({owner}); "
+                           "it is left untouched — rename or remove it, or rename the Deployment")
+        return result
+    causes = []
+    have_hash = container.labels.get(ownership.LABEL_SPEC_HASH, "")
+    if have_hash != desired.spec_hash:
+        causes.append(_spec_cause(desired, record, have_hash))
+    if container.image_id != desired.image_id:
+        causes.append(f"image changed {_short(container.image_id)} → {_short(desired.image_id)}")
+    if not container.running:
+        state = (f"exited with code {container.exit_code}" if container.status == "exited"
+                 else f"is {container.status}, not running")
+        causes.append(f"container {state}")
+    if causes:
+        result.actions.append(Action("recreate", f"container {name}", "; ".join(causes)))
+    return result
+
+
+def _spec_cause(desired: Desired, record: ResourceStatus | None, have_hash: str) -> str:
+    old = record.applied_spec if record is not None else None
+    if old is None:
+        return f"spec changed (hash {have_hash[:12] or 'none'} → {desired.spec_hash[:12]})"
+    new = desired.deployment.spec.model_dump(mode="json")
+    changed = sorted(_diff(old, new))
+    shown = ", ".join(changed[:6]) + (f" and {len(changed) - 6} more" if len(changed) > 6 else "")
+    return f"spec changed: {shown or 'defaults'}"
+
+
+def _diff(old: Any, new: Any, prefix: str = "") -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[str] = []
+        for key in sorted(set(old) | set(new)):
+            out.extend(_diff(old.get(key), new.get(key), f"{prefix}{key}."))
+        return out
+    if old == new:
+        return []
+    path = prefix.rstrip(".")
+    if isinstance(old, str | int | float | bool | None) and isinstance(new, str | int | float |
+                                                                           bool | None):
+        return [f"{path} {_fmt(old)} → {_fmt(new)}"]
+    return [path]
+
+
+def _fmt(value: object) -> str:
+    text = "unset" if value is None else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _short(image_id: str) -> str:
+    return image_id[:19] + ".." if len(image_id) > 19 else image_id
+
+
+class DeploymentController:
+    """Acts on one Host for a set of Deployments, recording everything in the store."""
+
+    def __init__(self, engine: DockerEngine, facts: HostFacts, store: Store, instance: str,
+                 progress: Callable[[str, str], None]) -> None:
+        self.engine = engine
+        self.facts = facts
+        self.store = store
+        self.instance = instance
+        self._progress = progress
+
+    def observe(self, desired: Desired) -> ContainerInfo | None:
+        return self.engine.container(desired.container_name)
+
+    def plan(self, desired: Desired) -> Plan:
+        return plan(desired, self.observe(desired), self.store.load(desired.resource),
+                    self.instance)
+
+    def apply(self, desired: Desired, the_plan: Plan, timeout_s: float | None) -> ReadinessResult:
+        """Carry out the plan, then wait for readiness; raises ReadinessFailed/ControllerError."""
+        resource = desired.resource
+        self._record_desired(desired)
+        for action in the_plan.actions:
+            self._note(resource, "Progressing", f"{action.verb} {action.target}: {action.cause}")
+            if action.verb == "recreate" and the_plan.container is not None:
+                self._remove(desired, the_plan.container)
+            container_id = self._create(desired)
+            self._history(resource, action, "ok", detail=container_id[:12])
+            self.store.events.append(resource, "Normal", action.verb.capitalize() + "d",
+                                     str(action))
+        container = self.engine.container(desired.container_name)
+        if container is None:
+            raise TemporaryError(f"container {desired.container_name} vanished after apply")
+        budget = float(desired.deployment.spec.readiness.timeoutSeconds)
+        if timeout_s is not None:
+            budget = min(budget, timeout_s)
+        self._set(resource, "Progressing", "True", "WaitingForReadiness",
+                  f"waiting up to {budget:g}s for {desired.url}")
+        result = wait_ready(self.engine, container.id, desired.url, budget,
+                            desired.deployment.spec.readiness.pollSeconds,
+                            lambda msg: self._progress(resource, msg))
+        self._record_ready(desired, container, result)
+        return result
+
+    # --- acting ----------------------------------------------------------------------------
+
+    def _create(self, desired: Desired) -> str:
+        spec = desired.deployment.spec
+        name = desired.container_name
+        self.store.update(desired.resource, "Deployment", desired.deployment.metadata.name,
+                          lambda st: st.upsert_inventory(InventoryItem(
+                              kind=KIND_CONTAINER, name=name, host=self.facts.name,
+                              state="pending", created_at=utc_now())))
+        env = dict(desired.env)
+        env.update(resolve_all(spec.secrets))
+        request = ContainerRequest(
+            name=name,
+            image=desired.image_id,
+            labels=desired.labels,
+            environment=env,
+            ports={f"{spec.port.container}/tcp": (spec.port.address, spec.port.host)},
+            mounts=[(m.source, m.target, m.readOnly) for m in spec.mounts],
+            gpu_ids=[self._gpu_uuid(ref) for ref in spec.gpus],
+            stop_timeout=spec.stopGraceSeconds,
+        )
+        container_id = self.engine.create(request)
+        del env, request  # secret values live no longer than the create call
+        self.store.update(desired.resource, "Deployment", desired.deployment.metadata.name,
+                          lambda st: st.upsert_inventory(InventoryItem(
+                              kind=KIND_CONTAINER, name=name, host=self.facts.name,
+                              id=container_id, state="created", created_at=utc_now())))
+        self.engine.start(container_id)
+        return container_id
+
+    def _remove(self, desired: Desired, container: ContainerInfo) -> None:
+        self.engine.stop(container.id, desired.deployment.spec.stopGraceSeconds)
+        self.engine.remove(container.id)
+        if desired.deployment.spec.gpus:
+            self._wait_gpu_release([self._gpu_uuid(g) for g in desired.deployment.spec.gpus])
+
+    def _wait_gpu_release(self, uuids: list[str]) -> None:
+        """Rule 10: the successor starts only once the old container's GPU memory is free."""
+        deadline = time.monotonic() + GPU_RELEASE_TIMEOUT_S
+        while True:
+            busy = {u: mib for u, mib in host_probe.gpu_processes().items() if u in uuids}
+            if not busy:
+                return
+            if time.monotonic() > deadline:
+                raise TemporaryError(f"GPU memory not released after {GPU_RELEASE_TIMEOUT_S}s: "
+                                     f"{busy}")
+            time.sleep(GPU_RELEASE_POLL_S)
+
+    def _gpu_uuid(self, ref: int | str) -> str:
+        gpu = self.facts.gpu(ref)
+        return gpu.uuid if gpu is not None else str(ref)
+
+    # --- recording -------------------------------------------------------------------------
+
+    def _record_desired(self, desired: Desired) -> None:
+        def mutate(st: ResourceStatus) -> None:
+            st.desired_generation = desired.spec_hash
+            st.source_file = desired.source_file
+            st.facts["host"] = self.facts.name
+            st.facts["dockerUrl"] = self.engine.url
+        self.store.update(desired.resource, "Deployment", desired.deployment.metadata.name, mutate)
+
+    def _record_ready(self, desired: Desired, container: ContainerInfo,
+                      result: ReadinessResult) -> None:
+        def mutate(st: ResourceStatus) -> None:
+            st.observed_generation = desired.spec_hash
+            st.applied_spec = desired.deployment.spec.model_dump(mode="json")
+            was_ready = st.condition("Ready")
+            st.set_condition("Ready", "True", "Ready",
+                             f"serving model {result.model_id} at {desired.url}")
+            st.set_condition("Progressing", "False", "Converged", "")
+            st.set_condition("Degraded", "False", "Healthy", "")
+            st.set_condition("Stalled", "False", "Converged", "")
+            st.facts.update({
+                "host": self.facts.name,
+                "container": desired.container_name,
+                "containerId": container.id,
+                "image": desired.deployment.spec.image,
+                "imageId": desired.image_id,
+                "url": desired.url,
+                "model": result.model_id,
+            })
+            if result.runtime:
+                st.facts["runtime"] = result.runtime
+            if was_ready is None or was_ready.status != "True":
+                st.facts["readySince"] = utc_now()
+        self.store.update(desired.resource, "Deployment", desired.deployment.metadata.name, mutate)
+
+    def _set(self, resource: str, ctype: Literal["Progressing"], status: Literal["True"],
+             reason: str, message: str) -> None:
+        name = resource.split("/", 1)[1]
+
+        def mutate(st: ResourceStatus) -> None:
+            st.set_condition(ctype, status, reason, message)
+        self.store.update(resource, "Deployment", name, mutate)
+
+    def _note(self, resource: str, reason: str, message: str) -> None:
+        self._progress(resource, message)
+
+    def _history(self, resource: str, action: Action, result: Literal["ok", "error"],
+                 detail: str = "") -> None:
+        name = resource.split("/", 1)[1]
+        entry = HistoryEntry(time=utc_now(), action=action.verb, target=action.target,
+                             cause=action.cause, result=result, detail=detail)
+        self.store.update(resource, "Deployment", name, lambda st: st.add_history(entry))
+
+
+def remove_owned(engine: DockerEngine, store: Store, instance: str, resource: str,
+                 record: ResourceStatus) -> tuple[list[str], list[str]]:
+    """Delete containers the inventory lists AND that carry our labels; returns (removed,
+    left) with a reason for each one left alone."""
+    removed, left = [], []
+    for item in list(record.inventory):
+        if item.kind != KIND_CONTAINER:
+            continue
+        info = engine.container(item.id or item.name)
+        if info is None and item.id is not None:
+            info = engine.container(item.name)
+        if info is None:
+            removed.append(f"container {item.name} (already gone)")
+        elif not ownership.is_owned(info.labels, instance, resource):
+            left.append(f"container {item.name}: not ours (labels do not match), left untouched")
+            continue
+        else:
+            engine.stop(info.id, 10)
+            engine.remove(info.id)
+            removed.append(f"container {item.name} ({info.id[:12]})")
+        _forget(store, record, item)
+    return removed, left
+
+
+def _forget(store: Store, record: ResourceStatus, item: InventoryItem) -> None:
+    def mutate(st: ResourceStatus) -> None:
+        st.remove_inventory(item.kind, item.name)
+    store.update(record.resource, record.kind, record.name, mutate)
+
+
+__all__ = [
+    "Action",
+    "DeploymentController",
+    "Desired",
+    "Plan",
+    "ReadinessFailed",
+    "plan",
+    "remove_owned",
+    "resolve_desired",
+]

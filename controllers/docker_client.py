@@ -1,0 +1,233 @@
+"""A typed Docker client: the only module that touches docker-py.
+
+Controllers speak in ``ContainerInfo``/``ContainerRequest``/``ImageInfo``; this module
+translates, counts API calls (for metrics and benchmarks) and turns docker-py's exceptions into
+our error tree so callers never catch library types.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import docker
+import docker.errors
+import docker.types
+import requests.exceptions
+
+from controllers.errors import ControllerError, HostUnreachable, PermanentError, TemporaryError
+
+API_TIMEOUT_S = 30
+MIN_API_VERSION = "1.41"
+
+
+@dataclass(frozen=True)
+class ContainerInfo:
+    """What we need to know about one container."""
+
+    id: str
+    name: str
+    status: str  # created | running | paused | restarting | removing | exited | dead
+    exit_code: int
+    health: str | None  # starting | healthy | unhealthy | None (no healthcheck)
+    labels: dict[str, str]
+    image_id: str
+    started_at: str
+    error: str = ""
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    id: str
+    repo_tags: tuple[str, ...]
+    repo_digests: tuple[str, ...]
+
+
+@dataclass
+class ContainerRequest:
+    """Everything needed to create one container; secrets live only in ``environment`` and
+    only for the duration of the create call."""
+
+    name: str
+    image: str
+    labels: dict[str, str]
+    environment: dict[str, str]
+    ports: dict[str, tuple[str, int]] = field(default_factory=dict)
+    mounts: list[tuple[str, str, bool]] = field(default_factory=list)  # source, target, ro
+    gpu_ids: list[str] = field(default_factory=list)
+    init: bool = True
+    stop_timeout: int = 30
+
+
+class DockerEngine:
+    """One Docker engine. Thread-safe (docker-py's client is used under a pool)."""
+
+    def __init__(self, url: str, host_name: str) -> None:
+        self.url = url
+        self.host_name = host_name
+        self._calls = 0
+        self._lock = threading.Lock()
+        try:
+            self._client = docker.DockerClient(base_url=url, version=MIN_API_VERSION,
+                                               timeout=API_TIMEOUT_S)
+        except docker.errors.DockerException as exc:
+            raise HostUnreachable(f"Host {host_name}: cannot reach Docker at {url}: {exc}") from exc
+
+    @property
+    def api_calls(self) -> int:
+        return self._calls
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            self._calls += 1
+        try:
+            return fn(*args, **kwargs)
+        except docker.errors.NotFound:
+            raise
+        except docker.errors.APIError as exc:
+            message = f"Host {self.host_name}: Docker {what} failed: {exc.explanation or exc}"
+            if exc.status_code is not None and exc.status_code >= 500:
+                raise TemporaryError(message) from exc
+            raise PermanentError(message) from exc
+        except (requests.exceptions.ConnectionError, docker.errors.DockerException,
+                requests.exceptions.Timeout) as exc:
+            raise HostUnreachable(f"Host {self.host_name}: Docker at {self.url} unreachable "
+                                  f"during {what}: {exc}") from exc
+
+    def version(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("version", self._client.version)
+        return result
+
+    def image(self, ref: str) -> ImageInfo | None:
+        """Resolve a reference to a local image; a ``name@sha256:X`` whose digest is the image
+        ID itself also resolves (images built here have no registry digest)."""
+        candidates = [ref]
+        if "@sha256:" in ref:
+            candidates.append("sha256:" + ref.split("@sha256:", 1)[1])
+        for candidate in candidates:
+            try:
+                img = self._call("image inspect", self._client.api.inspect_image, candidate)
+            except docker.errors.NotFound:
+                continue
+            return ImageInfo(img["Id"], tuple(img.get("RepoTags") or ()),
+                             tuple(img.get("RepoDigests") or ()))
+        return None
+
+    def container(self, name_or_id: str) -> ContainerInfo | None:
+        try:
+            data = self._call("container inspect", self._client.api.inspect_container, name_or_id)
+        except docker.errors.NotFound:
+            return None
+        return _container_info(data)
+
+    def list_containers(self, labels: dict[str, str]) -> list[ContainerInfo]:
+        filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
+        rows = self._call("container list", self._client.api.containers, all=True, filters=filters)
+        found = []
+        for row in rows:
+            info = self.container(row["Id"])
+            if info is not None:
+                found.append(info)
+        return found
+
+    def create(self, req: ContainerRequest) -> str:
+        api = self._client.api
+        host_config = api.create_host_config(
+            port_bindings={p: addr for p, addr in req.ports.items()},
+            mounts=[docker.types.Mount(target=t, source=s, type="bind", read_only=ro)
+                    for s, t, ro in req.mounts],
+            device_requests=[docker.types.DeviceRequest(driver="nvidia", device_ids=req.gpu_ids,
+                                                        capabilities=[["gpu"]])]
+            if req.gpu_ids else None,
+            init=req.init,
+        )
+        created = self._call(
+            "container create", api.create_container, image=req.image, name=req.name,
+            labels=req.labels, environment=[f"{k}={v}" for k, v in req.environment.items()],
+            ports=list(req.ports), host_config=host_config, stop_timeout=req.stop_timeout,
+        )
+        return str(created["Id"])
+
+    def start(self, container_id: str) -> None:
+        self._call("container start", self._client.api.start, container_id)
+
+    def stop(self, container_id: str, timeout: int) -> None:
+        try:
+            self._call("container stop", self._client.api.stop, container_id, timeout=timeout)
+        except docker.errors.NotFound:
+            return
+
+    def remove(self, container_id: str) -> None:
+        try:
+            self._call("container remove", self._client.api.remove_container, container_id,
+                       force=True)
+        except docker.errors.NotFound:
+            return
+
+    def logs(self, container_id: str, tail: int | None = None) -> str:
+        try:
+            raw = self._call("container logs", self._client.api.logs, container_id,
+                             stdout=True, stderr=True, tail=tail if tail is not None else "all")
+        except docker.errors.NotFound:
+            return ""
+        return bytes(raw).decode("utf-8", "replace")
+
+    def follow_logs(self, container_id: str) -> LogFollower:
+        """Stream log lines as they are written; close() ends the stream early."""
+        stream = self._call("container logs", self._client.api.logs, container_id, stdout=True,
+                            stderr=True, stream=True, follow=True)
+        return LogFollower(stream)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class LogFollower:
+    """Lines of a followed log stream; iteration ends when the container stops or on close()."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def __iter__(self) -> Iterator[str]:
+        pending = b""
+        try:
+            for chunk in self._stream:
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    yield line.decode("utf-8", "replace")
+        except (requests.exceptions.RequestException, docker.errors.DockerException, OSError,
+                AttributeError, ValueError):
+            return  # closed under us, or the engine went away: the caller polls state anyway
+        if pending:
+            yield pending.decode("utf-8", "replace")
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._stream.close()
+
+
+def _container_info(data: dict[str, Any]) -> ContainerInfo:
+    state = data.get("State") or {}
+    health = (state.get("Health") or {}).get("Status")
+    return ContainerInfo(
+        id=data["Id"],
+        name=str(data.get("Name", "")).lstrip("/"),
+        status=str(state.get("Status", "unknown")),
+        exit_code=int(state.get("ExitCode", 0)),
+        health=health,
+        labels=dict((data.get("Config") or {}).get("Labels") or {}),
+        image_id=str(data.get("Image", "")),
+        started_at=str(state.get("StartedAt", "")),
+        error=str(state.get("Error", "")),
+    )
+
+
+__all__ = ["ContainerInfo", "ContainerRequest", "ControllerError", "DockerEngine", "ImageInfo"]

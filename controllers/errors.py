@@ -1,0 +1,53 @@
+"""Controller errors and how the engine should treat them.
+
+- ``ControllerError``      base; always carries a message fit for a person.
+  - ``TemporaryError``     retry with backoff (engine unreachable, API hiccup, busy server).
+    - ``HostUnreachable``  the Host's engine does not answer; its resources are Degraded, never
+                           deleted.
+  - ``PermanentError``     retrying will not help until the spec or the world changes: the
+                           resource goes ``Stalled`` with this message.
+    - ``PlanError``        a rule judged against observed facts failed; carries SpecIssues.
+    - ``ReadinessFailed``  the service did not become ready (timeout, fatal marker, exit).
+    - ``SecretUnavailable`` a secret reference could not be resolved (names the ref, never a
+                           value).
+"""
+
+from __future__ import annotations
+
+from specs.errors import SpecIssue
+
+
+class ControllerError(Exception):
+    """Base of every controller error."""
+
+
+class TemporaryError(ControllerError):
+    """Worth retrying with backoff."""
+
+
+class HostUnreachable(TemporaryError):
+    """A Host's Docker engine did not answer."""
+
+
+class PermanentError(ControllerError):
+    """Not worth retrying until something changes."""
+
+
+class PlanError(PermanentError):
+    """Spec rules that needed observed facts failed."""
+
+    def __init__(self, issues: list[SpecIssue]) -> None:
+        self.issues = issues
+        super().__init__("\n".join(str(i) for i in issues))
+
+
+class ReadinessFailed(PermanentError):
+    """The service did not become ready; ``reason`` is a short CamelCase condition reason."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        self.reason = reason
+        super().__init__(message)
+
+
+class SecretUnavailable(PermanentError):
+    """A secret reference could not be resolved."""

@@ -1,0 +1,101 @@
+"""Observe a Host: connect to its engine and read its facts (engine version, GPUs).
+
+GPUs come from ``nvidia-smi`` on the Host (for the local engine, this machine). A Host without
+``nvidia-smi`` has no GPUs as far as we are concerned ("none"), which is the truth on CPU-only
+machines and keeps GPU rules honest: they are judged on what is really there.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+from controllers.docker_client import DockerEngine
+from controllers.errors import PermanentError, TemporaryError
+from specs.facts import GpuInfo, HostFacts
+from specs.models import Host
+
+NVIDIA_SMI = "nvidia-smi"
+GPU_QUERY = "index,uuid,name,compute_cap,memory.total,memory.used"
+APPS_QUERY = "gpu_uuid,pid,used_memory"
+PROBE_TIMEOUT_S = 20
+
+
+def connect(host: Host) -> DockerEngine:
+    """A client for the Host's engine; SSH Hosts are parsed but not supported yet."""
+    if host.is_ssh:
+        raise PermanentError(f"Host {host.metadata.name}: ssh:// engines are not supported yet "
+                             "(only the local engine, unix://…); remove the Host or use a local "
+                             "socket")
+    return DockerEngine(host.spec.docker, host.metadata.name)
+
+
+def observe(host: Host, engine: DockerEngine) -> HostFacts:
+    version = engine.version()
+    gpus, probe = local_gpus()
+    return HostFacts(
+        name=host.metadata.name,
+        engine_version=str(version.get("Version", "?")),
+        api_version=str(version.get("ApiVersion", "?")),
+        os=f"{version.get('Os', '?')}/{version.get('Arch', '?')}",
+        gpus=gpus,
+        gpu_probe=probe,
+    )
+
+
+def local_gpus() -> tuple[list[GpuInfo], str]:
+    """GPUs of this machine via nvidia-smi; ([], "none") when there is no nvidia-smi."""
+    if shutil.which(NVIDIA_SMI) is None:
+        return [], "none"
+    out = _run_smi([f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits"])
+    return parse_gpu_csv(out), "nvidia-smi"
+
+
+def gpu_processes() -> dict[str, int]:
+    """Used memory (MiB) by compute processes per GPU UUID; used to wait for a replaced
+    container's GPU memory to be released before starting its successor (rule 10)."""
+    if shutil.which(NVIDIA_SMI) is None:
+        return {}
+    out = _run_smi([f"--query-compute-apps={APPS_QUERY}", "--format=csv,noheader,nounits"])
+    return parse_apps_csv(out)
+
+
+def _run_smi(args: list[str]) -> str:
+    try:
+        done = subprocess.run([NVIDIA_SMI, *args], capture_output=True, text=True,
+                              timeout=PROBE_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise TemporaryError(f"nvidia-smi failed: {exc}") from exc
+    if done.returncode != 0:
+        raise TemporaryError(f"nvidia-smi exited {done.returncode}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def parse_gpu_csv(text: str) -> list[GpuInfo]:
+    """Parse ``nvidia-smi --query-gpu=index,uuid,name,compute_cap,memory.total,memory.used
+    --format=csv,noheader,nounits``."""
+    gpus = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) < 6 or not cells[0].isdigit():
+            continue
+        gpus.append(GpuInfo(index=int(cells[0]), uuid=cells[1], name=cells[2],
+                            compute_capability=cells[3], memory_total_mib=_int(cells[4]),
+                            memory_used_mib=_int(cells[5])))
+    return gpus
+
+
+def parse_apps_csv(text: str) -> dict[str, int]:
+    used: dict[str, int] = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) >= 3 and cells[0].startswith(("GPU-", "MIG-")):
+            used[cells[0]] = used.get(cells[0], 0) + _int(cells[2])
+    return used
+
+
+def _int(text: str) -> int:
+    try:
+        return int(float(text))
+    except ValueError:
+        return 0

@@ -1,0 +1,144 @@
+"""Wait until an RT-VLM container is ready (rule 11), failing fast when it never will be.
+
+Ready = container running (and healthy, where it has a healthcheck) AND ``/v1/health/ready``
+answers 200 AND ``/v1/models`` lists a model. Logs are followed while we wait: a fatal marker
+(``EngineDeadError``, ``CUDA out of memory``, ``FMHA kernels are not found``) or an exit ends
+the wait at once, because a real model load can take half an hour and nobody should wait that
+long for a container that already told us it is dead.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import httpx
+
+from controllers.docker_client import DockerEngine, LogFollower
+from controllers.errors import ReadinessFailed
+from controllers.runtime_facts import fatal_marker, update_facts
+
+PROGRESS_EVERY_S = 5.0
+HTTP_TIMEOUT_S = 3.0
+LOG_TAIL_LINES = 20
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class ReadinessResult:
+    model_id: str
+    waited_s: float
+    runtime: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Probe:
+    ok: bool
+    detail: str
+    model_id: str = ""
+
+
+def service_url(address: str, port: int) -> str:
+    """Where to reach a port published on ``address`` from this machine."""
+    if address in ("0.0.0.0", "::"):
+        address = "127.0.0.1" if address == "0.0.0.0" else "::1"
+    host = f"[{address}]" if ":" in address else address
+    return f"http://{host}:{port}"
+
+
+def wait_ready(engine: DockerEngine, container_id: str, url: str, timeout_s: float,
+               poll_s: float, progress: Progress) -> ReadinessResult:
+    """Block until ready or raise ReadinessFailed with a reason naming what went wrong."""
+    started = time.monotonic()
+    lines: queue.Queue[str] = queue.Queue()
+    stream = engine.follow_logs(container_id)
+    follower = threading.Thread(target=_pump, args=(stream, lines), daemon=True,
+                                name=f"logs-{container_id[:12]}")
+    follower.start()
+    try:
+        return _wait(engine, container_id, url, timeout_s, poll_s, progress, lines, started)
+    finally:
+        stream.close()
+
+
+def _wait(engine: DockerEngine, container_id: str, url: str, timeout_s: float, poll_s: float,
+          progress: Progress, lines: queue.Queue[str], started: float) -> ReadinessResult:
+    deadline = started + timeout_s
+    runtime: dict[str, str] = {}
+    last_detail, last_report = "", 0.0
+    with httpx.Client(timeout=HTTP_TIMEOUT_S) as http:
+        while True:
+            _scan(lines, runtime)
+            info = engine.container(container_id)
+            if info is None:
+                raise ReadinessFailed("ContainerGone", "the container disappeared while starting")
+            if not info.running:
+                _scan_tail(engine, container_id, runtime)
+                tail = engine.logs(container_id, tail=LOG_TAIL_LINES).strip()
+                raise ReadinessFailed("ContainerExited", f"container exited with code "
+                                      f"{info.exit_code} before becoming ready; last log lines:"
+                                      f"\n{tail}")
+            if info.health == "unhealthy":
+                raise ReadinessFailed("Unhealthy", "the container's healthcheck reports unhealthy")
+            probe = _probe(http, url)
+            if probe.ok and info.health in (None, "healthy"):
+                return ReadinessResult(probe.model_id, time.monotonic() - started, runtime)
+            detail = probe.detail if not probe.ok else f"health {info.health}"
+            now = time.monotonic()
+            if now >= deadline:
+                raise ReadinessFailed("ReadinessTimeout", f"not ready after {timeout_s:g}s: "
+                                      f"{detail}")
+            if detail != last_detail or now - last_report >= PROGRESS_EVERY_S:
+                progress(f"waiting for readiness ({now - started:.0f}s/{timeout_s:g}s): {detail}")
+                last_detail, last_report = detail, now
+            time.sleep(min(poll_s, max(0.0, deadline - now)))
+
+
+def _pump(stream: LogFollower, sink: queue.Queue[str]) -> None:
+    for line in stream:
+        sink.put(line)
+
+
+def _scan(lines: queue.Queue[str], runtime: dict[str, str]) -> None:
+    while True:
+        try:
+            line = lines.get_nowait()
+        except queue.Empty:
+            return
+        _check_line(line, runtime)
+
+
+def _scan_tail(engine: DockerEngine, container_id: str, runtime: dict[str, str]) -> None:
+    """After an exit, the marker may still be in flight on the follower: read the log tail."""
+    for line in engine.logs(container_id, tail=LOG_TAIL_LINES * 10).splitlines():
+        _check_line(line, runtime)
+
+
+def _check_line(line: str, runtime: dict[str, str]) -> None:
+    update_facts(runtime, line)
+    marker = fatal_marker(line)
+    if marker is not None:
+        raise ReadinessFailed("FatalLogMarker", f"fatal log marker {marker!r} in container logs: "
+                              f"{line.strip()[:300]}")
+
+
+def _probe(http: httpx.Client, url: str) -> _Probe:
+    try:
+        ready = http.get(f"{url}/v1/health/ready")
+        if ready.status_code != 200:
+            return _Probe(False, f"/v1/health/ready answered {ready.status_code}")
+        models = http.get(f"{url}/v1/models")
+        if models.status_code != 200:
+            return _Probe(False, f"/v1/models answered {models.status_code}")
+        data = models.json().get("data") or []
+        if not data or not isinstance(data[0], dict) or not data[0].get("id"):
+            return _Probe(False, "/v1/models lists no model")
+        return _Probe(True, "ready", str(data[0]["id"]))
+    except httpx.HTTPError as exc:
+        return _Probe(False, f"{url} not answering ({type(exc).__name__})")
+    except ValueError:
+        return _Probe(False, "/v1/models answered with invalid JSON")

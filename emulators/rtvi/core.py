@@ -1,0 +1,124 @@
+"""Health, models, metrics, metadata and asset-stats endpoints of the emulated RTVI service.
+
+Shapes follow ``shared/contracts/rtvi-api.md``. Where the real service's behaviour is unknown the
+choice is documented here:
+
+- ``/v1/startup`` and ``/v1/health/live`` bodies: the contract gives only status codes; we answer
+  the same ``health.response`` object as ready does, with their own message.
+- While loading, and also after a fatal fault with ``RTVI_EMU_FATAL_EXIT=0``, ready/startup/models
+  answer 503 ``Model is loading``: a real server whose engine died during load cannot tell that it
+  will never finish, which is exactly why the reconciler must read fatal markers from the logs.
+- ``/v1/assets/stats``: the real shape is not published. We answer
+  ``{"files":{"count":0,"bytes":0},"streams":{"count":0},"storage_bytes":0}``: counts per asset kind
+  plus the storage they hold, enough to prove "zero assets" after cleanup.
+- ``/v1/metrics``: Prometheus text with ``rtvi_emulator_*`` names (the real metric names are not
+  part of the contract; nothing may depend on them beyond "Prometheus text").
+"""
+
+from __future__ import annotations
+
+from emulators.rtvi.routing import Request, Response, Router
+from emulators.rtvi.state import ServiceState
+
+SERVICE_VERSION = "3.2.1"
+MODEL_OWNER = "nvidia"
+MODEL_API_TYPE = "internal"
+PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+LOADING_CODE = "ServiceUnavailable"
+LOADING_MESSAGE = "Model is loading"
+
+
+def _health(message: str) -> Response:
+    return Response.json(200, {"object": "health.response", "message": message})
+
+
+def _loading() -> Response:
+    return Response.error(503, LOADING_CODE, LOADING_MESSAGE)
+
+
+def ready(state: ServiceState, _request: Request) -> Response:
+    return _health("Service is ready.") if state.is_ready() else _loading()
+
+
+def live(_state: ServiceState, _request: Request) -> Response:
+    return _health("Service is live.")
+
+
+def startup(state: ServiceState, _request: Request) -> Response:
+    return _health("Service has started.") if state.is_ready() else _loading()
+
+
+def models(state: ServiceState, _request: Request) -> Response:
+    if not state.is_ready():
+        return _loading()
+    data: list[dict[str, object]] = []
+    if not state.settings.no_models:
+        data.append(
+            {
+                "id": state.settings.model_id,
+                "created": state.created_unix,
+                "object": "model",
+                "owned_by": MODEL_OWNER,
+                "api_type": MODEL_API_TYPE,
+            }
+        )
+    return Response.json(200, {"object": "list", "data": data, "audio_support": False})
+
+
+def metadata(_state: ServiceState, _request: Request) -> Response:
+    return Response.json(200, {"version": SERVICE_VERSION})
+
+
+def asset_stats(state: ServiceState, _request: Request) -> Response:
+    return Response.json(
+        200,
+        {
+            "files": {"count": 0, "bytes": 0},
+            "streams": {"count": state.active_streams()},
+            "storage_bytes": 0,
+        },
+    )
+
+
+def _label(value: str) -> str:
+    """Escape a Prometheus label value (backslash, double quote, newline)."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def render_metrics(state: ServiceState) -> str:
+    lines = [
+        "# HELP rtvi_emulator_requests_total HTTP requests served, by method, route and status.",
+        "# TYPE rtvi_emulator_requests_total counter",
+    ]
+    for (method, route, status), count in sorted(state.request_counts().items()):
+        lines.append(
+            f'rtvi_emulator_requests_total{{method="{_label(method)}",path="{_label(route)}",'
+            f'status="{status}"}} {count}'
+        )
+    lines += [
+        "# HELP rtvi_emulator_uptime_seconds Seconds since the emulator process started.",
+        "# TYPE rtvi_emulator_uptime_seconds gauge",
+        f"rtvi_emulator_uptime_seconds {state.uptime_s():.3f}",
+        "# HELP rtvi_emulator_ready 1 when the emulated model is loaded and serving, else 0.",
+        "# TYPE rtvi_emulator_ready gauge",
+        f"rtvi_emulator_ready {1 if state.is_ready() else 0}",
+        "# HELP rtvi_emulator_active_streams Live streams currently registered.",
+        "# TYPE rtvi_emulator_active_streams gauge",
+        f"rtvi_emulator_active_streams {state.active_streams()}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def metrics(state: ServiceState, _request: Request) -> Response:
+    return Response.text(200, render_metrics(state), PROMETHEUS_CONTENT_TYPE)
+
+
+def register(router: Router) -> None:
+    """Add this group's routes; aliases share one handler."""
+    router.get("/v1/health/ready", "/v1/ready")(ready)
+    router.get("/v1/health/live", "/v1/live")(live)
+    router.get("/v1/startup")(startup)
+    router.get("/v1/models")(models)
+    router.get("/v1/metrics")(metrics)
+    router.get("/v1/metadata")(metadata)
+    router.get("/v1/assets/stats")(asset_stats)

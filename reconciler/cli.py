@@ -1,0 +1,269 @@
+"""The ``reconciler`` command.
+
+Exit codes: 0 success (for ``plan``: no changes), 2 ``plan`` found changes, 1 any error.
+Human output goes to stdout; progress and errors to stderr; nothing printed carries a secret
+value (everything passes the redactor).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+from rich.console import Console
+
+from reconciler import logging as rlog
+from reconciler.engine import Engine
+from reconciler.output import (
+    print_plan,
+    print_status_detail,
+    print_status_table,
+    safe,
+)
+from specs.errors import SpecError
+from specs.validate import SpecSet, json_schema, load_spec_set
+from state.errors import StateError
+from state.store import Store
+
+EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
+ENV_STATE_DIR = "RECONCILER_STATE_DIR"
+ENV_INSTANCE = "RECONCILER_INSTANCE"
+PIPE_WIDTH = 240
+
+
+def default_state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "rtvi-reconciler"
+
+
+class Context:
+    def __init__(self, state_dir: Path, instance: str | None, verbose: bool) -> None:
+        self.state_dir = state_dir
+        self.requested_instance = instance
+        self.verbose = verbose
+        # Piped output gets a wide console: tables stay one row per resource for grep/awk.
+        width = None if sys.stdout.isatty() else PIPE_WIDTH
+        self.out = Console(highlight=False, soft_wrap=True, width=width)
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+    def store(self) -> Store:
+        return Store(self.state_dir)
+
+    def fail(self, message: str) -> NoReturn:
+        self.err.print(f"error: {safe(message)}", markup=False)
+        raise SystemExit(EXIT_ERROR)
+
+
+pass_ctx = click.make_pass_decorator(Context)
+PATHS = click.argument("paths", nargs=-1, required=True,
+                       type=click.Path(path_type=Path, exists=False))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--state-dir", type=click.Path(path_type=Path), envvar=ENV_STATE_DIR,
+              default=default_state_dir, show_default="$XDG_STATE_HOME/rtvi-reconciler",
+              help=f"Where status, history, inventory and events live (env {ENV_STATE_DIR}).")
+@click.option("--instance", envvar=ENV_INSTANCE, default=None,
+              help="Name of this reconciler instance; recorded in the state dir on first use "
+                   f"and in every label (env {ENV_INSTANCE}, default 'default').")
+@click.option("-v", "--verbose", is_flag=True, help="Also print JSON logs to stderr.")
+@click.pass_context
+def main(ctx: click.Context, state_dir: Path, instance: str | None, verbose: bool) -> None:
+    """Declarative reconciler for NVIDIA VSS real-time VLM (RT-VLM) fleets.
+
+    Desired state lives in YAML specs (Host, Deployment). Typical use:
+
+    \b
+      reconciler validate specs/            # check specs, no engine needed
+      reconciler plan specs/                # what would change and why (exit 2 = changes)
+      reconciler apply specs/ --timeout 600 # converge and wait until Ready
+      reconciler status                     # what runs where, healthy or why not
+      reconciler delete Deployment/NAME     # remove what we created, nothing else
+    """
+    ctx.obj = Context(state_dir, instance, verbose)
+
+
+def _load(ctx: Context, paths: tuple[Path, ...]) -> SpecSet:
+    try:
+        spec_set = load_spec_set(list(paths))
+    except SpecError as exc:
+        for issue in exc.issues:
+            ctx.err.print(str(issue), markup=False)
+        n = len(exc.issues)
+        ctx.err.print(f"{n} error{'s' if n != 1 else ''}; nothing was changed.", markup=False)
+        raise SystemExit(EXIT_ERROR) from None
+    for warning in spec_set.warnings:
+        ctx.err.print(str(warning), markup=False)
+    return spec_set
+
+
+@contextmanager
+def _engine(ctx: Context, lock: bool) -> Iterator[Engine]:
+    """An engine bound to the store; ``lock`` takes the single-writer lock for mutations."""
+    rlog.configure(ctx.state_dir, ctx.verbose)
+    store = ctx.store()
+    try:
+        instance = store.instance(ctx.requested_instance)
+        state_lock = store.lock() if lock else None
+        if state_lock is not None:
+            state_lock.acquire()
+    except StateError as exc:
+        ctx.fail(str(exc))
+    engine = Engine(store, instance, lambda res, msg: ctx.err.print(
+        f"{res}: {safe(msg)}", markup=False))
+    try:
+        yield engine
+    finally:
+        engine.close()
+        if state_lock is not None:
+            state_lock.release()
+
+
+@main.command()
+@PATHS
+@pass_ctx
+def validate(ctx: Context, paths: tuple[Path, ...]) -> None:
+    """Check spec files (syntax, schema, rules that need no engine). Exit 1 on any error."""
+    spec_set = _load(ctx, paths)
+    kinds: dict[str, int] = {}
+    for res in spec_set.resources:
+        kinds[res.kind] = kinds.get(res.kind, 0) + 1
+    summary = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "no resources"
+    ctx.out.print(f"valid: {summary}")
+
+
+@main.command()
+def schema() -> None:
+    """Print the JSON Schema of all kinds (for editors, e.g. yaml-language-server)."""
+    click.echo(json.dumps(json_schema(), indent=2))
+
+
+@main.command()
+@PATHS
+@pass_ctx
+def plan(ctx: Context, paths: tuple[Path, ...]) -> None:
+    """Show what apply would change, and why. Exit 0 no changes, 2 changes, 1 error."""
+    spec_set = _load(ctx, paths)
+    with _engine(ctx, lock=False) as engine:
+        plans = engine.plan(spec_set)
+    print_plan(ctx.out, plans)
+    if any(rp.error is not None or (rp.plan and rp.plan.conflict) for rp in plans):
+        raise SystemExit(EXIT_ERROR)
+    raise SystemExit(EXIT_CHANGES if any(rp.changes for rp in plans) else EXIT_OK)
+
+
+@main.command()
+@PATHS
+@click.option("--timeout", type=float, default=None, metavar="SECONDS",
+              help="Give up waiting for readiness after this long (default: each Deployment's "
+                   "readiness.timeoutSeconds).")
+@pass_ctx
+def apply(ctx: Context, paths: tuple[Path, ...], timeout: float | None) -> None:
+    """Converge Hosts and Deployments and wait until they are Ready.
+
+    Prints each action with its cause and progress while waiting; exits 1 naming the reason
+    if something is not Ready in time.
+    """
+    spec_set = _load(ctx, paths)
+    started = time.monotonic()
+    with _engine(ctx, lock=True) as engine:
+        plans = engine.plan(spec_set)
+        for rp in plans:
+            for action in rp.plan.actions if rp.plan else []:
+                ctx.err.print(f"{rp.resource}: {action.verb} {action.target} because "
+                              f"{safe(action.cause)}", markup=False)
+        outcomes = engine.apply(plans, timeout)
+    failed = 0
+    for outcome in outcomes:
+        mark = "✓" if outcome.ok else "✗"
+        failed += not outcome.ok
+        ctx.out.print(f"{mark} {outcome.resource}: {safe(outcome.message)}", markup=False)
+    elapsed = time.monotonic() - started
+    if failed:
+        ctx.err.print(f"{failed} of {len(outcomes)} not Ready ({elapsed:.1f}s)", markup=False)
+        raise SystemExit(EXIT_ERROR)
+    ctx.out.print(f"{len(outcomes)} Ready ({elapsed:.1f}s)", markup=False)
+
+
+@main.command()
+@click.argument("name", required=False)
+@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table",
+              show_default=True)
+@pass_ctx
+def status(ctx: Context, name: str | None, output: str) -> None:
+    """Show recorded status (no daemon needed). NAME: Deployment/x or x for detail."""
+    store = ctx.store()
+    records = store.list()
+    if name is not None:
+        resource = name if "/" in name else f"Deployment/{name}"
+        records = [r for r in records if r.resource == resource]
+        if not records:
+            ctx.fail(f"no status recorded for {resource} in {ctx.state_dir}")
+    if output == "json":
+        data: Any = [r.model_dump(mode="json") for r in records]
+        if name is not None:
+            data = data[0]
+        click.echo(safe(json.dumps(data, indent=2)))
+    elif name is not None:
+        print_status_detail(ctx.out, records[0])
+    elif not records:
+        ctx.out.print(f"no resources recorded in {ctx.state_dir}")
+    else:
+        print_status_table(ctx.out, records)
+
+
+@main.command()
+@click.argument("targets", nargs=-1, required=True)
+@pass_ctx
+def delete(ctx: Context, targets: tuple[str, ...]) -> None:
+    """Delete what we created for spec PATHs or NAMEs (Deployment/x or x).
+
+    Only containers that our inventory lists AND that carry our labels are removed; anything
+    else with a matching name is left untouched and reported.
+    """
+    spec_set = None
+    names: list[str] = []
+    paths = [Path(t) for t in targets if Path(t).exists()]
+    if paths:
+        spec_set = _load(ctx, tuple(paths))
+        names += [f"Deployment/{d.metadata.name}" for d in spec_set.deployments]
+    names += [t if "/" in t else f"Deployment/{t}" for t in targets if not Path(t).exists()]
+    with _engine(ctx, lock=True) as engine:
+        outcomes = engine.delete(spec_set, names)
+    for outcome in outcomes:
+        ctx.out.print(f"{'✓' if outcome.ok else '!'} {outcome.resource}: "
+                      f"{safe(outcome.message)}", markup=False)
+    if not all(o.ok for o in outcomes):
+        raise SystemExit(EXIT_ERROR)
+
+
+@main.command()
+@click.argument("name", required=False)
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new events.")
+@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text")
+@pass_ctx
+def events(ctx: Context, name: str | None, follow: bool, output: str) -> None:
+    """Print the event log (optionally of one resource)."""
+    resource = None if name is None else (name if "/" in name else f"Deployment/{name}")
+    log = ctx.store().events
+    source = log.follow(resource=resource) if follow else iter(log.read(resource=resource))
+    try:
+        for event in source:
+            if output == "json":
+                click.echo(safe(event.model_dump_json()))
+            else:
+                click.echo(safe(f"{event.time} {event.type:<7} {event.resource} "
+                                f"{event.reason}: {event.message}"))
+    except KeyboardInterrupt:
+        sys.exit(EXIT_OK)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""Human output: plan listings and the status table (rich), all through the redactor."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from reconciler.engine import ResourcePlan
+from state.models import ResourceStatus
+from state.redaction import DEFAULT_REDACTOR
+
+VERB_MARK = {"create": "+", "recreate": "~"}
+
+
+def safe(text: str) -> str:
+    return DEFAULT_REDACTOR.scrub_text(text)
+
+
+def print_plan(console: Console, plans: list[ResourcePlan]) -> None:
+    creates = recreates = in_sync = 0
+    for rp in plans:
+        if rp.error is not None:
+            console.print(f"[red]✗[/red] {rp.resource}: cannot plan", highlight=False)
+            for line in safe(rp.error).splitlines():
+                console.print(f"    {line}", highlight=False, markup=False)
+            continue
+        assert rp.plan is not None
+        if rp.plan.conflict is not None:
+            console.print(f"[yellow]![/yellow] {rp.resource}: Conflict: {safe(rp.plan.conflict)}",
+                          highlight=False)
+            continue
+        if not rp.plan.actions:
+            in_sync += 1
+            console.print(f"  {rp.resource}: in sync", highlight=False)
+            continue
+        for action in rp.plan.actions:
+            creates += action.verb == "create"
+            recreates += action.verb == "recreate"
+            console.print(f"{VERB_MARK[action.verb]} {rp.resource}: {action.verb} "
+                          f"{action.target}", highlight=False, markup=False)
+            console.print(f"    because {safe(action.cause)}", highlight=False, markup=False)
+    console.print(f"Plan: {creates} to create, {recreates} to recreate, {in_sync} in sync.",
+                  highlight=False)
+
+
+def status_rows(records: list[ResourceStatus]) -> list[dict[str, Any]]:
+    rows = []
+    for st in records:
+        ready = st.condition("Ready")
+        rows.append({
+            "resource": st.resource,
+            "host": st.facts.get("host", ""),
+            "ready": ready.status if ready else "Unknown",
+            "reason": ready.reason if ready else "",
+            "message": ready.message if ready else "",
+            "inSync": st.observed_generation is not None
+            and st.observed_generation == st.desired_generation,
+            "observedGeneration": (st.observed_generation or "")[:12],
+            "since": ready.last_transition_time if ready else "",
+        })
+    return rows
+
+
+def print_status_table(console: Console, records: list[ResourceStatus]) -> None:
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for col in ("RESOURCE", "HOST", "READY", "SYNC", "REASON", "SINCE", "MESSAGE"):
+        table.add_column(col, overflow="fold")
+    for row in status_rows(records):
+        table.add_row(row["resource"], row["host"], row["ready"],
+                      "yes" if row["inSync"] else "no", row["reason"], row["since"],
+                      safe(row["message"]))
+    console.print(table)
+
+
+def print_status_detail(console: Console, st: ResourceStatus) -> None:
+    console.print(f"[bold]{st.resource}[/bold]  (from {st.source_file or '?'})", highlight=False)
+    console.print(f"  generation: observed {st.observed_generation or '-'}  desired "
+                  f"{st.desired_generation or '-'}", highlight=False)
+    for cond in st.conditions:
+        console.print(f"  {cond.type:<12} {cond.status:<8} {cond.reason:<22} "
+                      f"{cond.last_transition_time}  {safe(cond.message)}",
+                      highlight=False, markup=False)
+    for key, value in sorted(st.facts.items()):
+        shown = json.dumps(value) if isinstance(value, dict | list) else str(value)
+        console.print(f"  {key}: {safe(shown)}", highlight=False, markup=False)
+    if st.inventory:
+        console.print("  inventory:", highlight=False)
+        for item in st.inventory:
+            console.print(f"    {item.kind} {item.name} {item.id or '(pending)'} on {item.host}",
+                          highlight=False, markup=False)
+    if st.history:
+        console.print("  history (newest last):", highlight=False)
+        for entry in st.history[-10:]:
+            console.print(f"    {entry.time} {entry.action} {entry.target} [{entry.result}] "
+                          f"because {safe(entry.cause)}", highlight=False, markup=False)

@@ -1,0 +1,72 @@
+"""Rules across resources: unique names, references, GPU and port double-booking.
+
+These need the whole spec set but no observation. GPU claims are compared as written here
+(index 0 twice); ``specs.hostrules`` catches an index and a UUID naming the same device.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from specs.models import Deployment, Host, Resource
+from specs.rules import R10, Finding
+
+R_UNIQUE = "names are unique per kind"
+R_REFERENCE = "references name an existing resource"
+R_PORT = "published ports are unique per Host"
+
+
+def check_set(resources: list[Resource]) -> list[tuple[Resource, Finding]]:
+    """Findings for the set, each attached to the resource whose document should change."""
+    found: list[tuple[Resource, Finding]] = []
+    seen: set[tuple[str, str]] = set()
+    for res in resources:
+        key = (res.kind, res.metadata.name)
+        if key in seen:
+            found.append((res, Finding(("metadata", "name"), f"another {res.kind} is already "
+                                       f"named {res.metadata.name}", R_UNIQUE)))
+        seen.add(key)
+    hosts = {r.metadata.name for r in resources if isinstance(r, Host)}
+    deployments = [r for r in resources if isinstance(r, Deployment)]
+    for dep in deployments:
+        if dep.spec.host not in hosts:
+            known = ", ".join(sorted(hosts)) or "none"
+            found.append((dep, Finding(("spec", "host"), f"Host {dep.spec.host!r} is not defined "
+                                       f"(Hosts in this spec set: {known})", R_REFERENCE)))
+    found.extend(_gpu_claims(deployments))
+    found.extend(_port_claims(deployments))
+    return found
+
+
+def _gpu_claims(deployments: list[Deployment]) -> list[tuple[Resource, Finding]]:
+    owner: dict[tuple[str, str], str] = {}
+    found: list[tuple[Resource, Finding]] = []
+    for dep in deployments:
+        for i, gpu in enumerate(dep.spec.gpus):
+            key = (dep.spec.host, str(gpu))
+            other = owner.setdefault(key, dep.metadata.name)
+            if other != dep.metadata.name:
+                found.append((dep, Finding(("spec", "gpus", i), f"GPU {gpu} on Host "
+                                           f"{dep.spec.host} is already claimed by Deployment "
+                                           f"{other}", R10)))
+    return found
+
+
+def _port_claims(deployments: list[Deployment]) -> list[tuple[Resource, Finding]]:
+    claimed: list[tuple[str, str, int, str]] = []
+    found: list[tuple[Resource, Finding]] = []
+    for dep in deployments:
+        port = dep.spec.port
+        for host, address, number, name in claimed:
+            if host == dep.spec.host and number == port.host and _overlap(address, port.address):
+                found.append((dep, Finding(("spec", "port", "host"), f"port {address}:{number} "
+                                           f"on Host {host} is already published by Deployment "
+                                           f"{name}", R_PORT)))
+        claimed.append((dep.spec.host, port.address, port.host, dep.metadata.name))
+    return found
+
+
+def _overlap(a: str, b: str) -> bool:
+    """Two bind addresses clash if equal or either is a wildcard of the same family."""
+    ia, ib = ipaddress.ip_address(a), ipaddress.ip_address(b)
+    return ia == ib or (ia.version == ib.version and (ia.is_unspecified or ib.is_unspecified))

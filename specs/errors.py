@@ -1,0 +1,51 @@
+"""Spec problems, reported as ``file:line:col: field: message (rule)``.
+
+Every refusal the spec layer produces names the file, the line and the rule it enforces, so a
+person can fix a spec without reading our code. Hierarchy:
+
+- ``SpecIssue``   one problem (error or warning) at a location; plain data.
+- ``SpecError``   exception carrying one or more error ``SpecIssue``s; raised by loading and
+                  validation. Nothing is changed anywhere when it is raised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where something stands in a spec file (1-based line and column)."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True)
+class SpecIssue:
+    """One problem found in a spec, with the rule that found it."""
+
+    location: Location
+    field: str
+    message: str
+    rule: str
+    severity: Severity = "error"
+
+    def __str__(self) -> str:
+        prefix = "warning: " if self.severity == "warning" else ""
+        return f"{self.location}: {prefix}{self.field}: {self.message} ({self.rule})"
+
+
+class SpecError(Exception):
+    """One or more spec errors; raised before anything is changed."""
+
+    def __init__(self, issues: list[SpecIssue]) -> None:
+        self.issues = [i for i in issues if i.severity == "error"]
+        super().__init__("\n".join(str(i) for i in self.issues))

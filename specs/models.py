@@ -1,0 +1,185 @@
+"""Pydantic models of the resource kinds (``apiVersion: rtvi.reconciler/v1``).
+
+Models are strict: unknown fields are errors (a typo must not silently become a default), and
+scalars are not coerced across types except env values, which YAML users naturally write as
+``true`` or ``8000``. Rules that span fields live in ``specs.rules``; rules that span resources
+in ``specs.crossref``; rules that need a Host's observed facts in ``specs.hostrules``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+
+API_VERSION = "rtvi.reconciler/v1"
+NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+DEFAULT_DOCKER_URL = "unix:///var/run/docker.sock"
+DEFAULT_CONTAINER_PORT = 8000
+DEFAULT_READINESS_TIMEOUT_S = 1800
+PRESET_NAMES = ("cr3-nano-reasoner-fp8", "cr3-nano-reasoner-nvfp4")
+
+
+class Strict(BaseModel):
+    """Base for every spec model: unknown fields refused, no silent type coercion."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def _env_value(value: object) -> object:
+    """YAML gives ``true``/``8000``/``0.5`` for env values; the container sees strings."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+EnvValue = Annotated[str, BeforeValidator(_env_value)]
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+
+
+class Metadata(Strict):
+    """Identity of a resource: a DNS-label-like name plus free-form labels."""
+
+    name: Name
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+# --- Host -----------------------------------------------------------------------------------
+
+
+class SshSettings(Strict):
+    """How to reach an engine over SSH: never auto-accept host keys, so both files are required."""
+
+    keyFile: str
+    knownHostsFile: str
+
+
+class HostSpec(Strict):
+    """A Docker engine: a local socket (``unix://``) or ``ssh://user@host[:port]``."""
+
+    docker: str = Field(default=DEFAULT_DOCKER_URL, pattern=r"^(unix://|ssh://)\S+$")
+    ssh: SshSettings | None = None
+
+
+class Host(Strict):
+    apiVersion: Literal["rtvi.reconciler/v1"]
+    kind: Literal["Host"]
+    metadata: Metadata
+    spec: HostSpec = Field(default_factory=HostSpec)
+
+    @property
+    def is_ssh(self) -> bool:
+        return self.spec.docker.startswith("ssh://")
+
+
+# --- Deployment -----------------------------------------------------------------------------
+
+
+class ModelSpec(Strict):
+    """Which model the RT-VLM container loads (``VLM_MODEL_TO_USE``, ``MODEL_PATH``, …).
+
+    Either a ``preset`` (rules.md rule 3) or ``use`` + ``path``. These are the only source of the
+    model variables: setting them in ``env`` is refused, so there is one place to look.
+    """
+
+    preset: Literal["cr3-nano-reasoner-fp8", "cr3-nano-reasoner-nvfp4"] | None = None
+    use: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
+    path: str | None = None
+    implementationPath: str | None = None
+    revision: str | None = None
+    architecture: str | None = None
+
+
+class PortSpec(Strict):
+    """Where the service's port 8000 is published on the Host. Loopback by default: exposing a
+    model server beyond the machine must be a deliberate choice."""
+
+    host: int = Field(ge=1, le=65535)
+    address: str = "127.0.0.1"
+    container: int = Field(default=DEFAULT_CONTAINER_PORT, ge=1, le=65535)
+
+    @field_validator("address")
+    @classmethod
+    def _ip_literal(cls, value: str) -> str:
+        import ipaddress
+
+        ipaddress.ip_address(value)
+        return value
+
+
+class MountSpec(Strict):
+    """A bind mount; read-only unless said otherwise (models and code should not be mutated)."""
+
+    source: str = Field(pattern=r"^/")
+    target: str = Field(pattern=r"^/")
+    readOnly: bool = True
+
+
+class SecretRef(Strict):
+    """A secret passed to the container as env ``name``; the value is read only at use."""
+
+    name: str = Field(pattern=ENV_NAME_PATTERN)
+    fromEnv: str | None = Field(default=None, pattern=ENV_NAME_PATTERN)
+    fromFile: str | None = None
+
+
+class EagerJustification(Strict):
+    """Eager mode costs throughput; turning it on must say why and when it goes away (rule 6)."""
+
+    blocker: str = Field(min_length=1)
+    performanceImpact: str = Field(min_length=1)
+    removalCondition: str = Field(min_length=1)
+
+
+class NonStandard(Strict):
+    """Marks a deliberate deviation from a standard setting (rules 7 and 8), with its reason."""
+
+    reason: str = Field(min_length=1)
+
+
+class Readiness(Strict):
+    """Readiness budget (rule 11). Real model loads take minutes; 30 minutes is the default."""
+
+    timeoutSeconds: int = Field(default=DEFAULT_READINESS_TIMEOUT_S, ge=1, le=86400)
+    pollSeconds: float = Field(default=1.0, gt=0, le=60)
+
+
+class DeploymentSpec(Strict):
+    host: Name
+    profile: Literal["standard", "perf", "exploration"] = "standard"
+    image: str = Field(min_length=1)
+    model: ModelSpec
+    port: PortSpec
+    gpus: list[int | str] = Field(default_factory=list)
+    env: dict[str, EnvValue] = Field(default_factory=dict)
+    secrets: list[SecretRef] = Field(default_factory=list)
+    mounts: list[MountSpec] = Field(default_factory=list)
+    liveProfile: Literal["default", "no-drop"] = "default"
+    eager: EagerJustification | None = None
+    unsafeModelConfigReview: str | None = None
+    nonStandard: NonStandard | None = None
+    readiness: Readiness = Field(default_factory=Readiness)
+    stopGraceSeconds: int = Field(default=30, ge=0, le=3600)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not re.match(ENV_NAME_PATTERN, key):
+                raise ValueError(f"invalid environment variable name {key!r}")
+        return value
+
+
+class Deployment(Strict):
+    apiVersion: Literal["rtvi.reconciler/v1"]
+    kind: Literal["Deployment"]
+    metadata: Metadata
+    spec: DeploymentSpec
+
+
+Resource = Host | Deployment
+KINDS: dict[str, type[Host] | type[Deployment]] = {"Host": Host, "Deployment": Deployment}

@@ -1,0 +1,156 @@
+"""Turn spec files into validated resources, or refuse them all with located messages.
+
+The output, ``SpecSet``, is what every command works from. Any error anywhere refuses the whole
+set: a half-valid spec set is never partly applied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from specs.crossref import check_set
+from specs.errors import SpecError, SpecIssue
+from specs.loader import Document, PathKey, load_paths, load_text
+from specs.models import API_VERSION, KINDS, Deployment, Host, Resource
+from specs.rules import Finding, check_deployment
+
+R_SCHEMA = "schema"
+PYDANTIC_MESSAGES = {
+    "extra_forbidden": "unknown field",
+    "missing": "required field is missing",
+}
+
+
+@dataclass
+class SpecSet:
+    """Validated resources with the document each came from (for locating later findings)."""
+
+    resources: list[Resource] = field(default_factory=list)
+    documents: dict[tuple[str, str], Document] = field(default_factory=dict)
+    warnings: list[SpecIssue] = field(default_factory=list)
+
+    @property
+    def hosts(self) -> list[Host]:
+        return [r for r in self.resources if isinstance(r, Host)]
+
+    @property
+    def deployments(self) -> list[Deployment]:
+        return [r for r in self.resources if isinstance(r, Deployment)]
+
+    def host(self, name: str) -> Host:
+        return next(h for h in self.hosts if h.metadata.name == name)
+
+    def issue(self, resource: Resource, finding: Finding) -> SpecIssue:
+        """Locate a finding about ``resource`` in its file."""
+        doc = self.documents[(resource.kind, resource.metadata.name)]
+        return _issue(doc, finding)
+
+    def source_file(self, resource: Resource) -> str:
+        return self.documents[(resource.kind, resource.metadata.name)].file
+
+
+def load_spec_set(paths: list[Path]) -> SpecSet:
+    """Load and validate every spec under ``paths``; raise SpecError listing all errors."""
+    return build_spec_set(load_paths(paths))
+
+
+def parse_text(text: str, file: str = "<string>") -> SpecSet:
+    """Validate specs given as text (tests, stdin)."""
+    return build_spec_set(load_text(text, file))
+
+
+def build_spec_set(docs: list[Document]) -> SpecSet:
+    result = SpecSet()
+    issues: list[SpecIssue] = []
+    for doc in docs:
+        resource = _parse(doc, issues)
+        if resource is None:
+            continue
+        result.resources.append(resource)
+        result.documents.setdefault((resource.kind, resource.metadata.name), doc)
+        if isinstance(resource, Deployment):
+            issues.extend(_issue(doc, f) for f in check_deployment(resource))
+    if not [i for i in issues if i.severity == "error"]:
+        issues.extend(result.issue(res, f) for res, f in check_set(result.resources))
+    issues.sort(key=lambda i: (i.location.file, i.location.line, i.location.col))
+    result.warnings = [i for i in issues if i.severity == "warning"]
+    if any(i.severity == "error" for i in issues):
+        raise SpecError(issues)
+    return result
+
+
+def _parse(doc: Document, issues: list[SpecIssue]) -> Resource | None:
+    data = doc.data
+    if not isinstance(data, dict):
+        issues.append(_issue(doc, Finding((), "a spec document must be a mapping with apiVersion, "
+                                          "kind, metadata and spec", R_SCHEMA)))
+        return None
+    if data.get("apiVersion") != API_VERSION:
+        issues.append(_issue(doc, Finding(("apiVersion",), f"must be {API_VERSION!r}, got "
+                                          f"{data.get('apiVersion')!r}", R_SCHEMA)))
+        return None
+    model = KINDS.get(str(data.get("kind")))
+    if model is None:
+        issues.append(_issue(doc, Finding(("kind",), f"unknown kind {data.get('kind')!r}; known: "
+                                          f"{', '.join(KINDS)}", R_SCHEMA)))
+        return None
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors():
+            path = _data_path(data, err["loc"])
+            message = PYDANTIC_MESSAGES.get(err["type"], err["msg"])
+            issues.append(_issue(doc, Finding(path, message, R_SCHEMA)))
+        return None
+
+
+def _data_path(data: Any, loc: tuple[int | str, ...]) -> PathKey:
+    """Pydantic locations include union-member names (``gpus.0.int``); keep the real path."""
+    path: list[str | int] = []
+    node = data
+    for part in loc:
+        if isinstance(node, dict) and str(part) in node:
+            node = node[str(part)]
+            path.append(str(part))
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+            path.append(part)
+        elif isinstance(node, dict) and not path[len(path):]:
+            path.append(str(part))  # a missing or unknown field: name it, point at its parent
+            break
+        else:
+            break
+    return tuple(path)
+
+
+def _issue(doc: Document, finding: Finding) -> SpecIssue:
+    field_name = ".".join(str(p) for p in finding.path) or "-"
+    return SpecIssue(doc.locate(finding.path), field_name, finding.message, finding.rule,
+                     finding.severity)
+
+
+def spec_hash(resource: Resource) -> str:
+    """Content hash of what a resource asks for (kind, name, spec); labels don't count."""
+    body = {"kind": resource.kind, "name": resource.metadata.name,
+            "spec": resource.spec.model_dump(mode="json")}
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    return digest
+
+
+def json_schema() -> dict[str, Any]:
+    """One JSON Schema covering every kind, for editors (yaml-language-server)."""
+    defs: dict[str, Any] = {}
+    refs = []
+    for kind, model in KINDS.items():
+        schema = model.model_json_schema(ref_template="#/$defs/{model}")
+        defs.update(schema.pop("$defs", {}))
+        defs[kind] = schema
+        refs.append({"$ref": f"#/$defs/{kind}"})
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "rtvi-reconciler spec (rtvi.reconciler/v1)", "oneOf": refs, "$defs": defs}

@@ -1,0 +1,82 @@
+"""Runtime facts from logs, nvidia-smi parsing and the rules judged against Host facts."""
+
+from __future__ import annotations
+
+from controllers.host import parse_apps_csv, parse_gpu_csv
+from controllers.runtime_facts import fatal_marker, update_facts
+from specs.facts import GpuInfo, HostFacts
+from specs.hostrules import check_against_host, check_gpu_exclusivity
+from specs.validate import parse_text
+from tests.specs.cases import HEADER, body
+
+VLLM_CONFIG_LINE = (
+    "INFO 12-02 18:00:00 [core.py:69] Initializing a V1 LLM engine (v0.10.1) with config: "
+    "model='/models/x', speculative_config=None, tokenizer='/models/x', trust_remote_code=False, "
+    "dtype=torch.bfloat16, max_seq_len=16384, quantization=fp8, enforce_eager=True, "
+    "kv_cache_dtype=fp8_e4m3, device_config=cuda, seed=0"
+)
+# Captured from a real H200 (`nvidia-smi --query-gpu=index,uuid,name,compute_cap,memory.total,
+# memory.used --format=csv,noheader,nounits`) through the project's device tool.
+H200_CSV = "0, GPU-5b1a1f43-4d1e-7c2a-9f00-0c1d2e3f4a5b, NVIDIA H200, 9.0, 143771, 0\n"
+
+
+def test_runtime_facts_from_vllm_config_line() -> None:
+    facts: dict[str, str] = {}
+    update_facts(facts, VLLM_CONFIG_LINE)
+    assert facts == {"precision": "fp8", "max_model_len": "16384",
+                     "kv_cache_dtype": "fp8_e4m3", "mode": "eager"}
+
+
+def test_unquantized_precision_is_dtype_and_graphs_mean_cuda_graph_mode() -> None:
+    facts: dict[str, str] = {}
+    update_facts(facts, VLLM_CONFIG_LINE.replace("quantization=fp8", "quantization=None")
+                 .replace("enforce_eager=True", "enforce_eager=False"))
+    update_facts(facts, "INFO Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%")
+    assert facts["precision"] == "torch.bfloat16" and facts["mode"] == "cuda-graph"
+
+
+def test_fatal_markers() -> None:
+    assert fatal_marker("torch.OutOfMemoryError: CUDA out of memory. Tried") == "CUDA out of memory"
+    assert fatal_marker("vllm.v1.engine.exceptions.EngineDeadError: dead") == "EngineDeadError"
+    assert fatal_marker("ERROR FMHA kernels are not found for sm_89") == (
+        "FMHA kernels are not found")
+    assert fatal_marker("INFO all good") is None
+
+
+def test_parse_nvidia_smi_gpu_and_apps() -> None:
+    gpus = parse_gpu_csv(H200_CSV)
+    assert gpus[0].name == "NVIDIA H200" and gpus[0].capability == (9, 0)
+    assert gpus[0].memory_total_mib == 143771
+    apps = parse_apps_csv("GPU-a, 123, 1000\nGPU-a, 124, 24\nGPU-b, 7, 5\n")
+    assert apps == {"GPU-a": 1024, "GPU-b": 5}
+
+
+def _facts(*caps: str) -> HostFacts:
+    gpus = [GpuInfo(index=i, uuid=f"GPU-{i}", name="gpu", compute_capability=c,
+                    memory_total_mib=1) for i, c in enumerate(caps)]
+    return HostFacts(name="local", engine_version="20.10", api_version="1.41", gpus=gpus)
+
+
+def test_gpu_the_host_lacks_is_refused_by_index_and_uuid() -> None:
+    dep = parse_text(HEADER + body(extra="  gpus: [3, GPU-x]\n")).deployments[0]
+    findings = check_against_host(dep, _facts("9.0"))
+    assert [f.path for f in findings] == [("spec", "gpus", 0), ("spec", "gpus", 1)]
+    assert all("rule 10" in f.rule for f in findings)
+
+
+def test_nvfp4_needs_compute_capability_10() -> None:
+    model = "    preset: cr3-nano-reasoner-nvfp4\n"
+    hopper = parse_text(HEADER + body(model=model, extra="  gpus: [0]\n")).deployments[0]
+    assert any("rule 3" in f.rule for f in check_against_host(hopper, _facts("9.0")))
+    assert check_against_host(hopper, _facts("10.0")) == []
+    no_gpu = parse_text(HEADER + body(model=model)).deployments[0]
+    assert any("no GPU is assigned" in f.message for f in check_against_host(no_gpu,
+                                                                            _facts("10.0")))
+
+
+def test_index_and_uuid_naming_one_gpu_are_double_booking() -> None:
+    a = parse_text(HEADER + body(extra="  gpus: [0]\n")).deployments[0]
+    b_text = (HEADER.replace("name: vlm", "name: other") + body(extra="  gpus: [GPU-0]\n"))
+    b = parse_text(b_text).deployments[0]
+    found = check_gpu_exclusivity([a, b], _facts("9.0"))
+    assert len(found) == 1 and "already claimed by Deployment vlm" in found[0][1].message

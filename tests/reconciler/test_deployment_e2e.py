@@ -1,0 +1,218 @@
+"""A Deployment converges on a real Docker engine through the real CLI (issue 2).
+
+The RT-VLM service is the project's emulator image, built here without a registry and run as
+a real container published on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import docker
+import pytest
+
+from state.store import Store
+from tests.conftest import Cli, free_port
+from tests.specs_factory import deployment, pinned, write
+
+LABEL_INSTANCE = "rtvi.reconciler/instance"
+
+
+def _ours(client: docker.DockerClient, instance: str) -> list[docker.models.containers.Container]:
+    return client.containers.list(all=True, filters={"label": f"{LABEL_INSTANCE}={instance}"})
+
+
+def _status(cli: Cli, name: str) -> dict[str, object]:
+    done = cli("status", name, "-o", "json")
+    assert done.returncode == 0, done.stderr
+    data: dict[str, object] = json.loads(done.stdout)
+    return data
+
+
+def _ready(status: dict[str, object]) -> dict[str, str]:
+    conditions = status["conditions"]
+    assert isinstance(conditions, list)
+    return next(c for c in conditions if c["type"] == "Ready")
+
+
+def test_apply_converges_and_repairs(cli: Cli, instance: str, emulator_image: str,
+                                     docker_client: docker.DockerClient, tmp_path: Path) -> None:
+    port = free_port()
+    specs = tmp_path / "specs"
+    write(specs, deployment("vlm", pinned(emulator_image), port))
+    name = f"rtvi-{instance}-vlm"
+
+    plan = cli("plan", str(specs))
+    assert plan.returncode == 2, plan.stdout + plan.stderr
+    assert "create container " + name in plan.stdout and "new Deployment" in plan.stdout
+
+    first = cli("apply", str(specs))
+    assert first.returncode == 0, first.stdout + first.stderr
+    [container] = _ours(docker_client, instance)
+    assert container.name == name and container.status == "running"
+    labels = container.labels
+    assert labels["rtvi.reconciler/managed-by"] == "rtvi-reconciler"
+    assert labels["rtvi.reconciler/resource"] == "Deployment/vlm"
+    assert len(labels["rtvi.reconciler/spec-hash"]) == 64
+    bindings = container.attrs["HostConfig"]["PortBindings"]["8000/tcp"]
+    assert bindings == [{"HostIp": "127.0.0.1", "HostPort": str(port)}]
+    status = _status(cli, "vlm")
+    assert _ready(status)["status"] == "True"
+    facts = status["facts"]
+    assert isinstance(facts, dict)
+    assert facts["imageId"] == emulator_image and facts["model"] == "vllm-compatible"
+    assert facts["runtime"]["mode"] == "cuda-graph"
+    assert status["observed_generation"] == labels["rtvi.reconciler/spec-hash"]
+
+    # Again: no action, same container, plan says in sync.
+    again = cli("apply", str(specs))
+    assert again.returncode == 0 and "(no changes)" in again.stdout
+    assert [c.id for c in _ours(docker_client, instance)] == [container.id]
+    assert cli("plan", str(specs)).returncode == 0
+
+    # Change one env value: exactly one recreate, with a cause naming the field.
+    write(specs, deployment("vlm", pinned(emulator_image), port,
+                            env={"RTVI_EMU_MAX_MODEL_LEN": 8192}))
+    changed = cli("apply", str(specs))
+    assert changed.returncode == 0, changed.stdout + changed.stderr
+    [recreated] = _ours(docker_client, instance)
+    assert recreated.id != container.id
+    history = _status(cli, "vlm")["history"]
+    assert isinstance(history, list)
+    assert [h["action"] for h in history] == ["create", "recreate"]
+    assert "env.RTVI_EMU_MAX_MODEL_LEN unset → '8192'" in history[-1]["cause"]
+    assert _status(cli, "vlm")["facts"]["runtime"]["max_model_len"] == "8192"  # type: ignore[index]
+
+    # Remove the container by hand: the next apply recreates it and says why.
+    recreated.remove(force=True)
+    plan = cli("plan", str(specs))
+    assert plan.returncode == 2 and "removed outside the reconciler" in plan.stdout
+    assert cli("apply", str(specs)).returncode == 0
+    assert len(_ours(docker_client, instance)) == 1
+
+    # A stopped container is drift too.
+    _ours(docker_client, instance)[0].stop(timeout=2)
+    repaired = cli("apply", str(specs))
+    assert repaired.returncode == 0 and "exited with code" in repaired.stderr
+    [final] = _ours(docker_client, instance)
+    assert final.status == "running"
+
+    events = cli("events", "vlm")
+    assert events.returncode == 0
+    # create, recreate (env), create (removed by hand), recreate (stopped)
+    assert events.stdout.count("Created:") == 2 and events.stdout.count("Recreated:") == 2
+
+
+def test_foreign_container_is_conflict_and_survives_delete(
+        cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    write(specs, deployment("mine", pinned(emulator_image), free_port()),
+          deployment("taken", pinned(emulator_image), free_port()))
+    foreign = docker_client.containers.run(emulator_image, name=f"rtvi-{instance}-taken",
+                                           detach=True, init=True, labels={"rtvi.test": "1"})
+    done = cli("apply", str(specs))
+    assert done.returncode == 1
+    assert "Conflict" in done.stdout and "not ours" in done.stdout
+    assert _ready(_status(cli, "taken"))["reason"] == "Conflict"
+    assert _ready(_status(cli, "mine"))["status"] == "True"
+    foreign.reload()
+    assert foreign.status == "running" and not foreign.labels.get(LABEL_INSTANCE)
+
+    deleted = cli("delete", str(specs))
+    assert deleted.returncode == 0, deleted.stdout + deleted.stderr
+    assert _ours(docker_client, instance) == []
+    foreign.reload()
+    assert foreign.status == "running"
+    assert cli("status", "mine").returncode == 1  # the record is pruned with the container
+    foreign.remove(force=True)
+
+
+def test_delete_by_name(cli: Cli, instance: str, emulator_image: str,
+                        docker_client: docker.DockerClient, tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    write(specs, deployment("vlm", pinned(emulator_image), free_port()))
+    assert cli("apply", str(specs)).returncode == 0
+    assert cli("delete", "vlm").returncode == 0
+    assert _ours(docker_client, instance) == []
+
+
+def test_startup_longer_than_timeout_fails_with_readiness_reason(
+        cli: Cli, emulator_image: str, tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    write(specs, deployment("slow", pinned(emulator_image), free_port(),
+                            env={"RTVI_EMU_STARTUP_DELAY_S": 600}))
+    done = cli("apply", str(specs), "--timeout", "3")
+    assert done.returncode == 1
+    assert "ReadinessTimeout" in done.stdout and "/v1/health/ready answered 503" in done.stdout
+    assert "waiting for readiness" in done.stderr  # progress while waiting
+    assert _ready(_status(cli, "slow"))["reason"] == "ReadinessTimeout"
+
+
+@pytest.mark.parametrize("exits", ["1", "0"], ids=["marker-then-exit", "marker-keeps-running"])
+def test_fatal_marker_fails_fast(cli: Cli, emulator_image: str, tmp_path: Path,
+                                 exits: str) -> None:
+    specs = tmp_path / "specs"
+    env = {"RTVI_EMU_STARTUP_DELAY_S": 600, "RTVI_EMU_FATAL": "CUDA out of memory",
+           "RTVI_EMU_FATAL_EXIT": exits}
+    spec = deployment("oom", pinned(emulator_image), free_port(), env=env)
+    spec["spec"]["readiness"]["timeoutSeconds"] = 600
+    write(specs, spec)
+    started = time.monotonic()
+    done = cli("apply", str(specs))
+    elapsed = time.monotonic() - started
+    assert done.returncode == 1
+    assert "'CUDA out of memory'" in done.stdout, done.stdout
+    assert elapsed < 120  # fail fast: a fraction of the 600 s budget, not the budget
+    assert _ready(_status(cli, "oom"))["reason"] == "FatalLogMarker"
+
+
+def test_kill_9_mid_apply_then_apply_again(cli: Cli, instance: str, emulator_image: str,
+                                          docker_client: docker.DockerClient,
+                                          tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    write(specs, deployment("vlm", pinned(emulator_image), free_port(),
+                            env={"RTVI_EMU_STARTUP_DELAY_S": 3}))
+    proc = cli.popen("apply", str(specs))
+    deadline = time.monotonic() + 60
+    while not _ours(docker_client, instance):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = cli("apply", str(specs))
+    assert done.returncode == 0, done.stdout + done.stderr
+    containers = _ours(docker_client, instance)
+    assert len(containers) == 1 and containers[0].status == "running"
+    assert _ready(_status(cli, "vlm"))["status"] == "True"
+
+
+def test_second_writer_is_refused_while_lock_is_held(cli: Cli, state_dir: Path,
+                                                     emulator_image: str,
+                                                     tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    write(specs, deployment("vlm", pinned(emulator_image), free_port()))
+    store = Store(state_dir)
+    store.instance(cli.instance)
+    with store.lock():
+        done = cli("apply", str(specs))
+    assert done.returncode == 1 and "locked" in done.stderr
+
+
+@pytest.mark.parametrize("case_id", ["unknown-field", "bad-digest", "eager-without-reasons"])
+def test_bad_input_changes_nothing(cli: Cli, instance: str, state_dir: Path, case_id: str,
+                                   docker_client: docker.DockerClient, tmp_path: Path) -> None:
+    from tests.specs.cases import CASES
+
+    case = next(c for c in CASES if c.id == case_id)
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(case.text)
+    for command in ("validate", "plan", "apply"):
+        done = cli(command, str(spec))
+        assert done.returncode == 1
+        assert f"{spec}:{case.line}:" in done.stderr and case.rule in done.stderr
+    assert _ours(docker_client, instance) == []
+    assert Store(state_dir).list() == [] and Store(state_dir).events.read() == []

@@ -1,0 +1,70 @@
+"""Bad spec inputs shared by the pure spec tests and the CLI "changes nothing" tests.
+
+Each case is a YAML text whose offending line ends with ``# <-``; the error must name that
+line and the rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DIGEST = "sha256:" + "ab" * 32
+
+HEADER = """\
+apiVersion: rtvi.reconciler/v1
+kind: Host
+metadata:
+  name: local
+---
+apiVersion: rtvi.reconciler/v1
+kind: Deployment
+metadata:
+  name: vlm
+spec:
+  host: local
+"""
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    body: str
+    rule: str
+    field: str
+
+    @property
+    def text(self) -> str:
+        return HEADER + self.body
+
+    @property
+    def line(self) -> int:
+        for number, line in enumerate(self.text.splitlines(), start=1):
+            if line.rstrip().endswith("# <-"):
+                return number
+        raise AssertionError(f"case {self.id} has no marker")
+
+
+def body(image: str = f"rtvi-emulator@{DIGEST}", model: str = "    path: "
+         "ngc:nim/nvidia/m:1\n    use: vllm-compatible\n", extra: str = "") -> str:
+    return f"  image: {image}\n  model:\n{model}  port: {{host: 18000}}\n{extra}"
+
+
+CASES = [
+    Case("malformed-yaml", body(extra="  env: {A: [1, 2}  # <-\n"), "yaml-syntax", "-"),
+    Case("unknown-field", body(extra="  replicas: 3  # <-\n"), "schema", "spec.replicas"),
+    Case("wrong-type", body(extra="  readiness:\n    timeoutSeconds: soon  # <-\n"), "schema",
+         "spec.readiness.timeoutSeconds"),
+    Case("bad-digest", body(image="rtvi-emulator@sha256:abc123  # <-"), "rule 1",
+         "spec.image"),
+    Case("git-outside-exploration", body(model="    use: vllm-compatible\n    path: "
+         "git:https://huggingface.co/org/model  # <-\n"), "rule 2", "spec.model.path"),
+    Case("evs-without-pruning-rate", body(extra="  env:\n    VIA_EVS_SESSION: true  # <-\n"
+         "    VLLM_IGNORE_EOS: true\n"), "rule 8", "spec.env.VIA_EVS_SESSION"),
+    Case("eager-without-reasons", body(extra="  env:\n    VLLM_ENFORCE_EAGER: true  # <-\n"),
+         "rule 6", "spec.env.VLLM_ENFORCE_EAGER"),
+    Case("trust-remote-code-without-allowlist", body(extra="  env:\n"
+         "    VLM_TRUST_REMOTE_CODE: true  # <-\n"), "rule 5", "spec.env.VLM_TRUST_REMOTE_CODE"),
+]
+
+GPU_CASE = Case("gpu-host-lacks", body(extra="  gpus:\n  - 7  # <-\n"), "rule 10",
+                "spec.gpus.0")

@@ -1,0 +1,162 @@
+"""Spec loading and the observation-free rules: every refusal names file, line and rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specs.errors import SpecError
+from specs.validate import json_schema, load_spec_set, parse_text, spec_hash
+from tests.specs.cases import CASES, DIGEST, GPU_CASE, HEADER, Case, body
+
+
+def _errors(text: str) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        parse_text(text, "specs/x.yaml")
+    return [str(i) for i in info.value.issues]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_names_file_line_and_rule(case: Case) -> None:
+    errors = _errors(case.text)
+    assert any(e.startswith(f"specs/x.yaml:{case.line}:") and case.rule in e
+               and case.field in e for e in errors), errors
+
+
+def test_good_spec_validates_and_gpu_case_is_only_a_plan_time_error() -> None:
+    spec_set = parse_text(GPU_CASE.text)  # index 7 is well-formed; only the Host can say no
+    assert [r.kind for r in spec_set.resources] == ["Host", "Deployment"]
+
+
+def test_duplicate_key_is_refused() -> None:
+    errors = _errors(HEADER + body(extra="  port: {host: 1}\n"))
+    assert any("duplicate key" in e for e in errors)
+
+
+def test_broken_host_reference() -> None:
+    errors = _errors(HEADER.replace("  host: local", "  host: elsewhere") + body())
+    assert any("spec.host" in e and "'elsewhere' is not defined" in e for e in errors), errors
+
+
+def test_trust_remote_code_with_exact_allowlist_is_accepted() -> None:
+    parse_text(HEADER + body(extra="  env:\n    VLM_TRUST_REMOTE_CODE: true\n"
+                                   "    RTVI_MODEL_PATH_ALLOWLIST: ngc:nim/nvidia/m:1\n"))
+
+
+def test_evs_complete_is_accepted_and_deviation_is_flagged() -> None:
+    spec_set = parse_text(HEADER + body(extra="  env:\n    VIA_EVS_SESSION: true\n"
+                                              "    VLLM_IGNORE_EOS: true\n"
+                                              "    VLM_VIDEO_PRUNING_RATE: 0.7\n"))
+    assert any("VLM_VIDEO_PRUNING_RATE" in str(w) and "rule 8" in str(w)
+               for w in spec_set.warnings)
+
+
+@pytest.mark.parametrize("rate", ["0", "1", "1.5", "abc"])
+def test_evs_pruning_rate_bounds(rate: str) -> None:
+    errors = _errors(HEADER + body(extra=f"  env:\n    VIA_EVS_SESSION: true\n"
+                                         f"    VLLM_IGNORE_EOS: true\n"
+                                         f"    VLM_VIDEO_PRUNING_RATE: '{rate}'\n"))
+    assert any("0 < rate < 1" in e for e in errors)
+
+
+def test_evs_refused_on_nemotron_omni() -> None:
+    model = ("    use: vllm-compatible\n    path: ngc:nim/nvidia/m:1\n"
+             "    architecture: NemotronH_Nano_Omni_Reasoning_V3\n")
+    errors = _errors(HEADER + body(model=model, extra="  env:\n    VIA_EVS_SESSION: true\n"
+                                   "    VLLM_IGNORE_EOS: true\n    VLM_VIDEO_PRUNING_RATE: 0.5\n"))
+    assert any("spec.model.architecture" in e and "rule 8" in e for e in errors)
+
+
+def test_non_evs_deployment_passes_no_evs_variables() -> None:
+    errors = _errors(HEADER + body(extra="  env:\n    VLLM_EVS_SIMILARITY_THRESHOLD: 0.4\n"))
+    assert any("non-EVS deployment passes no EVS variables" in e for e in errors)
+
+
+def test_eager_with_reasons_is_accepted() -> None:
+    parse_text(HEADER + body(extra="  env:\n    VLLM_ENFORCE_EAGER: true\n  eager:\n"
+                                   "    blocker: graph capture crashes on custom op\n"
+                                   "    performanceImpact: ~20% lower throughput\n"
+                                   "    removalCondition: vLLM 0.11 fixes capture\n"))
+
+
+def test_perf_profile_refuses_prefix_caching_unless_non_standard() -> None:
+    extra = "  profile: perf\n  env:\n    VLLM_ENABLE_PREFIX_CACHING: true\n"
+    assert any("rule 7" in e for e in _errors(HEADER + body(extra=extra)))
+    parse_text(HEADER + body(extra=extra + "  nonStandard:\n    reason: measuring cache\n"))
+
+
+def test_perf_profile_forces_settings_into_environment() -> None:
+    from specs.environment import effective_env
+
+    dep = parse_text(HEADER + body(extra="  profile: perf\n")).deployments[0]
+    env = effective_env(dep.spec)
+    assert env["VLLM_ENABLE_PREFIX_CACHING"] == "false"
+    assert env["VLLM_DISABLE_MM_PREPROCESSOR_CACHE"] == "true"
+    assert env["RTVI_EMPTY_CUDA_CACHE_ON_RESULT"] == "false"
+
+
+def test_mounted_model_path_must_be_read_only() -> None:
+    model = "    use: vllm-compatible\n    path: /models/m\n"
+    assert any("bind-mounted read-only" in e for e in _errors(HEADER + body(model=model)))
+    rw = "  mounts:\n  - {source: /srv/m, target: /models, readOnly: false}\n"
+    assert any("spec.mounts.0.readOnly" in e for e in _errors(HEADER + body(model=model,
+                                                                            extra=rw)))
+    parse_text(HEADER + body(model=model, extra="  mounts:\n  - {source: /srv/m, target: "
+                                                "/models}\n"))
+
+
+def test_custom_model_needs_implementation_path() -> None:
+    model = "    use: custom\n"
+    assert any("rule 4" in e for e in _errors(HEADER + body(model=model)))
+
+
+def test_plain_secret_in_env_and_token_in_model_path_are_refused() -> None:
+    assert any("rule 12" in e for e in _errors(HEADER + body(extra="  env:\n"
+                                                                   "    NGC_API_KEY: abc\n")))
+    model = "    use: vllm-compatible\n    path: git:https://u:hf_abcdefghijklmnopqrstu@hf.co/m\n"
+    assert any("rule 12" in e for e in _errors(HEADER + body(model=model,
+                                                             extra="  profile: exploration\n")))
+
+
+def test_presets_set_model_identity() -> None:
+    from specs.environment import effective_env
+
+    model = "    preset: cr3-nano-reasoner-nvfp4\n"
+    dep = parse_text(HEADER + body(model=model)).deployments[0]
+    env = effective_env(dep.spec)
+    assert env["VLM_MODEL_TO_USE"] == "cosmos-reason3"
+    assert env["MODEL_PATH"].endswith(":modelopt-nvfp4-full-quantize-final_format_fix")
+
+
+def test_gpu_and_port_double_booking() -> None:
+    second = ("---\napiVersion: rtvi.reconciler/v1\nkind: Deployment\nmetadata:\n  name: two\n"
+              f"spec:\n  host: local\n  image: rtvi-emulator@{DIGEST}\n  model:\n"
+              "    use: vllm-compatible\n    path: ngc:nim/nvidia/m:1\n  port: {host: 18000}\n"
+              "  gpus: [0]\n")
+    errors = _errors(HEADER + body(extra="  gpus: [0]\n") + second)
+    assert any("already claimed by Deployment vlm" in e and "rule 10" in e for e in errors)
+    assert any("already published by Deployment vlm" in e for e in errors)
+
+
+def test_spec_hash_changes_with_env_not_with_labels() -> None:
+    base = parse_text(HEADER + body()).deployments[0]
+    labelled = parse_text(HEADER.replace("  name: vlm", "  name: vlm\n  labels: {team: a}")
+                          + body()).deployments[0]
+    changed = parse_text(HEADER + body(extra="  env: {X: 1}\n")).deployments[0]
+    assert spec_hash(base) == spec_hash(labelled) != spec_hash(changed)
+
+
+def test_folder_loading_reports_errors_of_all_files(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(CASES[1].text)
+    (tmp_path / "b.yml").write_text(CASES[3].text.replace("name: vlm", "name: other"))
+    with pytest.raises(SpecError) as info:
+        load_spec_set([tmp_path])
+    files = {i.location.file for i in info.value.issues}
+    assert files == {str(tmp_path / "a.yaml"), str(tmp_path / "b.yml")}
+
+
+def test_json_schema_covers_kinds() -> None:
+    schema = json_schema()
+    assert {"Host", "Deployment"} <= set(schema["$defs"])
+    assert schema["$defs"]["DeploymentSpec"]["additionalProperties"] is False

@@ -1,0 +1,81 @@
+"""Secrets never reach the disk: the redactor and a canary grep over the whole state dir."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from pathlib import Path
+
+from state import MASK, HistoryEntry, Redactor, ResourceStatus, Store, utc_now
+
+
+def test_scrub_text_longest_first_and_short_values_ignored() -> None:
+    redactor = Redactor()
+    redactor.register("abcd")
+    redactor.register("abcdefgh")
+    redactor.register("abc")  # too short: ignored
+    redactor.register("abcd")  # duplicate
+    assert redactor.values_count == 2
+    assert redactor.scrub_text("x abcdefgh y abcd z abc") == f"x {MASK} y {MASK} z abc"
+
+
+def test_scrub_recurses_into_keys_values_lists_tuples() -> None:
+    redactor = Redactor()
+    redactor.register("hunter22")
+    obj = {"hunter22": ["pw=hunter22", ("hunter22", 3)], "n": 1, "b": None}
+    assert redactor.scrub(obj) == {MASK: [f"pw={MASK}", (MASK, 3)], "n": 1, "b": None}
+
+
+def test_register_is_thread_safe() -> None:
+    redactor = Redactor()
+
+    def register(base: int) -> None:
+        for i in range(200):
+            redactor.register(f"secret-{base}-{i}")
+
+    threads = [threading.Thread(target=register, args=(b,)) for b in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert redactor.values_count == 1600
+    assert redactor.scrub_text("secret-7-199") == MASK
+
+
+def test_canary_never_reaches_state_dir(tmp_path: Path) -> None:
+    canary = "canary-" + secrets.token_hex(16)
+    redactor = Redactor()
+    redactor.register(canary)
+    root = tmp_path / "state"
+    store = Store(root, redactor)
+
+    def mutate(status: ResourceStatus) -> None:
+        status.facts = {"env": {"NGC_API_KEY": canary}, canary: "as a key", "list": [canary]}
+        status.applied_spec = {"secretRefs": [{"fromEnv": "NGC_API_KEY", "value": canary}]}
+        status.set_condition("Degraded", "True", "AuthFailed", f"login with {canary} failed")
+        status.add_history(
+            HistoryEntry(
+                time=utc_now(),
+                action="create",
+                target="container rtvi-vlm",
+                cause="spec changed",
+                result="error",
+                detail=f"docker said: bad token {canary}!",
+            )
+        )
+
+    store.update("Deployment/vlm", "Deployment", "vlm", mutate)
+    event = store.events.append("Deployment/vlm", "Warning", "AuthFailed", f"token={canary}")
+    assert canary not in event.message
+    store.instance("prod")
+    with store.lock():
+        pass
+
+    files = [p for p in root.rglob("*") if p.is_file()]
+    assert len(files) >= 4  # status, events, instance, lock
+    for path in files:
+        assert canary.encode() not in path.read_bytes(), path
+    joined = b"".join(p.read_bytes() for p in files)
+    assert MASK.encode() in joined  # the secret was there, and was masked
+    loaded = store.load("Deployment/vlm")
+    assert loaded is not None and loaded.facts["env"]["NGC_API_KEY"] == MASK

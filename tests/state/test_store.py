@@ -1,0 +1,190 @@
+"""Store behaviour on a real filesystem: layout, listing, deletion, corruption, instance name,
+path-traversal refusal and lost-update freedom under threads."""
+
+from __future__ import annotations
+
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from state import CorruptState, ResourceStatus, StateError, Store
+
+THREADS = 8
+INCREMENTS = 25
+
+
+def _status(resource: str) -> ResourceStatus:
+    kind, name = resource.split("/")
+    return ResourceStatus(resource=resource, kind=kind, name=name)
+
+
+def test_root_is_created_lazily_and_private(tmp_path: Path) -> None:
+    root = tmp_path / "a" / "state"
+    store = Store(root)
+    assert store.load("Host/h") is None
+    assert store.list() == []
+    assert not root.exists()
+    store.save(_status("Host/h"))
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    assert (root / "resources" / "Host" / "h.json").is_file()
+
+
+def test_save_load_list_delete(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state")
+    for resource in ["StreamSet/s1", "Deployment/b", "Deployment/a", "Host/h"]:
+        status = _status(resource)
+        status.facts["who"] = resource
+        status.set_condition("Ready", "True", "Up")
+        store.save(status)
+        assert status.updated_at != ""
+    loaded = store.load("Deployment/a")
+    assert loaded is not None
+    assert loaded.facts == {"who": "Deployment/a"}
+    assert loaded.condition("Ready") is not None
+    assert [s.resource for s in store.list()] == [
+        "Deployment/a",
+        "Deployment/b",
+        "Host/h",
+        "StreamSet/s1",
+    ]
+    assert [s.resource for s in store.list("Deployment")] == ["Deployment/a", "Deployment/b"]
+    assert store.list("Experiment") == []
+    assert store.delete("Deployment/a") is True
+    assert store.delete("Deployment/a") is False
+    assert store.load("Deployment/a") is None
+    assert [s.name for s in store.list("Deployment")] == ["b"]
+
+
+def test_update_creates_then_modifies(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state")
+    first = store.update("Host/h", "Host", "h", lambda s: s.facts.update(n=1))
+    assert first.facts == {"n": 1}
+    store.update("Host/h", "Host", "h", lambda s: s.facts.update(n=s.facts["n"] + 1))
+    again = Store(tmp_path / "state").load("Host/h")
+    assert again is not None and again.facts == {"n": 2}
+    with pytest.raises(StateError):
+        store.update("Host/h", "Host", "other", lambda s: None)
+
+
+def test_update_that_raises_saves_nothing(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state")
+
+    def boom(status: ResourceStatus) -> None:
+        status.facts["x"] = 1
+        raise RuntimeError("controller bug")
+
+    with pytest.raises(RuntimeError):
+        store.update("Host/h", "Host", "h", boom)
+    assert store.load("Host/h") is None
+
+
+def test_corrupt_file_is_named(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state")
+    store.save(_status("Host/h"))
+    path = tmp_path / "state" / "resources" / "Host" / "h.json"
+    path.write_text("{not json")
+    with pytest.raises(CorruptState) as err:
+        store.load("Host/h")
+    assert str(path) in str(err.value)
+    with pytest.raises(CorruptState):
+        store.list()
+
+
+def test_leftover_temp_file_is_ignored(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state")
+    store.save(_status("Host/h"))
+    leftover = tmp_path / "state" / "resources" / "Host" / ".tmp-x.json"
+    leftover.write_text("{torn")
+    assert [s.resource for s in store.list()] == ["Host/h"]
+
+
+@pytest.mark.parametrize(
+    "resource",
+    [
+        "Deployment/../../etc/passwd",
+        "Deployment/..",
+        "Deployment/a/b",
+        "Deployment/.hidden",
+        "Deployment/",
+        "../Deployment/x",
+        "/etc/x",
+        "noslash",
+        "Deployment/a\x00b",
+        "Deploy..ment/x",
+    ],
+)
+def test_path_traversal_is_refused(tmp_path: Path, resource: str) -> None:
+    root = tmp_path / "state"
+    store = Store(root)
+    with pytest.raises(StateError):
+        store.load(resource)
+    with pytest.raises(StateError):
+        store.delete(resource)
+    with pytest.raises(StateError):
+        store.save(ResourceStatus(resource=resource, kind="Deployment", name="x"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_save_refuses_inconsistent_identity(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state")
+    with pytest.raises(StateError):
+        store.save(ResourceStatus(resource="Host/a", kind="Host", name="b"))
+
+
+def test_instance_persists_and_mismatch_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "state"
+    assert Store(root).instance(None) == "default"
+    assert Store(root).instance(None) == "default"
+    assert Store(root).instance("default") == "default"
+    with pytest.raises(StateError) as err:
+        Store(root).instance("lab-2")
+    assert "belongs to instance 'default', not 'lab-2'" in str(err.value)
+
+    other = tmp_path / "other"
+    assert Store(other).instance("lab-2") == "lab-2"
+    assert Store(other).instance(None) == "lab-2"
+    with pytest.raises(StateError):
+        Store(other).instance("default")
+
+
+@pytest.mark.parametrize("bad", ["", "UPPER", "-lead", "trail-", "a_b", "x" * 33, "a/b"])
+def test_invalid_instance_names_are_refused(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(StateError):
+        Store(tmp_path / "state").instance(bad)
+    assert not (tmp_path / "state" / "instance.json").exists()
+
+
+def test_corrupt_instance_file_is_named(tmp_path: Path) -> None:
+    root = tmp_path / "state"
+    root.mkdir()
+    (root / "instance.json").write_text('{"instance": "Not Valid"}')
+    with pytest.raises(CorruptState, match=r"instance\.json"):
+        Store(root).instance(None)
+
+
+def test_concurrent_updates_lose_nothing(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state")
+    barrier = threading.Barrier(THREADS)
+    errors: list[BaseException] = []
+
+    def bump(status: ResourceStatus) -> None:
+        status.facts["n"] = status.facts.get("n", 0) + 1
+
+    def worker() -> None:
+        try:
+            barrier.wait()
+            for _ in range(INCREMENTS):
+                store.update("Deployment/d", "Deployment", "d", bump)
+        except BaseException as exc:  # reported below; a thread can't fail the test itself
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    final = Store(tmp_path / "state").load("Deployment/d")
+    assert final is not None and final.facts["n"] == THREADS * INCREMENTS
