@@ -215,12 +215,12 @@ class DeploymentController:
     def _create(self, desired: Desired) -> str:
         spec = desired.deployment.spec
         name = desired.container_name
+        env = dict(desired.env)
+        env.update(resolve_all(spec.secrets))
         self.store.update(desired.resource, "Deployment", desired.deployment.metadata.name,
                           lambda st: st.upsert_inventory(InventoryItem(
                               kind=KIND_CONTAINER, name=name, host=self.facts.name,
                               state="pending", created_at=utc_now())))
-        env = dict(desired.env)
-        env.update(resolve_all(spec.secrets))
         request = ContainerRequest(
             name=name,
             image=desired.image_id,

@@ -175,6 +175,12 @@ def apply(ctx: Context, paths: tuple[Path, ...], timeout: float | None) -> None:
     started = time.monotonic()
     with _engine(ctx, lock=True) as engine:
         plans = engine.plan(spec_set)
+        rejected = [issue for rp in plans for issue in rp.issues]
+        if rejected:
+            for issue in rejected:
+                ctx.err.print(safe(str(issue)), markup=False)
+            ctx.fail(f"{len(rejected)} rule(s) failed against observed Host facts; nothing was "
+                     "changed.")
         for rp in plans:
             for action in rp.plan.actions if rp.plan else []:
                 ctx.err.print(f"{rp.resource}: {action.verb} {action.target} because "

@@ -7,6 +7,7 @@ earlier run are removed at session start.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import socket
@@ -33,10 +34,8 @@ def _remove_test_containers(client: docker.DockerClient) -> None:
         labels = container.labels or {}
         instance = labels.get(LABEL_INSTANCE, "")
         if labels.get(LABEL_TEST) == "1" or (instance.startswith(TEST_INSTANCE_PREFIX + "-")):
-            try:
+            with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
-            except docker.errors.NotFound:
-                pass
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from controllers.host import parse_apps_csv, parse_gpu_csv
 from controllers.runtime_facts import fatal_marker, update_facts
 from specs.facts import GpuInfo, HostFacts
@@ -15,9 +17,11 @@ VLLM_CONFIG_LINE = (
     "dtype=torch.bfloat16, max_seq_len=16384, quantization=fp8, enforce_eager=True, "
     "kv_cache_dtype=fp8_e4m3, device_config=cuda, seed=0"
 )
-# Captured from a real H200 (`nvidia-smi --query-gpu=index,uuid,name,compute_cap,memory.total,
-# memory.used --format=csv,noheader,nounits`) through the project's device tool.
-H200_CSV = "0, GPU-5b1a1f43-4d1e-7c2a-9f00-0c1d2e3f4a5b, NVIDIA H200, 9.0, 143771, 0\n"
+# Captured on a real H200 with the exact queries controllers.host runs (GPU_QUERY, APPS_QUERY),
+# the apps file while a CUDA process held memory.
+DATA = Path(__file__).resolve().parent.parent / "data"
+H200_GPUS = (DATA / "nvidia-smi-h200-gpus.csv").read_text()
+H200_APPS = (DATA / "nvidia-smi-h200-apps.csv").read_text()
 
 
 def test_runtime_facts_from_vllm_config_line() -> None:
@@ -44,9 +48,11 @@ def test_fatal_markers() -> None:
 
 
 def test_parse_nvidia_smi_gpu_and_apps() -> None:
-    gpus = parse_gpu_csv(H200_CSV)
-    assert gpus[0].name == "NVIDIA H200" and gpus[0].capability == (9, 0)
-    assert gpus[0].memory_total_mib == 143771
+    [gpu] = parse_gpu_csv(H200_GPUS)
+    assert gpu.name == "NVIDIA H200" and gpu.capability == (9, 0) and gpu.index == 0
+    assert gpu.uuid == "GPU-a6b00091-c0f9-9e3b-fb2e-50c934e98f07"
+    assert gpu.memory_total_mib == 143771
+    assert parse_apps_csv(H200_APPS) == {gpu.uuid: 1542}
     apps = parse_apps_csv("GPU-a, 123, 1000\nGPU-a, 124, 24\nGPU-b, 7, 5\n")
     assert apps == {"GPU-a": 1024, "GPU-b": 5}
 

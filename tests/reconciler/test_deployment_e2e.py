@@ -216,3 +216,31 @@ def test_bad_input_changes_nothing(cli: Cli, instance: str, state_dir: Path, cas
         assert f"{spec}:{case.line}:" in done.stderr and case.rule in done.stderr
     assert _ours(docker_client, instance) == []
     assert Store(state_dir).list() == [] and Store(state_dir).events.read() == []
+
+
+def test_gpu_the_host_lacks_is_refused_at_plan_time_and_changes_nothing(
+        cli: Cli, instance: str, state_dir: Path, emulator_image: str,
+        docker_client: docker.DockerClient, tmp_path: Path) -> None:
+    """This machine has no nvidia-smi: it has no GPUs, so GPU 0 does not exist here."""
+    specs = tmp_path / "specs"
+    path = write(specs, deployment("vlm", pinned(emulator_image), free_port(), gpus=[0]),
+                 deployment("fine", pinned(emulator_image), free_port()))
+    line = 1 + next(n for n, text in enumerate(path.read_text().splitlines(), 1)
+                    if text.strip() == "gpus:")  # the error points at the item "- 0"
+    assert cli("validate", str(specs)).returncode == 0  # well-formed; only the Host says no
+    for command in ("plan", "apply"):
+        done = cli(command, str(specs))
+        assert done.returncode == 1
+        text = done.stdout + done.stderr
+        assert f"{path}:{line}:" in text and "spec.gpus.0" in text and "rule 10" in text
+        assert "has no GPU 0" in text
+    assert _ours(docker_client, instance) == []
+    assert Store(state_dir).list() == [] and Store(state_dir).events.read() == []
+
+
+def test_absent_image_is_refused_at_plan_time(cli: Cli, tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    missing = "rtvi-emulator@sha256:" + "0" * 64
+    write(specs, deployment("vlm", missing, free_port()))
+    done = cli("plan", str(specs))
+    assert done.returncode == 1 and "is not present on Host local" in done.stdout

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Idempotent set-up for a fresh Debian 12 machine (root, no systemd): system packages, the
+# project's venv, and a running Docker engine. Sourced by quickstart.sh and test.sh; safe to
+# run again (each step checks before it acts).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+APT_PACKAGES=(docker.io busybox-static python3.11 git ca-certificates)
+DOCKERD_LOG="${DOCKERD_LOG:-/tmp/rtvi-dockerd.log}"
+
+say() { printf '[setup] %s\n' "$*" >&2; }
+
+need_sudo() { if [ "$(id -u)" -ne 0 ]; then echo sudo; fi; }
+
+install_packages() {
+  local missing=()
+  for pkg in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
+      || missing+=("$pkg")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    say "installing ${missing[*]}"
+    $(need_sudo) apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $(need_sudo) apt-get install -y -qq --no-install-recommends \
+      "${missing[@]}" >/dev/null
+  fi
+}
+
+create_venv() {
+  local stamp="$VENV/.installed-$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)"
+  if [ -f "$stamp" ]; then return; fi
+  if [ ! -x "$VENV/bin/python" ]; then
+    say "creating $VENV"
+    python3 -m venv "$VENV"
+  fi
+  say "installing rtvi-reconciler and its dependencies into $VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+  "$VENV/bin/python" -m pip install -q -e "$ROOT[dev]" 2>&1 | grep -v "^WARNING: Location" || true
+  "$VENV/bin/python" -c "import reconciler, docker, pydantic" \
+    || { say "venv install failed"; exit 1; }
+  rm -f "$VENV"/.installed-* && touch "$stamp"
+}
+
+start_dockerd() {
+  if docker info >/dev/null 2>&1; then return; fi
+  # A dockerd killed with -9 leaves a pid file that blocks the next start until it is reaped.
+  if [ -f /var/run/docker.pid ] && ! kill -0 "$(cat /var/run/docker.pid)" 2>/dev/null; then
+    rm -f /var/run/docker.pid
+  fi
+  say "starting dockerd (log: $DOCKERD_LOG)"
+  nohup $(need_sudo) dockerd --host=unix:///var/run/docker.sock --storage-driver=overlay2 \
+    --dns 127.0.0.1 --shutdown-timeout 3 >"$DOCKERD_LOG" 2>&1 &
+  for _ in $(seq 1 300); do
+    if docker info >/dev/null 2>&1; then return; fi
+    sleep 0.1
+  done
+  say "dockerd did not answer within 30 s; see $DOCKERD_LOG"; tail -20 "$DOCKERD_LOG" >&2
+  exit 1
+}
+
+install_packages
+create_venv
+start_dockerd
