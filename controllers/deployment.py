@@ -24,7 +24,7 @@ from specs.environment import effective_env
 from specs.facts import HostFacts
 from specs.hostrules import R_IMAGE_PRESENT, check_against_host
 from specs.models import Deployment
-from specs.rules import Finding
+from specs.rules import R4, Finding, covering_mount
 from specs.validate import SpecSet, spec_hash
 from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
 from state.store import Store
@@ -83,6 +83,11 @@ def resolve_desired(dep: Deployment, spec_set: SpecSet, engine: DockerEngine, fa
         findings.append(Finding(("spec", "image"), f"image {dep.spec.image} is not present on "
                                 f"Host {facts.name}; load or pull it there first",
                                 R_IMAGE_PRESENT))
+    elif (path := dep.spec.model.implementationPath) is not None and covering_mount(
+            dep.spec, path) is None and not engine.path_in_image(image.id, path):
+        findings.append(Finding(("spec", "model", "implementationPath"), f"{path} does not exist "
+                                f"inside image {dep.spec.image} and no spec.mounts entry provides "
+                                "it", R4))
     if findings:
         raise PlanError([spec_set.issue(dep, f) for f in findings])
     assert image is not None
@@ -189,7 +194,7 @@ class DeploymentController:
         resource = desired.resource
         self._record_desired(desired)
         for action in the_plan.actions:
-            self._note(resource, "Progressing", f"{action.verb} {action.target}: {action.cause}")
+            self._progress(resource, f"{action.verb} {action.target} because {action.cause}")
             if action.verb == "recreate" and the_plan.container is not None:
                 self._remove(desired, the_plan.container)
             container_id = self._create(desired)
@@ -305,9 +310,6 @@ class DeploymentController:
         def mutate(st: ResourceStatus) -> None:
             st.set_condition(ctype, status, reason, message)
         self.store.update(resource, "Deployment", name, mutate)
-
-    def _note(self, resource: str, reason: str, message: str) -> None:
-        self._progress(resource, message)
 
     def _history(self, resource: str, action: Action, result: Literal["ok", "error"],
                  detail: str = "") -> None:

@@ -8,6 +8,7 @@ our error tree so callers never catch library types.
 from __future__ import annotations
 
 import contextlib
+import secrets
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ import requests.exceptions
 from controllers.errors import ControllerError, HostUnreachable, PermanentError, TemporaryError
 
 API_TIMEOUT_S = 30
+PROBE_LABEL = "rtvi.reconciler/probe"
 MIN_API_VERSION = "1.41"
 
 
@@ -136,6 +138,22 @@ class DockerEngine:
             if info is not None:
                 found.append(info)
         return found
+
+    def path_in_image(self, image_id: str, path: str) -> bool:
+        """Whether ``path`` exists in an image's filesystem. Uses a created-never-started probe
+        container (labelled ours, removed at once): Docker has no "stat a path in an image"
+        call, and exporting a multi-GB image to look for one file would be far costlier."""
+        api = self._client.api
+        probe = self._call("probe create", api.create_container, image=image_id,
+                           command=["true"], labels={PROBE_LABEL: "1"},
+                           name=f"rtvi-probe-{secrets.token_hex(6)}")
+        try:
+            self._call("probe stat", api.get_archive, probe["Id"], path)
+            return True
+        except docker.errors.NotFound:
+            return False
+        finally:
+            self.remove(probe["Id"])
 
     def create(self, req: ContainerRequest) -> str:
         api = self._client.api

@@ -181,10 +181,6 @@ def apply(ctx: Context, paths: tuple[Path, ...], timeout: float | None) -> None:
                 ctx.err.print(safe(str(issue)), markup=False)
             ctx.fail(f"{len(rejected)} rule(s) failed against observed Host facts; nothing was "
                      "changed.")
-        for rp in plans:
-            for action in rp.plan.actions if rp.plan else []:
-                ctx.err.print(f"{rp.resource}: {action.verb} {action.target} because "
-                              f"{safe(action.cause)}", markup=False)
         outcomes = engine.apply(plans, timeout)
     failed = 0
     for outcome in outcomes:

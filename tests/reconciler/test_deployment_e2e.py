@@ -244,3 +244,48 @@ def test_absent_image_is_refused_at_plan_time(cli: Cli, tmp_path: Path) -> None:
     write(specs, deployment("vlm", missing, free_port()))
     done = cli("plan", str(specs))
     assert done.returncode == 1 and "is not present on Host local" in done.stdout
+
+
+def test_custom_model_implementation_must_exist_in_image(cli: Cli, emulator_image: str,
+                                                         docker_client: docker.DockerClient,
+                                                         tmp_path: Path) -> None:
+    """Rule 4 is judged against the image's real filesystem (or a declared mount)."""
+    specs = tmp_path / "specs"
+    custom = {"use": "custom", "path": "ngc:nim/nvidia/m:1"}
+    write(specs, deployment("vlm", pinned(emulator_image), free_port(),
+                            model=dict(custom, implementationPath="/opt/emu/emulators/rtvi")))
+    assert cli("plan", str(specs)).returncode == 2
+    write(specs, deployment("vlm", pinned(emulator_image), free_port(),
+                            model=dict(custom, implementationPath="/opt/not-there")))
+    done = cli("plan", str(specs))
+    assert done.returncode == 1 and "rule 4" in done.stdout and "/opt/not-there" in done.stdout
+    assert docker_client.containers.list(all=True, filters={"label": "rtvi.reconciler/probe"}) == []
+    write(specs, deployment("vlm", pinned(emulator_image), free_port(),
+                            model=dict(custom, implementationPath="/opt/impl/model.py"),
+                            mounts=[{"source": str(tmp_path), "target": "/opt/impl"}]))
+    assert cli("plan", str(specs)).returncode == 2
+
+
+def test_tag_moving_to_a_new_image_recreates_with_digest_cause(
+        cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    """profile: exploration may follow a tag; when the tag moves, the resolved image ID does."""
+    from emulators.image import build_emulator_image
+
+    tag = f"rtvi-emulator:{instance}"
+    docker_client.images.get(emulator_image).tag(tag)
+    specs = tmp_path / "specs"
+    write(specs, deployment("vlm", tag, free_port(), profile="exploration"))
+    try:
+        assert cli("apply", str(specs)).returncode == 0
+        rebuilt = build_emulator_image(tag, labels={"rtvi.test.rebuild": instance})
+        assert rebuilt != emulator_image
+        done = cli("apply", str(specs))
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"image changed {emulator_image[:19]}.. → {rebuilt[:19]}.." in done.stderr
+        [container] = _ours(docker_client, instance)
+        assert container.attrs["Image"] == rebuilt
+    finally:
+        for container in _ours(docker_client, instance):
+            container.remove(force=True)
+        docker_client.images.remove(tag, force=True)
