@@ -35,10 +35,10 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file."""
-    directory = path.parent
-    fd, tmp_name = tempfile.mkstemp(prefix=TEMP_PREFIX + path.name + ".", dir=directory)
+def _write_temp(path: Path, data: bytes) -> Path:
+    """Write ``data`` durably to a temporary file beside ``path`` (same filesystem, so it can be
+    renamed or linked into place atomically)."""
+    fd, tmp_name = tempfile.mkstemp(prefix=TEMP_PREFIX + path.name + ".", dir=path.parent)
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -46,12 +46,23 @@ def write_atomic(path: Path, data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, FILE_MODE)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+    return tmp
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file."""
+    tmp = _write_temp(path, data)
+    try:
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
-    fsync_dir(directory)
+    fsync_dir(path.parent)
 
 
 def append_line_durable(path: Path, line: str) -> None:
@@ -84,15 +95,8 @@ def create_exclusive(path: Path, data: bytes) -> bool:
     ``link`` fails if the target exists, so two processes racing to create the file cannot both
     win, and no reader ever sees it half written.
     """
-    directory = path.parent
-    fd, tmp_name = tempfile.mkstemp(prefix=TEMP_PREFIX + path.name + ".", dir=directory)
-    tmp = Path(tmp_name)
+    tmp = _write_temp(path, data)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, FILE_MODE)
         try:
             os.link(tmp, path)
         except FileExistsError:
@@ -100,7 +104,7 @@ def create_exclusive(path: Path, data: bytes) -> bool:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-    fsync_dir(directory)
+    fsync_dir(path.parent)
     return True
 
 
