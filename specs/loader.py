@@ -79,18 +79,23 @@ def load_text(text: str, file: str) -> list[Document]:
     return docs
 
 
-def load_paths(paths: list[Path]) -> list[Document]:
-    """Load every document of every spec file under ``paths``; all syntax errors at once."""
+def load_paths(paths: list[Path], relative_to: Path | None = None) -> list[Document]:
+    """Load every document of every spec file under ``paths``; all syntax errors at once.
+
+    ``relative_to`` names files relative to a root in messages (a Git checkout's files are
+    reported as the repository path a person edits, not our snapshot folder).
+    """
     docs: list[Document] = []
     issues: list[SpecIssue] = []
     for path in spec_files(paths):
+        shown = str(path.relative_to(relative_to)) if relative_to is not None else str(path)
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            issues.append(SpecIssue(Location(str(path), 0, 0), "-", str(exc), "input"))
+            issues.append(SpecIssue(Location(shown, 0, 0), "-", str(exc), "input"))
             continue
         try:
-            docs.extend(load_text(text, str(path)))
+            docs.extend(load_text(text, shown))
         except SpecError as exc:
             issues.extend(exc.issues)
     if issues:

@@ -56,6 +56,7 @@ class SshSettings(Strict):
 
     keyFile: str
     knownHostsFile: str
+    socket: str = Field(default="/var/run/docker.sock", pattern=r"^/")
 
 
 class HostSpec(Strict):

@@ -55,9 +55,9 @@ class SpecSet:
         return self.documents[(resource.kind, resource.metadata.name)].file
 
 
-def load_spec_set(paths: list[Path]) -> SpecSet:
+def load_spec_set(paths: list[Path], relative_to: Path | None = None) -> SpecSet:
     """Load and validate every spec under ``paths``; raise SpecError listing all errors."""
-    return build_spec_set(load_paths(paths))
+    return build_spec_set(load_paths(paths, relative_to))
 
 
 def parse_text(text: str, file: str = "<string>") -> SpecSet:
