@@ -14,15 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from controllers import host as host_probe
 from controllers import ownership
 from controllers.docker_client import ContainerInfo, ContainerRequest, DockerEngine
 from controllers.errors import PlanError, ReadinessFailed, TemporaryError
 from controllers.readiness import ReadinessResult, service_url, wait_ready
 from controllers.secrets import resolve_all
+from controllers.session import HostSession
 from specs.environment import effective_env
-from specs.facts import HostFacts
-from specs.hostrules import R_IMAGE_PRESENT, check_against_host
+from specs.hostrules import R_IMAGE_PRESENT, check_against_host, check_gpu_exclusivity
 from specs.models import Deployment
 from specs.rules import R4, Finding, covering_mount
 from specs.validate import SpecSet, spec_hash
@@ -57,7 +56,8 @@ class Desired:
     image_id: str
     env: dict[str, str]
     labels: dict[str, str]
-    url: str
+    url: str  # as seen on the Host
+    probe_url: str  # how this process reaches it (through the SSH tunnel for remote Hosts)
     source_file: str
 
 
@@ -73,11 +73,14 @@ class Plan:
         return bool(self.actions)
 
 
-def resolve_desired(dep: Deployment, spec_set: SpecSet, engine: DockerEngine, facts: HostFacts,
+def resolve_desired(dep: Deployment, spec_set: SpecSet, session: HostSession,
                     instance: str) -> Desired:
     """Judge the Deployment against its Host's facts and resolve its image; PlanError if a rule
     that needs observation fails."""
+    engine, facts = session.engine(), session.facts or session.observe()
     findings: list[Finding] = check_against_host(dep, facts)
+    on_host = [d for d in spec_set.deployments if d.spec.host == dep.spec.host]
+    findings += [f for d, f in check_gpu_exclusivity(on_host, facts) if d is dep]
     image = engine.image(dep.spec.image)
     if image is None:
         findings.append(Finding(("spec", "image"), f"image {dep.spec.image} is not present on "
@@ -102,6 +105,7 @@ def resolve_desired(dep: Deployment, spec_set: SpecSet, engine: DockerEngine, fa
         env=effective_env(dep.spec),
         labels=ownership.labels_for(instance, resource, digest),
         url=service_url(dep.spec.port.address, dep.spec.port.host),
+        probe_url=session.url_for(dep.spec.port.address, dep.spec.port.host),
         source_file=spec_set.source_file(dep),
     )
 
@@ -174,10 +178,11 @@ def _short(image_id: str) -> str:
 class DeploymentController:
     """Acts on one Host for a set of Deployments, recording everything in the store."""
 
-    def __init__(self, engine: DockerEngine, facts: HostFacts, store: Store, instance: str,
+    def __init__(self, session: HostSession, store: Store, instance: str,
                  progress: Callable[[str, str], None]) -> None:
-        self.engine = engine
-        self.facts = facts
+        self.session = session
+        self.engine = session.engine()
+        self.facts = session.facts or session.observe()
         self.store = store
         self.instance = instance
         self._progress = progress
@@ -189,7 +194,8 @@ class DeploymentController:
         return plan(desired, self.observe(desired), self.store.load(desired.resource),
                     self.instance)
 
-    def apply(self, desired: Desired, the_plan: Plan, timeout_s: float | None) -> ReadinessResult:
+    def apply(self, desired: Desired, the_plan: Plan, timeout_s: float | None,
+              revision: str | None = None) -> ReadinessResult:
         """Carry out the plan, then wait for readiness; raises ReadinessFailed/ControllerError."""
         resource = desired.resource
         self._record_desired(desired)
@@ -209,10 +215,10 @@ class DeploymentController:
             budget = min(budget, timeout_s)
         self._set(resource, "Progressing", "True", "WaitingForReadiness",
                   f"waiting up to {budget:g}s for {desired.url}")
-        result = wait_ready(self.engine, container.id, desired.url, budget,
+        result = wait_ready(self.engine, container.id, desired.probe_url, budget,
                             desired.deployment.spec.readiness.pollSeconds,
                             lambda msg: self._progress(resource, msg))
-        self._record_ready(desired, container, result)
+        self._record_ready(desired, container, result, revision)
         return result
 
     # --- acting ----------------------------------------------------------------------------
@@ -255,7 +261,7 @@ class DeploymentController:
         """Rule 10: the successor starts only once the old container's GPU memory is free."""
         deadline = time.monotonic() + GPU_RELEASE_TIMEOUT_S
         while True:
-            busy = {u: mib for u, mib in host_probe.gpu_processes().items() if u in uuids}
+            busy = {u: mib for u, mib in self.session.gpu_processes().items() if u in uuids}
             if not busy:
                 return
             if time.monotonic() > deadline:
@@ -278,9 +284,10 @@ class DeploymentController:
         self.store.update(desired.resource, "Deployment", desired.deployment.metadata.name, mutate)
 
     def _record_ready(self, desired: Desired, container: ContainerInfo,
-                      result: ReadinessResult) -> None:
+                      result: ReadinessResult, revision: str | None) -> None:
         def mutate(st: ResourceStatus) -> None:
             st.observed_generation = desired.spec_hash
+            st.applied_revision = revision or st.applied_revision
             st.applied_spec = desired.deployment.spec.model_dump(mode="json")
             was_ready = st.condition("Ready")
             st.set_condition("Ready", "True", "Ready",

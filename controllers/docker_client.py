@@ -203,8 +203,50 @@ class DockerEngine:
                             stderr=True, stream=True, follow=True)
         return LogFollower(stream)
 
+    def events(self, labels: dict[str, str], since: float | None) -> EventStream:
+        """Container events of containers carrying ``labels``, from ``since`` (unix seconds)
+        on; close() ends the stream. Subscribe first, then list: nothing falls in between."""
+        filters = {"type": ["container"], "label": [f"{k}={v}" for k, v in labels.items()]}
+        stream = self._call("events", self._client.api.events, since=since, filters=filters,
+                            decode=True)
+        return EventStream(stream)
+
     def close(self) -> None:
         self._client.close()
+
+
+@dataclass(frozen=True)
+class ContainerEvent:
+    action: str  # create, start, die, stop, kill, destroy, oom, health_status: unhealthy, ...
+    container_id: str
+    labels: dict[str, str]
+    time: float  # unix seconds, with nanosecond precision where the engine gives it
+
+
+class EventStream:
+    """Decoded container events; iteration ends when the engine goes away or on close()."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def __iter__(self) -> Iterator[ContainerEvent]:
+        try:
+            for raw in self._stream:
+                actor = raw.get("Actor") or {}
+                nanos = raw.get("timeNano")
+                yield ContainerEvent(
+                    action=str(raw.get("Action") or raw.get("status") or ""),
+                    container_id=str(actor.get("ID") or raw.get("id") or ""),
+                    labels=dict(actor.get("Attributes") or {}),
+                    time=nanos / 1e9 if nanos else float(raw.get("time") or 0),
+                )
+        except (requests.exceptions.RequestException, docker.errors.DockerException, OSError,
+                AttributeError, ValueError):
+            return
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._stream.close()
 
 
 class LogFollower:

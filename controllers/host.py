@@ -1,4 +1,4 @@
-"""Observe a Host: connect to its engine and read its facts (engine version, GPUs).
+"""GPU facts of a Host from ``nvidia-smi`` (parsers shared by local and SSH Hosts).
 
 GPUs come from ``nvidia-smi`` on the Host (for the local engine, this machine). A Host without
 ``nvidia-smi`` has no GPUs as far as we are concerned ("none"), which is the truth on CPU-only
@@ -10,37 +10,13 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from controllers.docker_client import DockerEngine
-from controllers.errors import PermanentError, TemporaryError
-from specs.facts import GpuInfo, HostFacts
-from specs.models import Host
+from controllers.errors import TemporaryError
+from specs.facts import GpuInfo
 
 NVIDIA_SMI = "nvidia-smi"
 GPU_QUERY = "index,uuid,name,compute_cap,memory.total,memory.used"
 APPS_QUERY = "gpu_uuid,pid,used_memory"
 PROBE_TIMEOUT_S = 20
-
-
-def connect(host: Host) -> DockerEngine:
-    """A client for the Host's engine; SSH Hosts are parsed but not supported yet."""
-    if host.is_ssh:
-        raise PermanentError(f"Host {host.metadata.name}: ssh:// engines are not supported yet "
-                             "(only the local engine, unix://…); remove the Host or use a local "
-                             "socket")
-    return DockerEngine(host.spec.docker, host.metadata.name)
-
-
-def observe(host: Host, engine: DockerEngine) -> HostFacts:
-    version = engine.version()
-    gpus, probe = local_gpus()
-    return HostFacts(
-        name=host.metadata.name,
-        engine_version=str(version.get("Version", "?")),
-        api_version=str(version.get("ApiVersion", "?")),
-        os=f"{version.get('Os', '?')}/{version.get('Arch', '?')}",
-        gpus=gpus,
-        gpu_probe=probe,
-    )
 
 
 def local_gpus() -> tuple[list[GpuInfo], str]:

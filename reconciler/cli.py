@@ -30,6 +30,7 @@ from reconciler.output import (
 from specs.errors import SpecError
 from specs.validate import SpecSet, json_schema, load_spec_set
 from state.errors import StateError
+from state.models import ResourceStatus
 from state.store import Store
 
 EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
@@ -181,6 +182,7 @@ def apply(ctx: Context, paths: tuple[Path, ...], timeout: float | None) -> None:
                 ctx.err.print(safe(str(issue)), markup=False)
             ctx.fail(f"{len(rejected)} rule(s) failed against observed Host facts; nothing was "
                      "changed.")
+        engine.record_observed(spec_set)
         outcomes = engine.apply(plans, timeout)
     failed = 0
     for outcome in outcomes:
@@ -195,14 +197,124 @@ def apply(ctx: Context, paths: tuple[Path, ...], timeout: float | None) -> None:
 
 
 @main.command()
+@click.option("--specs", "specs_dir", type=click.Path(path_type=Path, file_okay=False),
+              help="Watch this folder of spec files.")
+@click.option("--git", "git_url", metavar="URL",
+              help="Follow a Git repository (file://, ssh://, https:// or a path).")
+@click.option("--branch", default="main", show_default=True, help="Branch to follow (--git).")
+@click.option("--path", "git_path", default=None, help="Folder inside the repository (--git).")
+@click.option("--interval", type=float, default=30.0, show_default=True, metavar="SECONDS",
+              help="Git fetch interval (jittered ±10%); `reconciler sync` fetches at once.")
+@click.option("--resync", type=float, default=300.0, show_default=True, metavar="SECONDS",
+              help="Re-check every resource this often (jittered), events or not.")
+@click.option("--workers", type=int, default=4, show_default=True,
+              help="Concurrent reconciles per kind.")
+@click.option("--metrics-address", default="127.0.0.1:9464", show_default=True,
+              metavar="HOST:PORT", help="Prometheus /metrics listener; 'off' disables it.")
+@pass_ctx
+def run(ctx: Context, specs_dir: Path | None, git_url: str | None, branch: str,
+        git_path: str | None, interval: float, resync: float, workers: int,
+        metrics_address: str) -> None:
+    """Run the reconciler daemon: watch a folder or follow a Git branch, converge every
+    revision, repair drift, until SIGTERM.
+
+    \b
+      reconciler run --specs specs/
+      reconciler run --git file:///srv/specs.git --branch main --path deploy --interval 15
+    """
+    from reconciler.daemon import Daemon, DaemonOptions
+    from reconciler.sources import FolderSource, GitSource, Source
+
+    if (specs_dir is None) == (git_url is None):
+        ctx.fail("give exactly one of --specs DIR or --git URL")
+    source: Source
+    if specs_dir is not None:
+        source = FolderSource(specs_dir.resolve())
+    else:
+        assert git_url is not None
+        if interval <= 0:
+            ctx.fail("--interval must be greater than 0")
+        try:
+            source = GitSource(git_url, branch, ctx.state_dir / "git", path=git_path,
+                               interval_s=interval)
+        except ValueError as exc:
+            ctx.fail(str(exc))
+    if resync <= 0 or workers < 1:
+        ctx.fail("--resync must be greater than 0 and --workers at least 1")
+    options = DaemonOptions(resync_s=resync, workers=workers,
+                            metrics_address=_address(ctx, metrics_address))
+    rlog.configure(ctx.state_dir, ctx.verbose)
+    store = ctx.store()
+    try:
+        instance = store.instance(ctx.requested_instance)
+        with store.lock():
+            daemon = Daemon(store, instance, source, options,
+                            lambda msg: ctx.err.print(safe(msg), markup=False))
+            raise SystemExit(daemon.run())
+    except StateError as exc:
+        ctx.fail(str(exc))
+    except OSError as exc:
+        ctx.fail(f"cannot start: {exc}")
+
+
+def _address(ctx: Context, text: str) -> tuple[str, int] | None:
+    if text == "off":
+        return None
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        ctx.fail(f"--metrics-address: want HOST:PORT or off, got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+@main.command()
+@pass_ctx
+def sync(ctx: Context) -> None:
+    """Ask the running daemon to fetch its source now and re-check every resource."""
+    from reconciler.control import ControlUnavailable, request
+
+    try:
+        answer = request(ctx.state_dir, "POST", "/sync")
+    except ControlUnavailable as exc:
+        ctx.fail(str(exc))
+    ctx.out.print(str(answer.get("message", answer)), markup=False)
+
+
+@main.command()
+@pass_ctx
+def health(ctx: Context) -> None:
+    """Exit 0 if a daemon runs on this state directory and answers; print its summary."""
+    from reconciler.control import ControlUnavailable, request
+
+    try:
+        answer = request(ctx.state_dir, "GET", "/health")
+    except ControlUnavailable as exc:
+        ctx.fail(str(exc))
+    click.echo(json.dumps(answer, indent=2))
+
+
+@main.command()
 @click.argument("name", required=False)
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table",
               show_default=True)
+@click.option("--live", is_flag=True, help="Ask the running daemon instead of reading the "
+              "store (also shows its source revision and queue).")
 @pass_ctx
-def status(ctx: Context, name: str | None, output: str) -> None:
-    """Show recorded status (no daemon needed). NAME: Deployment/x or x for detail."""
+def status(ctx: Context, name: str | None, output: str, live: bool) -> None:
+    """Show status (no daemon needed). NAME: Deployment/x, Host/x, or x for detail."""
     store = ctx.store()
-    records = store.list()
+    if live:
+        from reconciler.control import ControlUnavailable, request
+
+        try:
+            answer = request(ctx.state_dir, "GET", "/status")
+        except ControlUnavailable as exc:
+            ctx.fail(str(exc))
+        summary = answer["daemon"]
+        ctx.err.print(f"daemon: instance {summary['instance']}, source {summary['source']} at "
+                      f"revision {summary['revision']}, queue {summary['queue']}", markup=False)
+        records = [ResourceStatus.model_validate(r) for r in answer["resources"]]
+    else:
+        records = store.list()
     if name is not None:
         resource = name if "/" in name else f"Deployment/{name}"
         records = [r for r in records if r.resource == resource]

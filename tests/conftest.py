@@ -29,12 +29,39 @@ LABEL_TEST = "rtvi.test"
 RECONCILER = str(Path(sys.executable).with_name("reconciler"))
 
 
-def _remove_test_containers(client: docker.DockerClient) -> None:
+def _session_pid(instance: str) -> int | None:
+    """The pytest PID embedded in a test instance name (``t-<pid>-<hex>``)."""
+    parts = instance.split("-")
+    if len(parts) == 3 and parts[0] == TEST_INSTANCE_PREFIX and parts[1].isdigit():
+        return int(parts[1])
+    return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_test_containers(client: docker.DockerClient, at_exit: bool) -> None:
+    """Remove test containers of this session (at exit) or of sessions that are gone (at
+    start): a concurrent pytest run on the same engine keeps its containers."""
     for container in client.containers.list(all=True):
         labels = container.labels or {}
         instance = labels.get(LABEL_INSTANCE, "")
-        if labels.get(LABEL_TEST) == "1" or (instance.startswith(TEST_INSTANCE_PREFIX + "-")):
-            with contextlib.suppress(docker.errors.NotFound):
+        pid = _session_pid(instance)
+        if pid is not None:
+            doomed = pid == os.getpid() if at_exit else not _pid_alive(pid)
+        elif instance.startswith(TEST_INSTANCE_PREFIX + "-"):
+            doomed = not at_exit  # an older naming scheme: nobody runs it any more
+        else:
+            doomed = labels.get(LABEL_TEST) == "1" and container.status != "running"
+        if doomed:
+            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
                 container.remove(force=True)
 
 
@@ -45,9 +72,9 @@ def docker_client() -> Iterator[docker.DockerClient]:
         client.ping()
     except docker.errors.DockerException as exc:  # pragma: no cover - environment problem
         pytest.fail(f"no Docker engine answers ({exc}); start dockerd (see scripts/setup.sh)")
-    _remove_test_containers(client)
+    _remove_test_containers(client, at_exit=False)
     yield client
-    _remove_test_containers(client)
+    _remove_test_containers(client, at_exit=True)
     client.close()
 
 
@@ -59,7 +86,7 @@ def emulator_image(docker_client: docker.DockerClient) -> str:
 
 @pytest.fixture
 def instance(docker_client: docker.DockerClient) -> Iterator[str]:
-    name = f"{TEST_INSTANCE_PREFIX}-{secrets.token_hex(4)}"
+    name = f"{TEST_INSTANCE_PREFIX}-{os.getpid()}-{secrets.token_hex(3)}"
     yield name
     for container in docker_client.containers.list(
         all=True, filters={"label": f"{LABEL_INSTANCE}={name}"}

@@ -29,8 +29,10 @@ def pinned(image_id: str) -> str:
     return f"rtvi-emulator@{image_id}"
 
 
-def write(directory: Path, *docs: dict[str, Any], name: str = "specs.yaml") -> Path:
+def write(directory: Path, *docs: dict[str, Any], name: str = "specs.yaml",
+          host: bool = True) -> Path:
+    """Write docs (after the local Host unless ``host`` is off) to one multi-document file."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / name
-    path.write_text(yaml.safe_dump_all([HOST, *docs], sort_keys=False))
+    path.write_text(yaml.safe_dump_all([HOST, *docs] if host else list(docs), sort_keys=False))
     return path

@@ -18,7 +18,8 @@ def _desired(extra: str = "") -> Desired:
     dep = parse_text(HEADER + body(extra=extra)).deployments[0]
     digest = spec_hash(dep)
     return Desired(dep, "Deployment/vlm", digest, "rtvi-vlm", IMAGE_A, {}, ownership.labels_for(
-        INSTANCE, "Deployment/vlm", digest), "http://127.0.0.1:18000", "x.yaml")
+        INSTANCE, "Deployment/vlm", digest), "http://127.0.0.1:18000", "http://127.0.0.1:18000",
+        "x.yaml")
 
 
 def _container(desired: Desired, status: str = "running", image: str = IMAGE_A,

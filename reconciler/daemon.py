@@ -1,0 +1,358 @@
+"""The long-running reconciler: sources → snapshots → work queue → per-key reconcile.
+
+Level-triggered: file changes, Git commits and Docker events only decide *when* a key is
+looked at; each pass compares the full desired state of that key with freshly observed state.
+Each source revision is one snapshot: an invalid revision is never partly applied — the last
+good snapshot stays in force and the source reports Stalled with the errors.
+
+Threads: one source watcher, one Docker event watcher per reachable Host, a resync timer, the
+control server, the metrics server and N workers. Shutdown (SIGTERM) stops intake, lets the
+workers finish what they hold, and exits 0.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+import structlog
+
+from controllers import ownership
+from controllers.docker_client import EventStream
+from controllers.errors import ControllerError
+from reconciler.control import ControlServer
+from reconciler.engine import Engine
+from reconciler.metrics import Metrics
+from reconciler.sources import Snapshot, Source, SourceError
+from reconciler.workqueue import Priority, WorkQueue, jittered
+from specs.models import Deployment, Host
+from specs.validate import spec_hash
+from state.models import ResourceStatus
+from state.store import Store
+
+SOURCE_RESOURCE = "Source/specs"
+EVENT_WAKE_ACTIONS = ("die", "stop", "kill", "destroy", "oom", "pause", "health_status")
+EVENT_RECONNECT_S = 1.0
+SHUTDOWN_GRACE_S = 60.0
+log = structlog.get_logger("reconciler.daemon")
+
+
+@dataclass
+class DaemonOptions:
+    resync_s: float = 300.0
+    resync_jitter: float = 0.1
+    workers: int = 4
+    kind_limits: dict[str, int] | None = None
+    base_backoff_s: float = 0.5
+    max_backoff_s: float = 60.0
+    metrics_address: tuple[str, int] | None = ("127.0.0.1", 9464)
+
+
+class Daemon:
+    def __init__(self, store: Store, instance: str, source: Source, options: DaemonOptions,
+                 say: Callable[[str], None]) -> None:
+        self.store = store
+        self.instance = instance
+        self.source = source
+        self.options = options
+        self.say = say
+        self.stop = threading.Event()
+        self.queue = WorkQueue(kind_limits=options.kind_limits or {"Host": 2},
+                               default_limit=options.workers,
+                               base_backoff_s=options.base_backoff_s,
+                               max_backoff_s=options.max_backoff_s)
+        self.engine = Engine(store, instance, self._progress)
+        self.snapshot: Snapshot | None = None
+        self._hashes: dict[str, str] = {}
+        self._snapshot_lock = threading.Lock()
+        self._watchers: dict[str, threading.Event] = {}
+        self._streams: dict[str, EventStream] = {}
+        self._threads: list[threading.Thread] = []
+        self.metrics = Metrics(self)
+        self.started = time.time()
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Serve until SIGTERM/SIGINT (or ``stop`` is set). The caller holds the state lock."""
+        self._install_signals()
+        if self.options.metrics_address is not None:
+            self.metrics.serve(*self.options.metrics_address)
+        control = ControlServer(self.store.root, self)
+        control.start()
+        self._load_source(first=True)
+        self._enqueue_recorded()
+        self._spawn("source", lambda: self.source.watch(self.stop, self._source_changed))
+        self._spawn("resync", self._resync_loop)
+        for i in range(self.options.workers + 2):
+            self._spawn(f"worker-{i}", self._worker)
+        self.say(f"reconciler running (instance {self.instance}, source {self.source.name})")
+        self.stop.wait()
+        control.close()
+        return self._shutdown()
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def handle(signum: int, _: FrameType | None) -> None:
+            self.say(f"received {signal.Signals(signum).name}: finishing in-flight work")
+            self.stop.set()
+        signal.signal(signal.SIGTERM, handle)
+        signal.signal(signal.SIGINT, handle)
+
+    def _shutdown(self) -> int:
+        self.queue.shut_down()
+        for name in list(self._watchers):
+            self._stop_watcher(name)
+        deadline = time.monotonic() + SHUTDOWN_GRACE_S
+        for thread in self._threads:
+            thread.join(timeout=max(0.1, deadline - time.monotonic()))
+        self.metrics.close()
+        self.engine.close()
+        self.say("reconciler stopped")
+        return 0
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> threading.Thread:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+        return thread
+
+    def _progress(self, resource: str, message: str) -> None:
+        log.info("progress", resource=resource, message=message)
+
+    # --- source and snapshots ----------------------------------------------------------------
+
+    def _source_changed(self) -> None:
+        self._load_source(first=False)
+
+    def _load_source(self, first: bool) -> None:
+        try:
+            snapshot = self.source.load()
+        except SourceError as exc:
+            self._record_source_failure(exc)
+            return
+        self._apply_snapshot(snapshot, first)
+
+    def _apply_snapshot(self, snapshot: Snapshot, first: bool) -> None:
+        new = {f"{r.kind}/{r.metadata.name}": spec_hash(r) for r in snapshot.spec_set.resources}
+        with self._snapshot_lock:
+            old_revision = self.snapshot.revision if self.snapshot else None
+            old = self._hashes
+            self.snapshot, self._hashes = snapshot, new
+            self.engine.revision = snapshot.revision
+        self._record_source_ready(snapshot, old_revision)
+        changed = {k for k in set(old) | set(new) if old.get(k) != new.get(k)}
+        hosts_changed = {k.split("/", 1)[1] for k in changed if k.startswith("Host/")}
+        for dep in snapshot.spec_set.deployments:
+            if dep.spec.host in hosts_changed:
+                changed.add(f"Deployment/{dep.metadata.name}")
+        for key in sorted(changed, key=lambda k: (not k.startswith("Host/"), k)):
+            if first and self._converged(key, new.get(key)):
+                self.queue.add(key, Priority.RESYNC)  # already done before the restart
+            else:
+                self.queue.forget(key)  # a changed spec deserves a fresh start, not a backoff
+                self.queue.add(key, Priority.CHANGE)
+
+    def _converged(self, key: str, digest: str | None) -> bool:
+        record = self.store.load(key)
+        if record is None or digest is None:
+            return False
+        ready = record.condition("Ready")
+        return record.observed_generation == digest and ready is not None and (
+            ready.status == "True")
+
+    def _enqueue_recorded(self) -> None:
+        """Resources recorded by an earlier run but absent now must be pruned."""
+        for record in self.store.list():
+            if record.kind in ("Deployment", "Host") and record.resource not in self._hashes:
+                self.queue.add(record.resource, Priority.CHANGE)
+
+    def _record_source_ready(self, snapshot: Snapshot, old_revision: str | None) -> None:
+        def mutate(st: ResourceStatus) -> None:
+            st.applied_revision = snapshot.revision
+            st.facts["source"] = self.source.name
+            st.facts["resources"] = len(snapshot.spec_set.resources)
+            st.set_condition("Ready", "True", "Loaded", f"revision {snapshot.revision}")
+            st.set_condition("Stalled", "False", "Loaded", "")
+        self.store.update(SOURCE_RESOURCE, "Source", "specs", mutate)
+        if snapshot.revision != old_revision:
+            self.store.events.append(SOURCE_RESOURCE, "Normal", "Revision",
+                                     f"loaded revision {snapshot.revision} "
+                                     f"({len(snapshot.spec_set.resources)} resources)")
+
+    def _record_source_failure(self, exc: SourceError) -> None:
+        message = str(exc)
+        keep = self.snapshot.revision if self.snapshot else "none"
+
+        def mutate(st: ResourceStatus) -> None:
+            st.facts["source"] = self.source.name
+            st.facts["rejectedRevision"] = exc.revision
+            st.set_condition("Stalled", "True", "InvalidRevision",
+                             f"keeping revision {keep}: {message}")
+            st.set_condition("Ready", "False", "InvalidRevision", message)
+        before = self.store.load(SOURCE_RESOURCE)
+        stalled = before is not None and (c := before.condition("Stalled")) is not None and (
+            c.status == "True" and c.message.endswith(message))
+        self.store.update(SOURCE_RESOURCE, "Source", "specs", mutate)
+        if not stalled:
+            self.store.events.append(SOURCE_RESOURCE, "Warning", "InvalidRevision",
+                                     f"revision {exc.revision or '?'} refused, keeping {keep}: "
+                                     f"{message}")
+        self.say(f"source refused (keeping revision {keep}):\n{message}")
+
+    # --- work --------------------------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Look at the source now and re-check every resource (``reconciler sync``)."""
+        self.source.poke()
+        for key in list(self._hashes):
+            self.queue.add(key, Priority.CHANGE)
+
+    def _resync_loop(self) -> None:
+        rng = random.Random()
+        while not self.stop.wait(jittered(self.options.resync_s, self.options.resync_jitter,
+                                          rng)):
+            for key in list(self._hashes):
+                self.queue.add(key, Priority.RESYNC)
+
+    def _worker(self) -> None:
+        while True:
+            key = self.queue.get()
+            if key is None:
+                return
+            started = time.monotonic()
+            kind = key.split("/", 1)[0]
+            try:
+                ok, retry, reason = self.reconcile(key)
+            except Exception as exc:
+                log.exception("reconcile.crashed", key=key)
+                ok, retry, reason = False, True, type(exc).__name__
+            finally:
+                self.metrics.observe(kind, time.monotonic() - started)
+            if ok:
+                self.queue.forget(key)
+            else:
+                self.metrics.error(kind, reason)
+                if retry and not self.stop.is_set():
+                    delay = self.queue.retry(key)
+                    self.store.events.append(key, "Normal", "Backoff",
+                                             f"retrying in {delay:.1f}s (attempt "
+                                             f"{self.queue.failures(key) + 1})")
+            self.queue.done(key)
+
+    def reconcile(self, key: str) -> tuple[bool, bool, str]:
+        """One pass over one key → (ok, retry, reason)."""
+        kind, name = key.split("/", 1)
+        with self._snapshot_lock:
+            snapshot = self.snapshot
+        resources = snapshot.spec_set.resources if snapshot else []
+        resource = next((r for r in resources if r.kind == kind and r.metadata.name == name),
+                        None)
+        if isinstance(resource, Host):
+            return self._reconcile_host(resource)
+        if isinstance(resource, Deployment):
+            assert snapshot is not None
+            rp = self.engine.plan_one(resource, snapshot.spec_set)
+            outcome = self.engine.apply_one(rp, None)
+            return outcome.ok, outcome.retry, rp.error_reason or "ApplyFailed"
+        if snapshot is None:
+            return True, False, ""  # nothing loaded yet: never prune on no information
+        outcome = self.engine.delete_one(snapshot.spec_set, key)
+        self._stop_watcher(name) if kind == "Host" else None
+        return outcome.ok, outcome.retry, "PruneFailed"
+
+    def _reconcile_host(self, host: Host) -> tuple[bool, bool, str]:
+        name = host.metadata.name
+        was_down = name in self.engine.host_errors
+        if not self.engine.observe_host(host):
+            self._wake_deployments(name)  # they turn Degraded (HostUnavailable), never deleted
+            record = self.store.load(f"Host/{name}")
+            refused = record is not None and (c := record.condition("Stalled")) is not None and (
+                c.status == "True")
+            return False, not refused, "HostUnreachable"
+        self._ensure_watcher(host)
+        if was_down:
+            self._wake_deployments(name)
+        return True, False, ""
+
+    def _wake_deployments(self, host_name: str) -> None:
+        with self._snapshot_lock:
+            deployments = self.snapshot.spec_set.deployments if self.snapshot else []
+        for dep in deployments:
+            if dep.spec.host == host_name:
+                self.queue.add(f"Deployment/{dep.metadata.name}", Priority.CHANGE)
+
+    # --- Docker events -----------------------------------------------------------------------
+
+    def _ensure_watcher(self, host: Host) -> None:
+        name = host.metadata.name
+        if name in self._watchers and not self._watchers[name].is_set():
+            return
+        stop = threading.Event()
+        self._watchers[name] = stop
+        self._spawn(f"events-{name}", lambda: self._watch_events(host, stop))
+
+    def _stop_watcher(self, name: str) -> None:
+        stop = self._watchers.pop(name, None)
+        if stop is not None:
+            stop.set()
+        stream = self._streams.pop(name, None)
+        if stream is not None:
+            stream.close()  # unblocks the watcher's read
+
+    def _watch_events(self, host: Host, stop: threading.Event) -> None:
+        """Subscribe, then relist (wake every resource of the Host), then follow; on any
+        break, resume from the last event's time. A killed container is repaired within
+        seconds, without waiting for a resync."""
+        name = host.metadata.name
+        since: float | None = None
+        selector = ownership.selector(self.instance)
+        while not (stop.is_set() or self.stop.is_set()):
+            try:
+                engine = self.engine.session(host).engine()
+                stream = engine.events(selector, since=since if since else time.time())
+            except ControllerError as exc:
+                log.info("events.unavailable", host=name, error=str(exc))
+                self.queue.add(f"Host/{name}", Priority.CHANGE)
+                if stop.wait(EVENT_RECONNECT_S * 3):
+                    return
+                continue
+            self._streams[name] = stream
+            if stop.is_set():
+                stream.close()
+            if since is not None:  # reconnected: what happened while we were away?
+                self.queue.add(f"Host/{name}", Priority.CHANGE)
+                self._wake_deployments(name)
+            for event in stream:
+                since = event.time
+                resource = event.labels.get(ownership.LABEL_RESOURCE)
+                if resource and event.action.split(":")[0] in EVENT_WAKE_ACTIONS:
+                    log.info("docker.event", host=name, action=event.action, resource=resource)
+                    self.queue.add(resource, Priority.CHANGE)
+            since = since or time.time()
+            if stop.wait(EVENT_RECONNECT_S):
+                return
+            self.queue.add(f"Host/{name}", Priority.CHANGE)  # the stream broke: is it down?
+
+    # --- introspection (control socket) ------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        stats = self.queue.stats()
+        return {
+            "instance": self.instance,
+            "source": self.source.name,
+            "revision": self.snapshot.revision if self.snapshot else None,
+            "uptimeSeconds": round(time.time() - self.started, 1),
+            "queue": {"depth": stats.depth, "processing": stats.processing,
+                      "delayed": stats.delayed},
+            "hosts": {n: ("unreachable" if n in self.engine.host_errors else "ok")
+                      for n in self.engine.sessions},
+        }

@@ -1,0 +1,63 @@
+"""Prometheus metrics of the daemon (prometheus-client; served on loopback by default).
+
+Reconcile duration per kind, queue depth, errors per kind and reason, and Docker API calls per
+Host — the last read from the sessions at scrape time so every call is counted without
+threading a counter through the clients.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from reconciler.daemon import Daemon
+
+DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
+
+
+class _ApiCalls(Collector):
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily("rtvi_reconciler_api_calls",
+                                     "API calls made, per target", labels=["target"])
+        for name, session in list(self.daemon.engine.sessions.items()):
+            family.add_metric([f"docker:{name}"], session.api_calls)
+        yield family
+
+
+class Metrics:
+    def __init__(self, daemon: Daemon) -> None:
+        self.registry = CollectorRegistry()
+        self.duration = Histogram("rtvi_reconciler_reconcile_duration_seconds",
+                                  "Time of one reconcile pass", ["kind"],
+                                  buckets=DURATION_BUCKETS, registry=self.registry)
+        self.errors = Counter("rtvi_reconciler_reconcile_errors", "Failed reconcile passes",
+                              ["kind", "reason"], registry=self.registry)
+        depth = Gauge("rtvi_reconciler_queue_depth", "Keys waiting in the work queue",
+                      registry=self.registry)
+        depth.set_function(lambda: daemon.queue.stats().depth)
+        self.registry.register(_ApiCalls(daemon))
+        self._server: WSGIServer | None = None
+
+    def serve(self, address: str, port: int) -> None:
+        server, _ = start_http_server(port, addr=address, registry=self.registry)
+        self._server = server
+
+    def observe(self, kind: str, seconds: float) -> None:
+        self.duration.labels(kind=kind).observe(seconds)
+
+    def error(self, kind: str, reason: str) -> None:
+        self.errors.labels(kind=kind, reason=reason).inc()
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()

@@ -1,0 +1,656 @@
+"""Where desired state comes from: a watched folder or a Git branch, read as validated snapshots.
+
+A source answers two questions for the daemon. ``load()`` says *what* is desired: the complete
+content of one revision, validated as a whole (``specs.validate``), or a ``SourceError`` that
+refuses the revision as a whole; the daemon then keeps its last good snapshot. ``watch()`` only
+says *when* to look again: it calls ``changed()`` whenever a new revision may exist and never
+passes content along, so a missed or duplicated notification costs at most one extra ``load()``
+(the reconcile contract is level-triggered).
+
+Revisions name content exactly: a Git commit SHA, or for a folder ``sha256:<hex>`` over the
+sorted (relative path, bytes) of the spec files that ``load()`` reads. Equal revisions mean equal
+input, which lets the watchers stay quiet when an editor touches a file without changing it.
+
+Exception tree (defined here):
+
+- ``SourceError``   a revision that cannot be used: its spec issues (``.issues``, located as
+                    ``file:line:col``) or a plain reason (the folder is missing, ``git fetch``
+                    failed). ``.revision`` names the refused revision when it is known.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import IO, Protocol
+
+import watchfiles
+
+from specs.errors import SpecError, SpecIssue
+from specs.loader import SPEC_SUFFIXES, spec_files
+from specs.validate import SpecSet, load_spec_set
+
+# --- folder ------------------------------------------------------------------------------------
+DIGEST_PREFIX = "sha256:"
+# A folder is read twice (digest before and after parsing); if an editor writes in between we
+# read again rather than label half-old content with a new revision.
+FOLDER_READ_ATTEMPTS = 3
+# watchfiles: how long a quiet spell ends a batch, and how often its Rust loop looks at our stop
+# flag; small so that a save is noticed (and a stop honoured) well inside a second.
+WATCH_STEP_MS = 20
+# Idle tick of the folder watcher: on each one we check the folder is still the one being
+# watched (deleted or replaced folders lose their inotify watch), and the first tick after
+# arming re-reads the folder to cover changes made before the watch was in place.
+WATCH_TICK_MS = 200
+# How long to wait before trying to watch a folder that cannot be watched (e.g. missing).
+WATCH_RETRY_S = 1.0
+# Editor by-products that never hold specs: vim swap/backup files and its write probe ("4913"),
+# emacs lock and autosave files, "name~" backups, JetBrains safe-write temporaries.
+EDITOR_TEMP = re.compile(r"(\.sw[a-px]$)|(~$)|(^\.#)|(^#.*#$)|(^4913$)|(\.___jb_\w+___$)")
+IGNORED_DIRS = frozenset({".git", ".hg", ".svn"})
+
+# --- git ---------------------------------------------------------------------------------------
+MIRROR_DIR = "mirror.git"
+SNAPSHOTS_DIR = "snapshots"
+LOCK_FILE = "lock"
+TEMP_PREFIX = ".tmp-"
+# Snapshots kept besides the last good one (which the daemon may still be serving from).
+KEEP_SNAPSHOTS = 3
+# A temp extraction older than this was left by a crash (no extraction takes an hour).
+STALE_TEMP_S = 3600.0
+# Network operations may be slow but must never hang the daemon; local ones are quick.
+GIT_NETWORK_TIMEOUT_S = 120.0
+GIT_LOCAL_TIMEOUT_S = 60.0
+# A poll is only a hint and holds up stop and poke while it runs: give up on it sooner.
+GIT_POLL_TIMEOUT_S = 30.0
+# How often a waiting watcher looks at the caller's stop event (it cannot wait on two events).
+STOP_CHECK_S = 0.05
+# Git's stderr in messages: the end of it, where the reason is, and not a page of it.
+STDERR_LINES = 6
+STDERR_CHARS = 600
+MODE_FILE = "100644"
+MODE_EXECUTABLE = "100755"
+SHA_NAME = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+MISSING_BRANCH = re.compile(r"couldn't find remote ref", re.IGNORECASE)
+# Git's ref-name rules that matter for a branch we put into a refspec (git check-ref-format).
+BAD_BRANCH = re.compile(r"(^[-/.])|(\.\.)|([\x00-\x20\x7f~^:?*\[\\])|(@\{)|(//)|([/.]$)|"
+                        r"(\.lock$)|(/\.)|(\.lock/)")
+# Defaults under the caller's env: no terminal prompt from git, no askpass window from ssh,
+# and English messages, which we match on ("couldn't find remote ref").
+GIT_BASE_ENV = {"GIT_TERMINAL_PROMPT": "0", "SSH_ASKPASS_REQUIRE": "never", "LC_ALL": "C"}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One revision of desired state, validated as a whole.
+
+    File names in ``spec_set`` (and in its issues) resolve against ``root``: ``root / file``
+    is the file that was read. For a Git source ``root`` is the snapshot of the whole
+    repository, even when only a folder of it was loaded, so names stay repository paths.
+    """
+
+    revision: str  # Git SHA, or "sha256:<hex>" digest of a folder's spec files
+    spec_set: SpecSet
+    root: Path  # folder the files were read from
+
+
+class SourceError(Exception):
+    """A revision that cannot be used; nothing of it is applied.
+
+    ``str()`` lists every issue line (``file:line:col: field: message (rule)``) when there are
+    issues, else the plain reason, so the daemon can show it as is.
+    """
+
+    def __init__(self, reason: str, issues: Sequence[SpecIssue] = (),
+                 revision: str | None = None) -> None:
+        self.reason = reason
+        self.issues = list(issues)
+        self.revision = revision
+        super().__init__("\n".join(str(i) for i in self.issues) if self.issues else reason)
+
+
+class Source(Protocol):
+    """Where specs come from. ``load`` and ``watch`` may run in different threads."""
+
+    name: str
+
+    def load(self) -> Snapshot:
+        """Read the current revision and validate it; raise ``SourceError`` if it is unusable."""
+        ...
+
+    def watch(self, stop: threading.Event, changed: Callable[[], None]) -> None:
+        """Block until ``stop`` is set, calling ``changed()`` whenever a new revision may exist."""
+        ...
+
+    def poke(self) -> None:
+        """Ask the watcher to call ``changed()`` promptly ("look now")."""
+        ...
+
+
+class _EitherEvent:
+    """Looks set when any of its events is: watchfiles takes one stop event, we have two
+    reasons to leave its loop (the caller stops us, or someone pokes)."""
+
+    def __init__(self, *events: threading.Event) -> None:
+        self._events = events
+
+    def is_set(self) -> bool:
+        return any(e.is_set() for e in self._events)
+
+
+# --- folder ------------------------------------------------------------------------------------
+
+class FolderSource:
+    """Spec files under a folder (recursively), watched with inotify through watchfiles.
+
+    Errors name files as ``str(path / relative)``: the real file a person opens to fix it.
+    """
+
+    def __init__(self, path: Path, debounce_ms: int = 50) -> None:
+        self.path = path
+        self.name = f"folder:{path}"
+        self.debounce_ms = debounce_ms
+        self._poke = threading.Event()
+        self._seen_lock = threading.Lock()
+        # The last revision that load() read or watch() reported; watch() stays quiet while
+        # the folder still hashes to it.
+        self._seen: str | None = None
+
+    def load(self) -> Snapshot:
+        for _ in range(FOLDER_READ_ATTEMPTS):
+            before = self._digest_or_raise()
+            error: SpecError | None = None
+            spec_set = SpecSet()
+            try:
+                spec_set = load_spec_set([self.path])
+            except SpecError as exc:
+                error = exc
+            after = self._digest_or_raise()
+            if before != after:
+                continue  # written to while we read: the parse may mix two versions
+            self._mark_seen(after)
+            if error is not None:
+                raise SourceError(f"{self.name}: invalid specs", error.issues, revision=after)
+            return Snapshot(revision=after, spec_set=spec_set, root=self.path)
+        self._mark_seen(None)
+        raise SourceError(f"files under {self.path} kept changing while being read; "
+                          "they are read again on the next change")
+
+    def watch(self, stop: threading.Event, changed: Callable[[], None]) -> None:
+        """Watch in the caller's thread; re-arm when the folder appears, vanishes or is
+        replaced, and re-check the content on each arming so that nothing changed in between
+        goes unnoticed."""
+        while not stop.is_set():
+            if self._poke.is_set():
+                self._poke.clear()
+                self._mark_seen(self._digest())
+                changed()
+            else:
+                self._notify_if_new(changed)
+            identity = _identity(self.path)
+            if identity is None or not self._watch_once(stop, changed, identity):
+                _wait(stop, self._poke, WATCH_RETRY_S)
+
+    def poke(self) -> None:
+        self._poke.set()
+
+    def is_relevant(self, change: watchfiles.Change, path: str) -> bool:
+        """watchfiles filter: drop editor temporaries and VCS internals, which never change
+        what load() reads (the digest check would drop them too; this saves the re-hash)."""
+        del change
+        name = os.path.basename(path)
+        if EDITOR_TEMP.search(name):
+            return False
+        if name.startswith(".") and not name.endswith(SPEC_SUFFIXES):
+            return False
+        try:
+            parts = Path(path).relative_to(self.path).parts
+        except ValueError:
+            return True
+        return not IGNORED_DIRS.intersection(parts)
+
+    def _watch_once(self, stop: threading.Event, changed: Callable[[], None],
+                    identity: tuple[int, int]) -> bool:
+        """One arming of watchfiles; False if it could not watch (caller waits, retries)."""
+        batches = watchfiles.watch(
+            self.path, watch_filter=self.is_relevant, debounce=self.debounce_ms,
+            step=WATCH_STEP_MS, stop_event=_EitherEvent(stop, self._poke),
+            rust_timeout=WATCH_TICK_MS, yield_on_timeout=True, raise_interrupt=False)
+        first = True
+        with contextlib.closing(batches):
+            while True:
+                try:
+                    batch = next(batches)
+                except StopIteration:
+                    return True  # stopped or poked: the caller's loop handles both
+                except (OSError, RuntimeError):
+                    return False  # e.g. the folder vanished while being armed
+                if batch or first:
+                    self._notify_if_new(changed)
+                    first = False
+                elif _identity(self.path) != identity:
+                    return True  # our inotify watch is on a folder that is gone: re-arm
+
+    def _notify_if_new(self, changed: Callable[[], None]) -> None:
+        digest = self._digest()
+        with self._seen_lock:
+            if digest == self._seen:
+                return
+            self._seen = digest
+        changed()
+
+    def _mark_seen(self, revision: str | None) -> None:
+        with self._seen_lock:
+            self._seen = revision
+
+    def _digest(self) -> str:
+        """The folder's revision, or a marker for "cannot be read" (which load() will explain)."""
+        try:
+            return folder_digest(self.path)
+        except SpecError as exc:
+            return "unreadable:" + "; ".join(str(i) for i in exc.issues)
+
+    def _digest_or_raise(self) -> str:
+        try:
+            return folder_digest(self.path)
+        except SpecError as exc:
+            raise SourceError(f"{self.name}: cannot read", exc.issues) from None
+
+
+def folder_digest(root: Path) -> str:
+    """``sha256:<hex>`` over the sorted (relative path, bytes) of the spec files under ``root``.
+
+    Lengths are hashed before each field so that no two different folders collide by moving
+    bytes between a name and a content. An unreadable file gets its own marker; load_spec_set
+    reports why it is unreadable. Raises SpecError if ``root`` does not exist.
+    """
+    digest = hashlib.sha256()
+    files = sorted((p.relative_to(root).as_posix(), p) for p in spec_files([root]))
+    for rel, file in files:
+        name = rel.encode("utf-8", "surrogateescape")
+        digest.update(len(name).to_bytes(8, "big") + name)
+        try:
+            data = file.read_bytes()
+        except OSError:
+            digest.update(b"\xff" * 8)
+            continue
+        digest.update(len(data).to_bytes(8, "big") + data)
+    return DIGEST_PREFIX + digest.hexdigest()
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _wait(stop: threading.Event, wake: threading.Event, seconds: float) -> None:
+    """Wait up to ``seconds`` or until either event is set."""
+    deadline = time.monotonic() + seconds
+    while not (stop.is_set() or wake.is_set()):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        wake.wait(min(remaining, STOP_CHECK_S))
+
+
+# --- git ---------------------------------------------------------------------------------------
+
+class _GitFailed(Exception):
+    """A git command failed; the message is git's trimmed stderr (or why it could not run)."""
+
+
+class GitSource:
+    """One branch of a Git repository, optionally one folder of it.
+
+    Layout under ``workdir``: ``mirror.git`` (a bare repository we fetch the branch into),
+    ``snapshots/<sha>/`` (the committed tree of each loaded revision, complete or absent) and
+    ``lock`` (an flock, so a second process on the same workdir waits rather than races git's
+    ref locks). Only this branch is fetched: other branches and tags of a big repository are
+    not our business.
+    """
+
+    def __init__(self, url: str, branch: str, workdir: Path, path: str | None = None,
+                 interval_s: float = 30.0, jitter: float = 0.1,
+                 env: Mapping[str, str] | None = None) -> None:
+        if not branch or BAD_BRANCH.search(branch):
+            raise ValueError(f"invalid branch name {branch!r}")
+        self.url = _absolute_local(url)
+        self.branch = branch
+        self.workdir = workdir
+        self.path = _repo_subpath(path)
+        self.interval_s = interval_s
+        self.jitter = min(max(jitter, 0.0), 0.9)
+        self.env = _git_env(env)
+        self._shown_url = redact_url(self.url)
+        self.name = f"git:{self._shown_url}#{branch}" + (f":{self.path}" if self.path else "")
+        self._mirror_lock = threading.Lock()
+        self._state_lock = threading.Lock()
+        self._poke = threading.Event()
+        # What load() last learned: the branch's SHA (None until a fetch succeeded), whether
+        # the last fetch failed, and the last SHA that validated (its snapshot is never pruned).
+        self._last_sha: str | None = None
+        self._fetch_failed = False
+        self._last_good: str | None = None
+
+    # -- load ---------------------------------------------------------------------------------
+
+    def load(self) -> Snapshot:
+        with self._mirror_lock, self._process_lock():
+            try:
+                self._ensure_mirror()
+                self._fetch()
+                sha = self._resolve()
+            except _GitFailed as exc:
+                with self._state_lock:
+                    self._fetch_failed = True
+                raise SourceError(str(exc)) from None
+            with self._state_lock:
+                self._last_sha, self._fetch_failed = sha, False
+            try:
+                root = self._materialize(sha)
+            except (_GitFailed, OSError) as exc:
+                raise SourceError(f"cannot read revision {sha} of {self.name}: {exc}",
+                                  revision=sha) from None
+            self._prune(keep={sha})
+            # Still under the locks: a concurrent load() must not prune what we are reading.
+            target = root / self.path if self.path else root
+            if not target.is_dir():
+                raise SourceError(f"folder {self.path!r} does not exist at revision {sha} of "
+                                  f"{self._shown_url}#{self.branch}", revision=sha)
+            try:
+                spec_set = load_spec_set([target], relative_to=root)
+            except SpecError as exc:
+                raise SourceError(f"revision {sha} of {self.name} is invalid", exc.issues,
+                                  revision=sha) from None
+            with self._state_lock:
+                self._last_good = sha
+        return Snapshot(revision=sha, spec_set=spec_set, root=root)
+
+    def _ensure_mirror(self) -> None:
+        mirror = self.workdir / MIRROR_DIR
+        if not (mirror / "HEAD").is_file():
+            # `git init` on a half-made repository (a crash during init) completes it.
+            self._git(["init", "--quiet", "--bare", str(mirror)], GIT_LOCAL_TIMEOUT_S,
+                      git_dir=False)
+
+    def _fetch(self) -> None:
+        ref = f"refs/heads/{self.branch}"
+        try:
+            self._git(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--",
+                       self.url, f"+{ref}:{ref}"], GIT_NETWORK_TIMEOUT_S)
+        except _GitFailed as exc:
+            if MISSING_BRANCH.search(str(exc)):
+                raise _GitFailed(f"branch {self.branch!r} does not exist in "
+                                 f"{self._shown_url}") from None
+            raise _GitFailed(f"cannot fetch branch {self.branch!r} from {self._shown_url}: "
+                             f"{exc}") from None
+
+    def _resolve(self) -> str:
+        out = self._git(["rev-parse", "--verify", "--quiet",
+                         f"refs/heads/{self.branch}^{{commit}}"], GIT_LOCAL_TIMEOUT_S)
+        return out.decode().strip()
+
+    def _materialize(self, sha: str) -> Path:
+        """The committed tree of ``sha`` as plain files under ``snapshots/<sha>``.
+
+        We read blobs straight from the object store (``ls-tree`` + ``cat-file --batch``)
+        rather than ``git archive | tar`` or a checkout: the files are exactly the committed
+        bytes (no ``export-subst``/``export-ignore``, no smudge or end-of-line filters, no
+        hooks, no index to share between threads), and nothing but plain files and folders is
+        created. Symlinks and submodules are skipped: a committed link could point a spec at
+        any file on this machine. Extraction goes into a temp folder renamed into place, so a
+        ``snapshots/<sha>`` folder that exists is complete and is reused as is.
+        """
+        snapshots = self.workdir / SNAPSHOTS_DIR
+        final = snapshots / sha
+        if final.is_dir():
+            os.utime(final)  # recently used: the last to be pruned
+            return final
+        snapshots.mkdir(parents=True, exist_ok=True)
+        temp = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{sha[:12]}-", dir=snapshots))
+        try:
+            self._extract(sha, temp)
+            try:
+                os.rename(temp, final)
+            except OSError:
+                if not final.is_dir():  # else another process finished the same revision
+                    raise
+        finally:
+            shutil.rmtree(temp, ignore_errors=True)  # nothing left there after the rename
+        return final
+
+    def _extract(self, sha: str, into: Path) -> None:
+        listing = self._git(["ls-tree", "-r", "-z", "--full-tree", sha], GIT_LOCAL_TIMEOUT_S)
+        files: list[tuple[str, str, str]] = []
+        for entry in listing.split(b"\0"):
+            if not entry:
+                continue
+            meta, _, raw_path = entry.partition(b"\t")
+            mode, kind, oid = meta.decode().split(" ")
+            if kind != "blob" or mode not in (MODE_FILE, MODE_EXECUTABLE):
+                continue  # symlink (120000) or submodule (commit): see _materialize
+            files.append((mode, oid, _safe_relative(os.fsdecode(raw_path))))
+        with self._cat_file() as (stdin, stdout):
+            for mode, oid, rel in files:
+                stdin.write(oid.encode() + b"\n")
+                stdin.flush()
+                header = stdout.readline().split()
+                if len(header) != 3 or header[1] != b"blob":
+                    raise _GitFailed(f"object {oid} for {rel} cannot be read")
+                data = _read_exact(stdout, int(header[2]) + 1)[:-1]  # blob then a newline
+                target = into / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with open(target, "xb") as out:
+                    out.write(data)
+                if mode == MODE_EXECUTABLE:
+                    target.chmod(0o755)
+
+    @contextlib.contextmanager
+    def _cat_file(self) -> Iterator[tuple[IO[bytes], IO[bytes]]]:
+        """``git cat-file --batch``: one process for all blobs; it flushes after each object,
+        so a request/answer loop cannot deadlock on full pipes."""
+        mirror = self.workdir / MIRROR_DIR
+        proc = subprocess.Popen(["git", f"--git-dir={mirror}", "cat-file", "--batch"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, env=self.env, cwd=self.workdir,
+                                start_new_session=True)
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            yield proc.stdin, proc.stdout
+        except BaseException:
+            _kill_group(proc)  # it may be blocked writing an answer we will never read
+            raise
+        finally:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+            try:
+                proc.wait(timeout=GIT_LOCAL_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+            proc.stdout.close()
+
+    def _prune(self, keep: set[str]) -> None:
+        """Keep the newest snapshots, the one just loaded and the last good one (the daemon may
+        still serve from it while newer revisions are refused); drop stale temp folders."""
+        snapshots = self.workdir / SNAPSHOTS_DIR
+        with self._state_lock:
+            if self._last_good:
+                keep = keep | {self._last_good}
+        done: list[tuple[float, Path]] = []
+        now = time.time()
+        for entry in snapshots.iterdir():
+            try:
+                mtime = entry.stat().st_mtime
+            except OSError:
+                continue
+            if entry.name.startswith(TEMP_PREFIX):
+                if now - mtime > STALE_TEMP_S:
+                    shutil.rmtree(entry, ignore_errors=True)
+            elif SHA_NAME.match(entry.name) and entry.name not in keep:
+                done.append((mtime, entry))
+        done.sort(reverse=True)
+        for _, old in done[max(KEEP_SNAPSHOTS - len(keep), 0):]:
+            shutil.rmtree(old, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def _process_lock(self) -> Iterator[None]:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        with open(self.workdir / LOCK_FILE, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    # -- watch --------------------------------------------------------------------------------
+
+    def watch(self, stop: threading.Event, changed: Callable[[], None]) -> None:
+        """Poll the remote with ``git ls-remote`` (no objects, no lock on the mirror) every
+        interval ± jitter; jitter keeps many daemons from polling one server in step."""
+        rng = random.Random()
+        while not stop.is_set():
+            delay = self.interval_s * (1.0 + rng.uniform(-self.jitter, self.jitter))
+            _wait(stop, self._poke, delay)
+            if stop.is_set():
+                return
+            if self._poke.is_set():
+                self._poke.clear()
+                changed()  # "look now": load() fetches
+                continue
+            if self._may_have_changed():
+                changed()
+
+    def poke(self) -> None:
+        self._poke.set()
+
+    def remote_sha(self) -> str | None:
+        """The branch's SHA at the remote now, or None if the branch does not exist there."""
+        ref = f"refs/heads/{self.branch}"
+        out = self._git(["ls-remote", "--", self.url, ref], GIT_POLL_TIMEOUT_S,
+                        git_dir=False)
+        for line in out.decode().splitlines():
+            sha, _, name = line.partition("\t")
+            if name == ref:
+                return sha
+        return None
+
+    def _may_have_changed(self) -> bool:
+        """True unless the remote provably still has the SHA load() last saw. An unreachable
+        remote or a failed last fetch counts as "may have": load() then says what is wrong."""
+        try:
+            remote = self.remote_sha()
+        except _GitFailed:
+            return True
+        with self._state_lock:
+            return self._fetch_failed or remote != self._last_sha
+
+    # -- running git --------------------------------------------------------------------------
+
+    def _git(self, args: list[str], timeout: float, git_dir: bool = True) -> bytes:
+        """Run git without a terminal (its own session, stdin closed) so no prompt can wait
+        for an answer; kill its whole process group (ssh included) on timeout."""
+        cmd = ["git"] + ([f"--git-dir={self.workdir / MIRROR_DIR}"] if git_dir else []) + args
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env=self.env, cwd=self.workdir,
+                                    start_new_session=True)
+        except OSError as exc:
+            raise _GitFailed(f"cannot run git: {exc}") from None
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            proc.communicate()
+            raise _GitFailed(f"git {args[0]} timed out after {timeout:g}s") from None
+        if proc.returncode != 0:
+            raise _GitFailed(self._trim(err) or f"git {args[0]} exited {proc.returncode}")
+        return out
+
+    def _trim(self, stderr: bytes) -> str:
+        text = stderr.decode(errors="replace").replace(self.url, self._shown_url)
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        return " | ".join(lines[-STDERR_LINES:])[-STDERR_CHARS:]
+
+
+def redact_url(url: str) -> str:
+    """Hide a password or token in ``scheme://user:secret@host``: names end up in status,
+    events and logs, which must never hold secrets."""
+    match = re.match(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)([^/@]*)@", url)
+    if not match or ":" not in match.group(2):
+        return url
+    user = match.group(2).split(":", 1)[0]
+    return f"{match.group(1)}{user}:***@{url[match.end():]}"
+
+
+def _git_env(extra: Mapping[str, str] | None) -> dict[str, str]:
+    """Our environment minus every inherited GIT_* variable (a GIT_DIR or GIT_WORK_TREE set by
+    a hook or a shell would aim our commands at another repository), plus safe defaults, plus
+    what the caller gives (e.g. GIT_SSH_COMMAND with a key file and strict known_hosts)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_BASE_ENV)
+    env.update(extra or {})
+    return env
+
+
+def _absolute_local(url: str) -> str:
+    """A local path becomes absolute (git runs with the workdir as its cwd). Git reads
+    ``host:path`` (a colon before any slash) as ssh, so we do too."""
+    if "://" in url or ":" in url.split("/", 1)[0]:
+        return url
+    return str(Path(url).expanduser().resolve())
+
+
+def _repo_subpath(path: str | None) -> str | None:
+    """Normalize the folder to load inside the repository; it must stay inside it."""
+    if path is None:
+        return None
+    pure = PurePosixPath(path)
+    if pure.is_absolute() or ".." in pure.parts:
+        raise ValueError(f"path {path!r} must be relative to the repository root, without '..'")
+    normal = pure.as_posix()
+    return None if normal in ("", ".") else normal
+
+
+def _safe_relative(path: str) -> str:
+    """Refuse tree entries that would leave the snapshot folder (git never writes such trees,
+    but the object store is input we did not write)."""
+    parts = path.split("/")
+    if path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise _GitFailed(f"refusing unsafe path {path!r} in the tree")
+    return path
+
+
+def _read_exact(stream: IO[bytes], size: int) -> bytes:
+    chunks: list[bytes] = []
+    remaining = size
+    while remaining > 0:
+        chunk = stream.read(remaining)
+        if not chunk:
+            raise _GitFailed("git cat-file ended early")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=GIT_LOCAL_TIMEOUT_S)

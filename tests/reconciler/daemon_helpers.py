@@ -1,0 +1,93 @@
+"""Run the real ``reconciler run`` daemon as a subprocess and wait on observable facts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import docker
+
+from state.models import Event
+from state.store import Store
+from tests.conftest import RECONCILER, Cli
+
+LABEL_INSTANCE = "rtvi.reconciler/instance"
+T = TypeVar("T")
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float,
+             interval: float = 0.05) -> T:
+    """Poll ``probe`` until it returns something truthy; fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class DaemonProcess:
+    def __init__(self, cli: Cli, args: list[str], log_path: Path) -> None:
+        self.cli = cli
+        self.log_path = log_path
+        self._log = log_path.open("ab")
+        self.proc = subprocess.Popen([RECONCILER, "run", "--metrics-address", "off", *args],
+                                     stdout=self._log, stderr=subprocess.STDOUT, env=cli.env())
+
+    def wait_healthy(self, timeout: float = 20) -> None:
+        def healthy() -> bool:
+            assert self.proc.poll() is None, f"daemon exited early:\n{self.log()}"
+            return self.cli("health", timeout=10).returncode == 0
+        wait_for("the daemon to answer on its control socket", healthy, timeout, 0.1)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def terminate(self, timeout: float = 60) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=timeout)
+        self._log.close()
+        print(f"--- daemon log {self.log_path} ---\n{self.log()}")  # shown when a test fails
+        return code
+
+    def kill9(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self._log.close()
+
+
+def owned(client: docker.DockerClient, instance: str) -> list[Any]:
+    return client.containers.list(all=True, filters={"label": f"{LABEL_INSTANCE}={instance}"})
+
+
+def running_ids(client: docker.DockerClient, instance: str) -> list[str]:
+    return [c.id for c in owned(client, instance) if c.status == "running"]
+
+
+def status_of(cli: Cli, resource: str) -> dict[str, Any] | None:
+    """Read the daemon's store directly (atomic files): cheap enough to poll."""
+    record = Store(cli.state_dir).load(resource)
+    return None if record is None else record.model_dump(mode="json")
+
+
+def events_of(cli: Cli, resource: str | None = None) -> list[Event]:
+    return Store(cli.state_dir).events.read(resource=resource)
+
+
+def condition(status: dict[str, Any] | None, ctype: str) -> dict[str, Any] | None:
+    if status is None:
+        return None
+    return next((c for c in status["conditions"] if c["type"] == ctype), None)
+
+
+def is_ready(cli: Cli, resource: str) -> bool:
+    cond = condition(status_of(cli, resource), "Ready")
+    return cond is not None and cond["status"] == "True"
