@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from emulators.image import build_emulator_image  # noqa: E402
+from reconciler import logging as rlog  # noqa: E402
 from reconciler.engine import Engine  # noqa: E402
 from specs.validate import load_spec_set  # noqa: E402
 from state.store import Store  # noqa: E402
@@ -83,6 +84,7 @@ def run_reconciler(n: int, image_id: str, work: Path) -> tuple[float, float, int
     folder = work / "specs"
     specs_for(n, image_id, folder)
     store = Store(work / "state")
+    rlog.configure(store.root, verbose=False)  # JSON logs to the state dir, not the table
     spec_set = load_spec_set([folder])
     engine = Engine(store, INSTANCE, lambda *_: None)
     try:

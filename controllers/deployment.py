@@ -16,20 +16,22 @@ from typing import Any, Literal
 
 from controllers import ownership
 from controllers.docker_client import ContainerInfo, ContainerRequest, DockerEngine
-from controllers.errors import PlanError, ReadinessFailed, TemporaryError
+from controllers.errors import PlanError, ReadinessFailed, SecretUnavailable, TemporaryError
 from controllers.readiness import ReadinessResult, service_url, wait_ready
 from controllers.secrets import resolve_all
 from controllers.session import HostSession
 from specs.environment import effective_env
+from specs.facts import HostFacts
 from specs.hostrules import R_IMAGE_PRESENT, check_against_host, check_gpu_exclusivity
 from specs.models import Deployment
-from specs.rules import R4, Finding, covering_mount
+from specs.rules import R4, R10, Finding, covering_mount
 from specs.validate import SpecSet, spec_hash
 from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
 from state.store import Store
 
 Verb = Literal["create", "recreate"]
 GPU_RELEASE_TIMEOUT_S = 120
+DEFAULT_STOP_GRACE_S = 10
 GPU_RELEASE_POLL_S = 1.0
 KIND_CONTAINER = "container"
 Progress = Callable[[str], None]
@@ -74,13 +76,15 @@ class Plan:
 
 
 def resolve_desired(dep: Deployment, spec_set: SpecSet, session: HostSession,
-                    instance: str) -> Desired:
-    """Judge the Deployment against its Host's facts and resolve its image; PlanError if a rule
-    that needs observation fails."""
+                    instance: str, store: Store | None = None) -> Desired:
+    """Judge the Deployment against its Host's facts (and, with ``store``, against what earlier
+    runs left running) and resolve its image; PlanError if a rule that needs observation fails."""
     engine, facts = session.engine(), session.facts or session.observe()
     findings: list[Finding] = check_against_host(dep, facts)
     on_host = [d for d in spec_set.deployments if d.spec.host == dep.spec.host]
     findings += [f for d, f in check_gpu_exclusivity(on_host, facts) if d is dep]
+    if store is not None:
+        findings += gpus_held_by_others(dep, spec_set, store, facts)
     image = engine.image(dep.spec.image)
     if image is None:
         findings.append(Finding(("spec", "image"), f"image {dep.spec.image} is not present on "
@@ -175,6 +179,31 @@ def _short(image_id: str) -> str:
     return image_id[:19] + ".." if len(image_id) > 19 else image_id
 
 
+def gpus_held_by_others(dep: Deployment, spec_set: SpecSet, store: Store,
+                        facts: HostFacts) -> list[Finding]:
+    """Rule 10 across runs: a GPU still held by a Deployment applied earlier (from another
+    spec set, or one the daemon has not pruned yet) is not free. Deployments in ``spec_set``
+    are compared with each other by ``check_gpu_exclusivity``."""
+    wanted = {g.uuid: i for i, ref in enumerate(dep.spec.gpus) if (g := facts.gpu(ref))}
+    if not wanted:
+        return []
+    in_set = {f"Deployment/{d.metadata.name}" for d in spec_set.deployments}
+    findings = []
+    for record in store.list():
+        if (record.kind != "Deployment" or record.resource in in_set or not record.inventory
+                or record.facts.get("host") != facts.name):
+            continue
+        held = (record.applied_spec or {}).get("gpus") or []
+        for ref in held if isinstance(held, list) else []:
+            gpu = facts.gpu(ref)
+            if gpu is not None and gpu.uuid in wanted:
+                where = f" (from {record.source_file})" if record.source_file else ""
+                findings.append(Finding(("spec", "gpus", wanted[gpu.uuid]),
+                                        f"GPU {gpu.index} ({gpu.uuid}) is held by {record.resource}"
+                                        f"{where}, which is still deployed; delete it first", R10))
+    return findings
+
+
 class DeploymentController:
     """Acts on one Host for a set of Deployments, recording everything in the store."""
 
@@ -198,12 +227,16 @@ class DeploymentController:
               revision: str | None = None) -> ReadinessResult:
         """Carry out the plan, then wait for readiness; raises ReadinessFailed/ControllerError."""
         resource = desired.resource
+        # Resolve secrets every pass, before anything is removed: a missing secret must not
+        # cost the running container, and the redactor must know every value the container
+        # may echo into the logs that readiness reads (even when nothing is recreated).
+        secret_env = self._secrets(desired, needed=the_plan.changes)
         self._record_desired(desired)
         for action in the_plan.actions:
             self._progress(resource, f"{action.verb} {action.target} because {action.cause}")
             if action.verb == "recreate" and the_plan.container is not None:
                 self._remove(desired, the_plan.container)
-            container_id = self._create(desired)
+            container_id = self._create(desired, secret_env)
             self._history(resource, action, "ok", detail=container_id[:12])
             self.store.events.append(resource, "Normal", action.verb.capitalize() + "d",
                                      str(action))
@@ -223,11 +256,21 @@ class DeploymentController:
 
     # --- acting ----------------------------------------------------------------------------
 
-    def _create(self, desired: Desired) -> str:
+    def _secrets(self, desired: Desired, needed: bool) -> dict[str, str]:
+        """Resolve (and so register for redaction) the secret references. When nothing is to
+        be created an unavailable secret is not an error: the running container has its value."""
+        try:
+            return resolve_all(desired.deployment.spec.secrets)
+        except SecretUnavailable:
+            if needed:
+                raise
+            return {}
+
+    def _create(self, desired: Desired, secret_env: dict[str, str]) -> str:
         spec = desired.deployment.spec
         name = desired.container_name
         env = dict(desired.env)
-        env.update(resolve_all(spec.secrets))
+        env.update(secret_env)
         self.store.update(desired.resource, "Deployment", desired.deployment.metadata.name,
                           lambda st: st.upsert_inventory(InventoryItem(
                               kind=KIND_CONTAINER, name=name, host=self.facts.name,
@@ -334,20 +377,28 @@ def remove_owned(engine: DockerEngine, store: Store, instance: str, resource: st
     for item in list(record.inventory):
         if item.kind != KIND_CONTAINER:
             continue
-        info = engine.container(item.id or item.name)
-        if info is None and item.id is not None:
-            info = engine.container(item.name)
+        # A created item is known by ID; only a pending one (the create call may or may not
+        # have happened) is looked up by name, so a newer container is never taken for it.
+        info = engine.container(item.id) if item.id else engine.container(item.name)
         if info is None:
             removed.append(f"container {item.name} (already gone)")
         elif not ownership.is_owned(info.labels, instance, resource):
             left.append(f"container {item.name}: not ours (labels do not match), left untouched")
             continue
         else:
-            engine.stop(info.id, 10)
+            engine.stop(info.id, _stop_grace(record))
             engine.remove(info.id)
             removed.append(f"container {item.name} ({info.id[:12]})")
         _forget(store, record, item)
     return removed, left
+
+
+def _stop_grace(record: ResourceStatus) -> int:
+    """The Deployment's own stopGraceSeconds (as last applied), so a delete drains as gently
+    as a recreate does."""
+    spec = record.applied_spec or {}
+    grace = spec.get("stopGraceSeconds") if isinstance(spec, dict) else None
+    return int(grace) if isinstance(grace, int | float) else DEFAULT_STOP_GRACE_S
 
 
 def _forget(store: Store, record: ResourceStatus, item: InventoryItem) -> None:

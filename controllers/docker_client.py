@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ from controllers.errors import ControllerError, HostUnreachable, PermanentError,
 
 API_TIMEOUT_S = 30
 PROBE_LABEL = "rtvi.reconciler/probe"
+PROBE_SWEEP_AGE_S = 60.0
 MIN_API_VERSION = "1.41"
 
 
@@ -71,11 +73,14 @@ class ContainerRequest:
 class DockerEngine:
     """One Docker engine. Thread-safe (docker-py's client is used under a pool)."""
 
-    def __init__(self, url: str, host_name: str) -> None:
+    def __init__(self, url: str, host_name: str,
+                 probe_sweep_age_s: float = PROBE_SWEEP_AGE_S) -> None:
         self.url = url
         self.host_name = host_name
+        self.probe_sweep_age_s = probe_sweep_age_s
         self._calls = 0
         self._lock = threading.Lock()
+        self._probes_swept = False
         try:
             self._client = docker.DockerClient(base_url=url, version=MIN_API_VERSION,
                                                timeout=API_TIMEOUT_S)
@@ -144,6 +149,8 @@ class DockerEngine:
         container (labelled ours, removed at once): Docker has no "stat a path in an image"
         call, and exporting a multi-GB image to look for one file would be far costlier."""
         api = self._client.api
+        if not self._probes_swept:
+            self._sweep_probes()
         probe = self._call("probe create", api.create_container, image=image_id,
                            command=["true"], labels={PROBE_LABEL: "1"},
                            name=f"rtvi-probe-{secrets.token_hex(6)}")
@@ -154,6 +161,18 @@ class DockerEngine:
             return False
         finally:
             self.remove(probe["Id"])
+
+    def _sweep_probes(self) -> None:
+        """Remove probe containers a killed run left behind (older than a minute, so a
+        concurrent run's live probe is spared). Once per engine connection."""
+        self._probes_swept = True
+        leftovers = self._call("probe list", self._client.api.containers, all=True,
+                               filters={"label": PROBE_LABEL})
+        cutoff = time.time() - self.probe_sweep_age_s
+        for item in leftovers:
+            if float(item.get("Created", 0)) < cutoff:
+                with contextlib.suppress(ControllerError):
+                    self.remove(str(item["Id"]))
 
     def create(self, req: ContainerRequest) -> str:
         api = self._client.api

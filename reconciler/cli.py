@@ -28,6 +28,7 @@ from reconciler.output import (
     safe,
 )
 from specs.errors import SpecError
+from specs.models import KINDS
 from specs.validate import SpecSet, json_schema, load_spec_set
 from state.errors import StateError
 from state.models import ResourceStatus
@@ -121,6 +122,8 @@ def _engine(ctx: Context, lock: bool) -> Iterator[Engine]:
         f"{res}: {safe(msg)}", markup=False))
     try:
         yield engine
+    except StateError as exc:  # e.g. a corrupt record: say which, never a traceback
+        ctx.fail(f"state directory {ctx.state_dir}: {exc}")
     finally:
         engine.close()
         if state_lock is not None:
@@ -162,7 +165,8 @@ def plan(ctx: Context, paths: tuple[Path, ...]) -> None:
 
 @main.command()
 @PATHS
-@click.option("--timeout", type=float, default=None, metavar="SECONDS",
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              metavar="SECONDS",
               help="Give up waiting for readiness after this long (default: each Deployment's "
                    "readiness.timeoutSeconds).")
 @pass_ctx
@@ -207,7 +211,7 @@ def apply(ctx: Context, paths: tuple[Path, ...], timeout: float | None) -> None:
               help="Git fetch interval (jittered ±10%); `reconciler sync` fetches at once.")
 @click.option("--resync", type=float, default=300.0, show_default=True, metavar="SECONDS",
               help="Re-check every resource this often (jittered), events or not.")
-@click.option("--workers", type=int, default=4, show_default=True,
+@click.option("--workers", type=int, default=16, show_default=True,
               help="Concurrent reconciles per kind.")
 @click.option("--metrics-address", default="127.0.0.1:9464", show_default=True,
               metavar="HOST:PORT", help="Prometheus /metrics listener; 'off' disables it.")
@@ -348,7 +352,14 @@ def delete(ctx: Context, targets: tuple[str, ...]) -> None:
     if paths:
         spec_set = _load(ctx, tuple(paths))
         names += [f"Deployment/{d.metadata.name}" for d in spec_set.deployments]
-    names += [t if "/" in t else f"Deployment/{t}" for t in targets if not Path(t).exists()]
+    for target in (t for t in targets if not Path(t).exists()):
+        kind, _, rest = target.rpartition("/")
+        if kind and (kind not in KINDS or not rest):
+            ctx.fail(f"{target}: no such file or folder, and not a resource name "
+                     f"(NAME or KIND/NAME, KIND one of {', '.join(KINDS)}); nothing was deleted")
+        if target.endswith((".yaml", ".yml")):
+            ctx.fail(f"{target}: no such file; nothing was deleted")
+        names.append(target if kind else f"Deployment/{target}")
     with _engine(ctx, lock=True) as engine:
         outcomes = engine.delete(spec_set, names)
     for outcome in outcomes:

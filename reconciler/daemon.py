@@ -47,7 +47,7 @@ log = structlog.get_logger("reconciler.daemon")
 class DaemonOptions:
     resync_s: float = 300.0
     resync_jitter: float = 0.1
-    workers: int = 4
+    workers: int = 16
     kind_limits: dict[str, int] | None = None
     base_backoff_s: float = 0.5
     max_backoff_s: float = 60.0
@@ -265,8 +265,13 @@ class Daemon:
             return outcome.ok, outcome.retry, rp.error_reason or "ApplyFailed"
         if snapshot is None:
             return True, False, ""  # nothing loaded yet: never prune on no information
+        record = self.store.load(key)
         outcome = self.engine.delete_one(snapshot.spec_set, key)
-        self._stop_watcher(name) if kind == "Host" else None
+        if kind == "Host":
+            self._stop_watcher(name)
+        elif outcome.ok and record is not None and record.facts.get("host"):
+            # What it held (GPUs, rule 10) is free now: a Deployment refused for it may go.
+            self._wake_deployments(str(record.facts["host"]))
         return outcome.ok, outcome.retry, "PruneFailed"
 
     def _reconcile_host(self, host: Host) -> tuple[bool, bool, str]:

@@ -31,7 +31,7 @@ from specs.validate import SpecSet
 from state.models import ResourceStatus
 from state.store import Store
 
-MAX_PARALLEL_APPLIES = 4
+MAX_PARALLEL_APPLIES = 16  # readiness waits are I/O-bound; a fleet converges together
 RUNTIME_DIR_NAME = "run"
 log = structlog.get_logger("reconciler.engine")
 Progress = Callable[[str, str], None]
@@ -181,7 +181,7 @@ class Engine:
             return rp
         session = self.session(spec_set.host(host_name))
         try:
-            rp.desired = resolve_desired(dep, spec_set, session, self.instance)
+            rp.desired = resolve_desired(dep, spec_set, session, self.instance, self.store)
             rp.plan = self._controller(session).plan(rp.desired)
         except PlanError as exc:
             rp.issues, rp.error, rp.error_reason = exc.issues, str(exc), "PlanRejected"

@@ -6,7 +6,8 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
-APT_PACKAGES=(docker.io busybox-static python3.11 git ca-certificates)
+APT_PACKAGES=(docker.io busybox-static python3.11 git ca-certificates openssh-server openssh-client
+              iproute2)
 DOCKERD_LOG="${DOCKERD_LOG:-/tmp/rtvi-dockerd.log}"
 
 say() { printf '[setup] %s\n' "$*" >&2; }

@@ -25,6 +25,8 @@ class Location:
     col: int
 
     def __str__(self) -> str:
+        if self.line <= 0:  # the file as a whole (missing, unreadable): no position to give
+            return self.file
         return f"{self.file}:{self.line}:{self.col}"
 
 
@@ -40,7 +42,8 @@ class SpecIssue:
 
     def __str__(self) -> str:
         prefix = "warning: " if self.severity == "warning" else ""
-        return f"{self.location}: {prefix}{self.field}: {self.message} ({self.rule})"
+        field = "" if self.field == "-" else f"{self.field}: "
+        return f"{self.location}: {prefix}{field}{self.message} ({self.rule})"
 
 
 class SpecError(Exception):

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from controllers.deployment import gpus_held_by_others
 from controllers.host import parse_apps_csv, parse_gpu_csv
 from controllers.runtime_facts import fatal_marker, update_facts
 from specs.facts import GpuInfo, HostFacts
 from specs.hostrules import check_against_host, check_gpu_exclusivity
 from specs.validate import parse_text
+from state.models import InventoryItem, ResourceStatus, utc_now
+from state.store import Store
 from tests.specs.cases import HEADER, body
 
 VLLM_CONFIG_LINE = (
@@ -86,3 +89,34 @@ def test_index_and_uuid_naming_one_gpu_are_double_booking() -> None:
     b = parse_text(b_text).deployments[0]
     found = check_gpu_exclusivity([a, b], _facts("9.0"))
     assert len(found) == 1 and "already claimed by Deployment vlm" in found[0][1].message
+
+
+def test_gpu_held_by_a_deployment_applied_in_an_earlier_run(tmp_path: Path) -> None:
+    """Rule 10 across separate `apply` runs: the store remembers who still holds a GPU."""
+    store = Store(tmp_path / "state")
+    earlier = parse_text(HEADER.replace("name: vlm", "name: old") + body(
+        extra="  gpus: [GPU-1]\n")).deployments[0]
+
+    def deployed(st: ResourceStatus) -> None:
+        st.facts["host"] = "local"
+        st.applied_spec = earlier.spec.model_dump(mode="json")
+        st.source_file = "old.yaml"
+        st.upsert_inventory(InventoryItem(kind="container", name="rtvi-old", host="local",
+                                          id="c" * 64, state="created", created_at=utc_now()))
+    store.update("Deployment/old", "Deployment", "old", deployed)
+    new_set = parse_text(HEADER + body(extra="  gpus: [1]\n"))
+    [finding] = gpus_held_by_others(new_set.deployments[0], new_set, store, _facts("9.0", "9.0"))
+    assert finding.path == ("spec", "gpus", 0) and "rule 10" in finding.rule
+    assert "held by Deployment/old (from old.yaml)" in finding.message
+
+    # Applying both together is the in-set check's business; another GPU is free.
+    assert gpus_held_by_others(earlier, parse_text(HEADER.replace("name: vlm", "name: old")
+                               + body(extra="  gpus: [GPU-1]\n")), store,
+                               _facts("9.0", "9.0")) == []
+    other = parse_text(HEADER + body(extra="  gpus: [0]\n"))
+    assert gpus_held_by_others(other.deployments[0], other, store, _facts("9.0", "9.0")) == []
+    # Once its container is gone (deleted), the GPU is free again.
+    store.update("Deployment/old", "Deployment", "old",
+                 lambda st: st.remove_inventory("container", "rtvi-old"))
+    assert gpus_held_by_others(new_set.deployments[0], new_set, store,
+                               _facts("9.0", "9.0")) == []

@@ -76,3 +76,24 @@ def test_missing_secret_is_a_clear_error_and_creates_nothing(
     assert "secret NGC_API_KEY: environment variable NOT_SET_ANYWHERE_" in done.stdout
     assert docker_client.containers.list(
         all=True, filters={"label": f"{LABEL_INSTANCE}={instance}"}) == []
+
+
+def test_missing_secret_on_recreate_keeps_the_running_container(
+        state_dir: Path, instance: str, emulator_image: str,
+        docker_client: docker.DockerClient, tmp_path: Path) -> None:
+    """Secrets are resolved before anything is removed: an unset secret costs no service."""
+    specs = tmp_path / "specs"
+    port = free_port()
+    refs = [{"name": "NGC_API_KEY", "fromEnv": "MY_NGC_KEY"}]
+    write(specs, deployment("vlm", pinned(emulator_image), port, secrets=refs))
+    with_secret = Cli(state_dir, instance, {"MY_NGC_KEY": "k-" + secrets.token_hex(8)})
+    assert with_secret("apply", str(specs)).returncode == 0
+    [before] = docker_client.containers.list(filters={"label": f"{LABEL_INSTANCE}={instance}"})
+
+    without = Cli(state_dir, instance, {})
+    assert without("apply", str(specs)).returncode == 0  # nothing to recreate: no need for it
+    write(specs, deployment("vlm", pinned(emulator_image), port, secrets=refs, env={"X": "2"}))
+    failed = without("apply", str(specs))
+    assert failed.returncode == 1 and "MY_NGC_KEY is not set" in failed.stdout + failed.stderr
+    [after] = docker_client.containers.list(filters={"label": f"{LABEL_INSTANCE}={instance}"})
+    assert after.id == before.id and after.status == "running"
