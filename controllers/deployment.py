@@ -280,10 +280,12 @@ class DeploymentController:
             image=desired.image_id,
             labels=desired.labels,
             environment=env,
-            ports={f"{spec.port.container}/tcp": (spec.port.address, spec.port.host)},
+            ports={} if spec.network == "host" else {
+                f"{spec.port.container}/tcp": (spec.port.address, spec.port.host)},
             mounts=[(m.source, m.target, m.readOnly) for m in spec.mounts],
             gpu_ids=[self._gpu_uuid(ref) for ref in spec.gpus],
             stop_timeout=spec.stopGraceSeconds,
+            network_mode="host" if spec.network == "host" else None,
         )
         container_id = self.engine.create(request)
         del env, request  # secret values live no longer than the create call

@@ -68,6 +68,7 @@ class ContainerRequest:
     gpu_ids: list[str] = field(default_factory=list)
     init: bool = True
     stop_timeout: int = 30
+    network_mode: str | None = None  # None: the default bridge
 
 
 class DockerEngine:
@@ -184,6 +185,7 @@ class DockerEngine:
                                                         capabilities=[["gpu"]])]
             if req.gpu_ids else None,
             init=req.init,
+            network_mode=req.network_mode,
         )
         created = self._call(
             "container create", api.create_container, image=req.image, name=req.name,

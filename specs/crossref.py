@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from specs.models import Deployment, Host, Resource
+from specs.models import Deployment, Host, Resource, StreamSet
 from specs.rules import R10, Finding
 
 R_UNIQUE = "names are unique per kind"
@@ -33,6 +33,17 @@ def check_set(resources: list[Resource]) -> list[tuple[Resource, Finding]]:
             known = ", ".join(sorted(hosts)) or "none"
             found.append((dep, Finding(("spec", "host"), f"Host {dep.spec.host!r} is not defined "
                                        f"(Hosts in this spec set: {known})", R_REFERENCE)))
+    names = {d.metadata.name for d in deployments}
+    for ss in (r for r in resources if isinstance(r, StreamSet)):
+        if ss.spec.deployment not in names:
+            known = ", ".join(sorted(names)) or "none"
+            found.append((ss, Finding(("spec", "deployment"), f"Deployment "
+                                      f"{ss.spec.deployment!r} is not defined (Deployments in "
+                                      f"this spec set: {known})", R_REFERENCE)))
+        host = ss.spec.publisher.host
+        if host is not None and host not in hosts:
+            found.append((ss, Finding(("spec", "publisher", "host"), f"Host {host!r} is not "
+                                      "defined", R_REFERENCE)))
     found.extend(_gpu_claims(deployments))
     found.extend(_port_claims(deployments))
     return found

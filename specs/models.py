@@ -165,6 +165,9 @@ class DeploymentSpec(Strict):
     nonStandard: NonStandard | None = None
     readiness: Readiness = Field(default_factory=Readiness)
     stopGraceSeconds: int = Field(default=30, ge=0, le=3600)
+    # ``host``: the container shares the Host's network (RTSP sources on the Host's loopback are
+    # reachable; the service listens on port.container itself, so port.host must equal it).
+    network: Literal["bridge", "host"] = "bridge"
 
     @field_validator("env")
     @classmethod
@@ -182,5 +185,97 @@ class Deployment(Strict):
     spec: DeploymentSpec
 
 
-Resource = Host | Deployment
-KINDS: dict[str, type[Host] | type[Deployment]] = {"Host": Host, "Deployment": Deployment}
+# --- StreamSet ------------------------------------------------------------------------------
+
+DESCRIPTION_PATTERN = r"""^[A-Za-z0-9_.\-"' ,]*$"""  # what RTVI accepts in a stream description
+COLOUR_PATTERN = r"^(#[0-9A-Fa-f]{6}|[A-Za-z]+)$"
+SHA256_PATTERN = r"^[0-9a-f]{64}$"
+
+
+class SyntheticSource(Strict):
+    """A solid colour (palette name or ``#RRGGBB``), optionally with a contrasting border, so a
+    caption can be checked against the source it came from."""
+
+    colour: str = Field(pattern=COLOUR_PATTERN)
+    border: str | None = Field(default=None, pattern=COLOUR_PATTERN)
+
+
+class FileSource(Strict):
+    """A media file on the publisher's Host, pinned by content: a different file is refused."""
+
+    path: str = Field(pattern=r"^/")
+    sha256: str = Field(pattern=SHA256_PATTERN)
+
+
+class SourceSpec(Strict):
+    """One live source: an external ``rtsp://`` URL, or one the reconciler publishes."""
+
+    name: Name
+    url: str | None = Field(default=None, pattern=r"^rtsp://\S+$", max_length=256)
+    synthetic: SyntheticSource | None = None
+    file: FileSource | None = None
+    description: str = Field(default="", max_length=256, pattern=DESCRIPTION_PATTERN)
+
+
+class PublisherSpec(Strict):
+    """Where and how published sources run (one labelled container per source)."""
+
+    host: Name | None = None  # default: the Deployment's Host
+    width: int = Field(default=320, ge=16, le=3840)
+    height: int = Field(default=240, ge=16, le=2160)
+    fps: int = Field(default=10, ge=1, le=60)
+
+
+class VstSpec(Strict):
+    """Register sources with VST first; RTVI then receives VST's ``/live/`` URL."""
+
+    url: str = Field(pattern=r"^https?://\S+$")
+    urlTimeoutSeconds: float = Field(default=60, gt=0, le=3600)
+
+
+class CaptionSpec(Strict):
+    """A live caption session per source (``generate_captions`` with ``stream: true``)."""
+
+    prompt: str = Field(min_length=1)
+    chunkDuration: int = Field(default=2, ge=1, le=3600)
+    chunkOverlapDuration: int = Field(default=0, ge=0, le=3600)
+    maxTokens: int = Field(default=64, ge=1, le=16384)
+    temperature: float | None = Field(default=None, ge=0, le=1)
+    seed: int | None = None
+    maxCaptionAgeSeconds: float = Field(default=30, gt=0)
+
+
+class StreamReadiness(Strict):
+    """How fresh frames (and captions) must be, and how long to wait for them."""
+
+    timeoutSeconds: int = Field(default=120, ge=1, le=86400)
+    maxFrameAgeSeconds: float = Field(default=15, gt=0, le=3600)
+
+
+class TeardownSpec(Strict):
+    """Deleting streams: RTVI drains each one; a batch shares one drain window and deadline."""
+
+    drainTimeoutSeconds: int = Field(default=30, ge=0, le=3600)
+    deadlineSeconds: int = Field(default=300, ge=1, le=86400)
+
+
+class StreamSetSpec(Strict):
+    deployment: Name
+    vst: VstSpec | None = None
+    publisher: PublisherSpec = Field(default_factory=PublisherSpec)
+    sources: list[SourceSpec] = Field(min_length=1)
+    captions: CaptionSpec | None = None
+    readiness: StreamReadiness = Field(default_factory=StreamReadiness)
+    teardown: TeardownSpec = Field(default_factory=TeardownSpec)
+
+
+class StreamSet(Strict):
+    apiVersion: Literal["rtvi.reconciler/v1"]
+    kind: Literal["StreamSet"]
+    metadata: Metadata
+    spec: StreamSetSpec
+
+
+Resource = Host | Deployment | StreamSet
+KINDS: dict[str, type[Host] | type[Deployment] | type[StreamSet]] = {
+    "Host": Host, "Deployment": Deployment, "StreamSet": StreamSet}

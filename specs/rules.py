@@ -37,6 +37,11 @@ EVS_STANDARD = {
     "VIA_EVS_TOKEN_BUDGET": 1.0,
 }
 EVS_REFUSED_ARCHITECTURES = ("NemotronH_Nano_Omni_Reasoning_V3",)
+# Variables whose values rules 2-9 judge: passing one as a secret would hide it from them.
+RULED_VARIABLES = frozenset({
+    *MODEL_VARIABLES, *PERF_SETTINGS, *NO_DROP_SETTINGS, *EVS_VARIABLES, "VIA_EVS_SESSION",
+    "VLLM_IGNORE_EOS", "VLLM_ENFORCE_EAGER", "VLM_TRUST_REMOTE_CODE", "RTVI_MODEL_PATH_ALLOWLIST",
+    "RTVI_ALLOW_UNSAFE_MODEL_CONFIG"})
 
 R1 = "Deployment rule 1: image pinned by digest"
 R2 = "Deployment rule 2: MODEL_PATH forms"
@@ -50,6 +55,7 @@ R9 = "Deployment rule 9: live no-drop settings"
 R10 = "Deployment rule 10: exclusive GPUs"
 R12 = "Deployment rule 12: secrets are references"
 R_MODEL_VARS = "model variables come from spec.model"
+R_NETWORK = "host networking: the service listens on its published port"
 
 
 @dataclass(frozen=True)
@@ -247,6 +253,10 @@ def check_secrets(spec: DeploymentSpec) -> Iterator[Finding]:
         if ref.name in spec.env:
             yield Finding(("env", ref.name), f"{ref.name} is a secret reference; it must not "
                           "also be a plain env value", R12)
+        if ref.name in RULED_VARIABLES:
+            yield Finding(("secrets", i, "name"), f"{ref.name} is checked by the Deployment "
+                          "rules, so its value must be visible in the spec; set it in spec.env "
+                          "or spec.model, not as a secret", R12)
         if ref.fromFile is not None and not ref.fromFile.startswith("/"):
             yield Finding(("secrets", i, "fromFile"), "must be an absolute path", R12)
     for key in spec.env:
@@ -268,6 +278,13 @@ def check_gpus(spec: DeploymentSpec) -> Iterator[Finding]:
         seen.add(key)
 
 
+def check_network(spec: DeploymentSpec) -> Iterator[Finding]:
+    if spec.network == "host" and spec.port.host != spec.port.container:
+        yield Finding(("port", "host"), f"with network: host there is no port mapping; port.host "
+                      f"({spec.port.host}) must equal port.container ({spec.port.container})",
+                      R_NETWORK)
+
+
 def _number(text: str) -> float | None:
     try:
         return float(text)
@@ -285,4 +302,5 @@ CHECKS: tuple[Check, ...] = (
     check_no_drop,
     check_secrets,
     check_gpus,
+    check_network,
 )

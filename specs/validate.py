@@ -17,8 +17,9 @@ from pydantic import ValidationError
 from specs.crossref import check_set
 from specs.errors import SpecError, SpecIssue
 from specs.loader import Document, PathKey, load_paths, load_text
-from specs.models import API_VERSION, KINDS, Deployment, Host, Resource
+from specs.models import API_VERSION, KINDS, Deployment, Host, Resource, StreamSet
 from specs.rules import Finding, check_deployment
+from specs.streamrules import check_streamset
 
 R_SCHEMA = "schema"
 PYDANTIC_MESSAGES = {
@@ -42,6 +43,13 @@ class SpecSet:
     @property
     def deployments(self) -> list[Deployment]:
         return [r for r in self.resources if isinstance(r, Deployment)]
+
+    @property
+    def streamsets(self) -> list[StreamSet]:
+        return [r for r in self.resources if isinstance(r, StreamSet)]
+
+    def deployment(self, name: str) -> Deployment | None:
+        return next((d for d in self.deployments if d.metadata.name == name), None)
 
     def host(self, name: str) -> Host:
         return next(h for h in self.hosts if h.metadata.name == name)
@@ -76,6 +84,8 @@ def build_spec_set(docs: list[Document]) -> SpecSet:
         result.documents.setdefault((resource.kind, resource.metadata.name), doc)
         if isinstance(resource, Deployment):
             issues.extend(_issue(doc, f) for f in check_deployment(resource))
+        elif isinstance(resource, StreamSet):
+            issues.extend(_issue(doc, f) for f in check_streamset(resource))
     if not [i for i in issues if i.severity == "error"]:
         issues.extend(result.issue(res, f) for res, f in check_set(result.resources))
     issues.sort(key=lambda i: (i.location.file, i.location.line, i.location.col))
@@ -136,9 +146,15 @@ def _issue(doc: Document, finding: Finding) -> SpecIssue:
 
 
 def spec_hash(resource: Resource) -> str:
-    """Content hash of what a resource asks for (kind, name, spec); labels don't count."""
+    """Content hash of what a resource asks for (kind, name, spec); labels don't count.
+
+    Defaults are left out, so a release that adds an optional field (at its default) does not
+    change every existing resource's hash and recreate what is running. A Deployment's
+    readiness budget is left out too: waiting longer is no reason to recreate a container."""
+    exclude = {"readiness"} if isinstance(resource, Deployment) else set()
     body = {"kind": resource.kind, "name": resource.metadata.name,
-            "spec": resource.spec.model_dump(mode="json")}
+            "spec": resource.spec.model_dump(mode="json", exclude_defaults=True,
+                                             exclude=exclude)}
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
     return digest
 

@@ -66,5 +66,28 @@ CASES = [
          "    VLM_TRUST_REMOTE_CODE: true  # <-\n"), "rule 5", "spec.env.VLM_TRUST_REMOTE_CODE"),
 ]
 
+
+def streamset(sources: str, deployment: str = "vlm") -> str:
+    """A valid Deployment followed by a StreamSet with ``sources`` (YAML list items)."""
+    return body() + ("---\napiVersion: rtvi.reconciler/v1\nkind: StreamSet\nmetadata:\n"
+                     f"  name: cams\nspec:\n  deployment: {deployment}\n  sources:\n{sources}")
+
+
+CASES += [
+    Case("secret-hides-ruled-variable", body(extra="  secrets:\n  - name: MODEL_PATH  # <-\n"
+         "    fromEnv: SOME_ENV\n"), "rule 12", "spec.secrets.0.name"),
+    Case("streamset-source-two-forms", streamset("  - name: a  # <-\n    url: rtsp://127.0.0.1/a\n"
+         "    synthetic: {colour: RED}\n"), "exactly one of url, synthetic, file",
+         "spec.sources.0"),
+    Case("streamset-unknown-colour", streamset("  - name: a\n    synthetic:\n"
+         "      colour: TEAL  # <-\n"), "palette names", "spec.sources.0.synthetic.colour"),
+    Case("streamset-bad-url", streamset("  - name: a\n    url: http://127.0.0.1/a  # <-\n"),
+         "schema", "spec.sources.0.url"),
+    Case("streamset-unknown-deployment", streamset("  - name: a\n    url: rtsp://127.0.0.1/a\n",
+         deployment="nope  # <-"), "references name an existing resource", "spec.deployment"),
+    Case("streamset-file-without-digest", streamset("  - name: a\n    file:  # <-\n"
+         "      path: /media/a.mp4\n"), "schema", "spec.sources.0.file.sha256"),
+]
+
 GPU_CASE = Case("gpu-host-lacks", body(extra="  gpus:\n  - 7  # <-\n"), "rule 10",
                 "spec.gpus.0")

@@ -160,3 +160,23 @@ def test_json_schema_covers_kinds() -> None:
     schema = json_schema()
     assert {"Host", "Deployment"} <= set(schema["$defs"])
     assert schema["$defs"]["DeploymentSpec"]["additionalProperties"] is False
+
+
+def test_spec_hash_ignores_readiness_budget_and_defaults() -> None:
+    def digest(extra: str) -> str:
+        return spec_hash(parse_text(HEADER + body(extra=extra), "specs/x.yaml").deployments[0])
+
+    base = digest("")
+    assert digest("  readiness: {timeoutSeconds: 5}\n") == base
+    assert digest("  profile: standard\n") == base
+    assert digest("  env: {A: '1'}\n") != base
+
+
+def test_host_network_needs_equal_ports() -> None:
+    bad = HEADER + body().replace("port: {host: 18000}", "port: {host: 18000, container: 8000}") \
+        + "  network: host\n"
+    errors = _errors(bad)
+    assert any("port.host (18000) must equal port.container (8000)" in e for e in errors), errors
+    good = HEADER + body().replace("port: {host: 18000}", "port: {host: 18000, container: 18000}") \
+        + "  network: host\n"
+    assert parse_text(good, "specs/x.yaml").deployments[0].spec.network == "host"
