@@ -195,4 +195,3 @@ class Relay:
 
 def _path(sensor_id: str) -> str:
     return f"{LIVE_PREFIX}{sensor_id}"
-
