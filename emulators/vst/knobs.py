@@ -17,16 +17,21 @@ Knobs:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 30888
 DEFAULT_RTSP_PORT = 30554
 DEFAULT_VERSION = "1.3.0-emulated"
 MAX_PORT = 65535
+PORT_RULE = f"an integer port 0..{MAX_PORT}"
+
+T = TypeVar("T")
 
 
 class KnobError(ValueError):
@@ -44,30 +49,31 @@ class Knobs:
     version: str
 
 
-def _port(env: Mapping[str, str], name: str, default: int) -> int:
+def _knob(
+    env: Mapping[str, str],
+    name: str,
+    default: T,
+    convert: Callable[[str], T],
+    valid: Callable[[T], bool],
+    requirement: str,
+) -> T:
+    """``env[name]`` converted and checked, ``default`` when unset or blank."""
     raw = env.get(name, "").strip()
     if not raw:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise KnobError(f"{name} must be an integer port") from None
-    if not 0 <= value <= MAX_PORT:  # 0 lets the OS pick, useful for one-off runs
-        raise KnobError(f"{name} must be between 0 and {MAX_PORT}")
-    return value
+    with contextlib.suppress(ValueError):  # unparsable and out of range share one message
+        value = convert(raw)
+        if valid(value):
+            return value
+    raise KnobError(f"{name} must be {requirement}")
 
 
-def _seconds(env: Mapping[str, str], name: str) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return 0.0
-    try:
-        value = float(raw)
-    except ValueError:
-        raise KnobError(f"{name} must be a number of seconds") from None
-    if not math.isfinite(value) or value < 0:
-        raise KnobError(f"{name} must be a finite, non-negative number of seconds")
-    return value
+def _is_port(value: int) -> bool:
+    return 0 <= value <= MAX_PORT  # 0 lets the OS pick, useful for one-off runs
+
+
+def _is_duration(value: float) -> bool:
+    return math.isfinite(value) and value >= 0
 
 
 def load_knobs(env: Mapping[str, str] | None = None) -> Knobs:
@@ -75,8 +81,10 @@ def load_knobs(env: Mapping[str, str] | None = None) -> Knobs:
     source = os.environ if env is None else env
     return Knobs(
         host=source.get("VST_EMU_HOST", "").strip() or DEFAULT_HOST,
-        http_port=_port(source, "VST_EMU_HTTP_PORT", DEFAULT_HTTP_PORT),
-        rtsp_port=_port(source, "VST_EMU_RTSP_PORT", DEFAULT_RTSP_PORT),
-        url_delay_s=_seconds(source, "VST_EMU_URL_DELAY_S"),
+        http_port=_knob(source, "VST_EMU_HTTP_PORT", DEFAULT_HTTP_PORT, int, _is_port, PORT_RULE),
+        rtsp_port=_knob(source, "VST_EMU_RTSP_PORT", DEFAULT_RTSP_PORT, int, _is_port, PORT_RULE),
+        url_delay_s=_knob(
+            source, "VST_EMU_URL_DELAY_S", 0.0, float, _is_duration, "seconds, finite and >= 0"
+        ),
         version=source.get("VST_EMU_VERSION", "").strip() or DEFAULT_VERSION,
     )
