@@ -1,0 +1,110 @@
+"""A real RTSP camera for the VST emulator tests: solid colours served by GstRtspServer.
+
+Two halves in one file. Run as a script under Debian's ``/usr/bin/python3`` (the interpreter that
+has ``gi``), it serves ``/<name>`` mounts, each a solid colour encoded with x264. Imported by the
+tests (any interpreter), :class:`ColourSource` starts that script on a free loopback port, polls
+until it accepts connections and kills it afterwards. Why a subprocess: ``gi`` is not importable
+from the test virtualenv, and a real process is what the emulator meets in the field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+LOOPBACK = "127.0.0.1"
+READY_TIMEOUT_S = 10.0
+POLL_INTERVAL_S = 0.02
+COLOUR_PIPELINE = (
+    "( videotestsrc is-live=true pattern=solid-color foreground-color=0xFF{rgb:06X} "
+    "! video/x-raw,width=160,height=120,framerate=10/1 "
+    "! x264enc tune=zerolatency speed-preset=ultrafast key-int-max=10 "
+    "! rtph264pay name=pay0 pt=96 config-interval=-1 )"
+)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((LOOPBACK, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def accepts(port: int) -> bool:
+    try:
+        with socket.create_connection((LOOPBACK, port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+class ColourSource:
+    """A running colour camera: ``url("red")`` is the RTSP URL of the ``red`` mount."""
+
+    def __init__(self, colours: Mapping[str, tuple[int, int, int]], port: int | None = None):
+        self.colours = dict(colours)
+        self.port = port if port is not None else free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def url(self, name: str) -> str:
+        return f"rtsp://{LOOPBACK}:{self.port}/{name}"
+
+    def start(self) -> ColourSource:
+        args = [f"{name}={r:02X}{g:02X}{b:02X}" for name, (r, g, b) in self.colours.items()]
+        self.process = subprocess.Popen(
+            [SYSTEM_PYTHON, str(Path(__file__).resolve()), "--port", str(self.port), *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not accepts(self.port):
+            if self.process.poll() is not None:
+                err = self.process.stderr.read().decode() if self.process.stderr else ""
+                raise AssertionError(f"colour source exited {self.process.returncode}: {err}")
+            if time.monotonic() > deadline:
+                raise AssertionError("colour source did not listen in time")
+            time.sleep(POLL_INTERVAL_S)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=READY_TIMEOUT_S)
+
+
+def _serve(port: int, mounts: list[str]) -> None:  # pragma: no cover - runs under gi's python
+    import gi
+
+    gi.require_version("Gst", "1.0")
+    gi.require_version("GstRtspServer", "1.0")
+    from gi.repository import GLib, Gst, GstRtspServer
+
+    Gst.init(None)
+    server = GstRtspServer.RTSPServer.new()
+    server.set_address(LOOPBACK)
+    server.set_service(str(port))
+    points = server.get_mount_points()
+    for mount in mounts:
+        name, _, hex_rgb = mount.partition("=")
+        factory = GstRtspServer.RTSPMediaFactory.new()
+        factory.set_launch(COLOUR_PIPELINE.format(rgb=int(hex_rgb, 16)))
+        factory.set_shared(True)
+        points.add_factory(f"/{name}", factory)
+    loop = GLib.MainLoop()
+    signal.signal(signal.SIGTERM, lambda *_: loop.quit())
+    server.attach(None)  # mounts are in place before the port accepts, so "accepts" means ready
+    loop.run()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("mounts", nargs="+", help="NAME=RRGGBB")
+    options = parser.parse_args()
+    _serve(options.port, options.mounts)
