@@ -51,9 +51,9 @@ EXIT_MEDIA = 4
 DEFAULT_PORT = 8554
 BORDER_FRACTION = 8  # border width = height / 8
 ENCODER = (
-    "x264enc tune=zerolatency speed-preset=ultrafast key-int-max={fps} "
+    "x264enc tune=zerolatency speed-preset=ultrafast key-int-max={fps} threads=1 "
     "! rtph264pay name=pay0 pt=96 config-interval=-1"
-)
+)  # threads=1: one slice per frame, so a client joining mid-frame never decodes half a picture
 
 
 class ConfigError(Exception):
@@ -129,43 +129,90 @@ def border_width(height: int) -> int:
 
 
 def colour_launch(cfg: Config) -> str:
-    """The served pipeline of a colour source: one solid source, or a border-coloured frame
-    with the inner colour composited on top (videobox can only fill with a few fixed colours)."""
+    """The served pipeline of a solid colour source."""
     assert cfg.colour is not None
-    size = f"width={cfg.width},height={cfg.height},framerate={cfg.fps}/1"
-    encode = f"video/x-raw,format=I420 ! {ENCODER.format(fps=cfg.fps)}"
-    solid = "videotestsrc is-live=true pattern=solid-color foreground-color={}"
-    if cfg.border is None:
-        plain = solid.format(argb_hex(cfg.colour))
-        return f"( {plain} ! video/x-raw,{size} ! videoconvert ! {encode} )"
+    return (f"( videotestsrc is-live=true pattern=solid-color "
+            f"foreground-color={argb_hex(cfg.colour)} "
+            f"! video/x-raw,width={cfg.width},height={cfg.height},framerate={cfg.fps}/1 "
+            f"! videoconvert ! video/x-raw,format=I420 ! {ENCODER.format(fps=cfg.fps)} )")
+
+
+def framed_picture(cfg: Config) -> bytes:
+    """One RGB frame: the colour inside a border of ``border_width`` pixels.
+
+    Why drawn here and fed through appsrc: the pixels are exact by construction, it needs no
+    compositor of two live sources (whose start-up frames depend on timing), and videobox can
+    only fill with a few fixed colours."""
+    assert cfg.colour is not None and cfg.border is not None
     edge = border_width(cfg.height)
-    inner = (f"width={cfg.width - 2 * edge},height={cfg.height - 2 * edge},"
-             f"framerate={cfg.fps}/1")
+    inside, frame = bytes(cfg.colour), bytes(cfg.border)
+    full_row = frame * cfg.width
+    inner_row = frame * edge + inside * (cfg.width - 2 * edge) + frame * edge
+    return full_row * edge + inner_row * (cfg.height - 2 * edge) + full_row * edge
+
+
+def appsrc_launch(cfg: Config, caps: str) -> str:
     return (
-        f"( compositor name=mix background=black sink_0::zorder=0 "
-        f"sink_1::xpos={edge} sink_1::ypos={edge} sink_1::zorder=1 "
-        f"! video/x-raw,{size} ! videoconvert ! {encode} "
-        f"{solid.format(argb_hex(cfg.border))} ! video/x-raw,{size} ! mix.sink_0 "
-        f"{solid.format(argb_hex(cfg.colour))} ! video/x-raw,{inner} ! mix.sink_1 )"
+        f'( appsrc name=src is-live=true do-timestamp=true format=time caps="{caps}" '
+        "! queue max-size-buffers=4 leaky=downstream ! videoconvert ! video/x-raw,format=I420 "
+        f"! {ENCODER.format(fps=cfg.fps)} )"
     )
 
 
-def file_launch(cfg: Config) -> str:
-    return (
-        f'( appsrc name=src is-live=true do-timestamp=true format=time caps="{cfg.raw_caps}" '
-        f"! queue max-size-buffers=4 leaky=downstream ! {ENCODER.format(fps=cfg.fps)} )"
-    )
+class Feeder:
+    """Hands raw frames to every served media (a shared media is re-created after idle
+    periods, so there may be a new appsrc at any time)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sources: list[Any] = []
+
+    def attach(self, media: Any) -> None:
+        source = media.get_element().get_by_name("src")
+        with self._lock:
+            self._sources.append(source)
+        media.connect("unprepared", lambda _media: self._detach(source))
+
+    def _detach(self, source: Any) -> None:
+        with self._lock:
+            if source in self._sources:
+                self._sources.remove(source)
+
+    def push(self, data: bytes) -> None:
+        with self._lock:
+            sources = list(self._sources)
+        for source in sources:
+            # A fresh buffer without timestamps: the served pipeline stamps it on arrival.
+            source.emit("push-buffer", Gst.Buffer.new_wrapped(data))
+
+    def stop(self) -> None:
+        """Nothing to release by default."""
 
 
-class FileLoop:
+class FramePump(Feeder):
+    """Pushes one fixed picture ``fps`` times a second (bordered colour sources)."""
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__()
+        self.caps = (f"video/x-raw,format=RGB,width={cfg.width},height={cfg.height},"
+                     f"framerate={cfg.fps}/1")
+        self._picture = framed_picture(cfg)
+        GLib.timeout_add(max(1, 1000 // cfg.fps), self._tick)
+
+    def _tick(self) -> bool:
+        self.push(self._picture)
+        return True
+
+
+class FileLoop(Feeder):
     """Decodes the file in real time, forever, and hands each frame to the served media."""
 
     def __init__(self, cfg: Config, on_fatal: Any) -> None:
         assert cfg.file is not None
+        super().__init__()
+        self.caps = cfg.raw_caps
         self.loops = 0
         self._on_fatal = on_fatal
-        self._lock = threading.Lock()
-        self._sources: list[Any] = []
         self.pipeline = Gst.parse_launch(
             "filesrc name=file ! decodebin ! videoconvert ! videoscale ! videorate "
             f'! capsfilter caps="{cfg.raw_caps}" '
@@ -178,18 +225,6 @@ class FileLoop:
         bus.add_signal_watch()
         bus.connect("message", self._on_message)
 
-    def attach(self, media: Any) -> None:
-        """Feed a newly configured media (a shared media is re-created after idle periods)."""
-        source = media.get_element().get_by_name("src")
-        with self._lock:
-            self._sources.append(source)
-        media.connect("unprepared", lambda _media: self._detach(source))
-
-    def _detach(self, source: Any) -> None:
-        with self._lock:
-            if source in self._sources:
-                self._sources.remove(source)
-
     def _on_sample(self, sink: Any) -> Any:
         sample = sink.emit("pull-sample")
         buffer = sample.get_buffer()
@@ -200,12 +235,14 @@ class FileLoop:
             data = bytes(info.data)
         finally:
             buffer.unmap(info)
-        with self._lock:
-            sources = list(self._sources)
-        for source in sources:
-            # A fresh buffer without timestamps: the served pipeline stamps it on arrival.
-            source.emit("push-buffer", Gst.Buffer.new_wrapped(data))
+        self.push(data)
         return Gst.FlowReturn.OK
+
+    def start(self) -> None:
+        self.pipeline.set_state(Gst.State.PLAYING)
+
+    def stop(self) -> None:
+        self.pipeline.set_state(Gst.State.NULL)
 
     def _on_message(self, _bus: Any, message: Any) -> None:
         if message.type == Gst.MessageType.EOS:
@@ -251,14 +288,17 @@ def serve(cfg: Config) -> int:
 
     factory = GstRtspServer.RTSPMediaFactory()
     factory.set_shared(True)
-    feeder: FileLoop | None = None
+    feeder: FileLoop | FramePump | None = None
     if cfg.kind == "file":
         feeder = FileLoop(cfg, fatal)
-        factory.set_launch(file_launch(cfg))
-        factory.connect("media-configure", lambda _factory, media: feeder.attach(media))
-        feeder.pipeline.set_state(Gst.State.PLAYING)
-    else:
+        feeder.start()
+    elif cfg.border is not None:
+        feeder = FramePump(cfg)
+    if feeder is None:
         factory.set_launch(colour_launch(cfg))
+    else:
+        factory.set_launch(appsrc_launch(cfg, feeder.caps))
+        factory.connect("media-configure", lambda _factory, media: feeder.attach(media))
     server = GstRtspServer.RTSPServer()
     server.set_address("0.0.0.0")
     server.set_service(str(cfg.port))
@@ -269,7 +309,7 @@ def serve(cfg: Config) -> int:
     print(f"serving {cfg.kind} on rtsp://0.0.0.0:{cfg.port}{cfg.path}", flush=True)
     loop.run()
     if feeder is not None:
-        feeder.pipeline.set_state(Gst.State.NULL)
+        feeder.stop()
     return outcome["code"]
 
 

@@ -33,7 +33,7 @@ APT_HINT = ("apt-get install -y python3.11 python3-gi gir1.2-gst-rtsp-server-1.0
 # Plugins the pipelines in app.py need, and what the RTSP server itself plugs in (rtpbin,
 # udpsrc/udpsink, appsrc/appsink for RTP over TCP). Everything else stays out of the image.
 PLUGINS = (
-    "coreelements", "app", "videotestsrc", "videoconvertscale", "videorate", "compositor",
+    "coreelements", "app", "videotestsrc", "videoconvertscale", "videorate",
     "x264", "rtp", "rtpmanager", "udp", "typefindfunctions", "playback", "isomp4", "matroska",
     "videoparsersbad", "libav",
 )
