@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -63,7 +64,8 @@ class ContainerRequest:
     image: str
     labels: dict[str, str]
     environment: dict[str, str]
-    ports: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # container port ("8554/tcp") -> (host IP, host port); port None: the engine picks one
+    ports: dict[str, tuple[str, int | None]] = field(default_factory=dict)
     mounts: list[tuple[str, str, bool]] = field(default_factory=list)  # source, target, ro
     gpu_ids: list[str] = field(default_factory=list)
     init: bool = True
@@ -126,6 +128,33 @@ class DockerEngine:
                 continue
             return ImageInfo(img["Id"], tuple(img.get("RepoTags") or ()),
                              tuple(img.get("RepoDigests") or ()))
+        return None
+
+    def import_image(self, tarball: Path, repository: str, tag: str,
+                     changes: list[str]) -> str:
+        """``docker import`` of a root-filesystem tarball (streamed from disk, so it also works
+        on a remote engine); ``changes`` are Dockerfile-style ENV/LABEL/ENTRYPOINT lines.
+        Returns the new image's ID."""
+        self._call("image import", self._client.api.import_image, src=str(tarball),
+                   repository=repository, tag=tag, changes=changes)
+        imported = self.image(f"{repository}:{tag}")
+        if imported is None:
+            raise TemporaryError(f"Host {self.host_name}: imported {repository}:{tag} "
+                                 "but the engine does not list it")
+        return imported.id
+
+    def host_port(self, name_or_id: str, container_port: str) -> int | None:
+        """The host port the engine published ``container_port`` (e.g. ``8554/tcp``) on; None
+        while the container is not running or the port is not published."""
+        try:
+            data = self._call("container inspect", self._client.api.inspect_container,
+                              name_or_id)
+        except docker.errors.NotFound:
+            return None
+        bindings = ((data.get("NetworkSettings") or {}).get("Ports") or {}).get(container_port)
+        for binding in bindings or []:
+            if str(binding.get("HostPort", "")).isdigit():
+                return int(binding["HostPort"])
         return None
 
     def container(self, name_or_id: str) -> ContainerInfo | None:

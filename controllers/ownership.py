@@ -14,6 +14,7 @@ LABEL_INSTANCE = LABEL_PREFIX + "instance"
 LABEL_RESOURCE = LABEL_PREFIX + "resource"
 LABEL_SPEC_HASH = LABEL_PREFIX + "spec-hash"
 LABEL_MANAGED_BY = LABEL_PREFIX + "managed-by"
+LABEL_SOURCE = LABEL_PREFIX + "source"  # a StreamSet source served by a publisher container
 LABEL_RUN_ID = "com.nvidia.rtvi.harness.run_id"
 MANAGED_BY = "rtvi-reconciler"
 CONTAINER_PREFIX = "rtvi-"
