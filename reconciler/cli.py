@@ -187,7 +187,7 @@ def apply(ctx: Context, paths: tuple[Path, ...], timeout: float | None) -> None:
             ctx.fail(f"{len(rejected)} rule(s) failed against observed Host facts; nothing was "
                      "changed.")
         engine.record_observed(spec_set)
-        outcomes = engine.apply(plans, timeout)
+        outcomes = engine.apply(plans, timeout, spec_set)
     failed = 0
     for outcome in outcomes:
         mark = "✓" if outcome.ok else "✗"
@@ -351,6 +351,8 @@ def delete(ctx: Context, targets: tuple[str, ...]) -> None:
     paths = [Path(t) for t in targets if Path(t).exists()]
     if paths:
         spec_set = _load(ctx, tuple(paths))
+        # Dependents first: a StreamSet's streams are deleted while its RTVI service still runs.
+        names += [f"StreamSet/{s.metadata.name}" for s in spec_set.streamsets]
         names += [f"Deployment/{d.metadata.name}" for d in spec_set.deployments]
     for target in (t for t in targets if not Path(t).exists()):
         kind, _, rest = target.rpartition("/")

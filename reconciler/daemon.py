@@ -26,12 +26,13 @@ import structlog
 from controllers import ownership
 from controllers.docker_client import EventStream
 from controllers.errors import ControllerError
+from reconciler import streamsets
 from reconciler.control import ControlServer
 from reconciler.engine import Engine
 from reconciler.metrics import Metrics
 from reconciler.sources import Snapshot, Source, SourceError
 from reconciler.workqueue import Priority, WorkQueue, jittered
-from specs.models import Deployment, Host
+from specs.models import Deployment, Host, StreamSet
 from specs.validate import spec_hash
 from state.models import ResourceStatus
 from state.store import Store
@@ -154,6 +155,9 @@ class Daemon:
         for dep in snapshot.spec_set.deployments:
             if dep.spec.host in hosts_changed:
                 changed.add(f"Deployment/{dep.metadata.name}")
+        for ss in snapshot.spec_set.streamsets:  # a changed Deployment may forget its streams
+            if f"Deployment/{ss.spec.deployment}" in changed:
+                changed.add(f"StreamSet/{ss.metadata.name}")
         for key in sorted(changed, key=lambda k: (not k.startswith("Host/"), k)):
             if first and self._converged(key, new.get(key)):
                 self.queue.add(key, Priority.RESYNC)  # already done before the restart
@@ -172,7 +176,8 @@ class Daemon:
     def _enqueue_recorded(self) -> None:
         """Resources recorded by an earlier run but absent now must be pruned."""
         for record in self.store.list():
-            if record.kind in ("Deployment", "Host") and record.resource not in self._hashes:
+            if record.kind in ("Deployment", "Host", "StreamSet") and (
+                    record.resource not in self._hashes):
                 self.queue.add(record.resource, Priority.CHANGE)
 
     def _record_source_ready(self, snapshot: Snapshot, old_revision: str | None) -> None:
@@ -262,7 +267,15 @@ class Daemon:
             assert snapshot is not None
             rp = self.engine.plan_one(resource, snapshot.spec_set)
             outcome = self.engine.apply_one(rp, None)
+            if outcome.ok:  # a new or recreated service knows no streams: re-check them
+                self._wake_streamsets(resource.metadata.name)
             return outcome.ok, outcome.retry, rp.error_reason or "ApplyFailed"
+        if isinstance(resource, StreamSet):
+            assert snapshot is not None
+            waiting = streamsets.deployment_ready(self.engine, resource, snapshot.spec_set)
+            rp = streamsets.plan_one(self.engine, resource, snapshot.spec_set, waiting)
+            outcome = self.engine.apply_streamset(rp, snapshot.spec_set, None)
+            return outcome.ok, outcome.retry, outcome.message.split(":", 1)[0]
         if snapshot is None:
             return True, False, ""  # nothing loaded yet: never prune on no information
         record = self.store.load(key)
@@ -294,6 +307,13 @@ class Daemon:
         for dep in deployments:
             if dep.spec.host == host_name:
                 self.queue.add(f"Deployment/{dep.metadata.name}", Priority.CHANGE)
+
+    def _wake_streamsets(self, deployment: str) -> None:
+        with self._snapshot_lock:
+            sets = self.snapshot.spec_set.streamsets if self.snapshot else []
+        for ss in sets:
+            if ss.spec.deployment == deployment:
+                self.queue.add(f"StreamSet/{ss.metadata.name}", Priority.CHANGE)
 
     # --- Docker events -----------------------------------------------------------------------
 

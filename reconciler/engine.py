@@ -13,9 +13,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import structlog
 
+from controllers.captions import CaptionHub
 from controllers.deployment import (
     DeploymentController,
     Desired,
@@ -25,6 +27,8 @@ from controllers.deployment import (
 )
 from controllers.errors import ControllerError, PermanentError, PlanError, ReadinessFailed
 from controllers.session import HostSession
+from controllers.streamplan import StreamPlan, StreamSetDesired
+from reconciler import streamsets
 from specs.errors import SpecIssue
 from specs.models import Deployment, Host
 from specs.validate import SpecSet
@@ -43,8 +47,8 @@ class ResourcePlan:
 
     resource: str
     name: str
-    desired: Desired | None = None
-    plan: Plan | None = None
+    desired: Desired | StreamSetDesired | None = None
+    plan: Plan | StreamPlan | None = None
     issues: list[SpecIssue] = field(default_factory=list)
     error: str | None = None
     error_reason: str = ""
@@ -78,8 +82,10 @@ class Engine:
         self._sessions_lock = threading.Lock()
         self.host_errors: dict[str, str] = {}
         self._hosts_refused: set[str] = set()  # permanent (e.g. unknown host key), not transient
+        self.hub = CaptionHub()  # live caption sessions outlive a pass (the daemon keeps them)
 
     def close(self) -> None:
+        self.hub.close()
         for session in self.sessions.values():
             session.close()
         self.sessions.clear()
@@ -150,6 +156,7 @@ class Engine:
 
     def observe_hosts(self, spec_set: SpecSet, record: bool) -> None:
         needed = {d.spec.host for d in spec_set.deployments}
+        needed |= {s.spec.publisher.host for s in spec_set.streamsets if s.spec.publisher.host}
         for host in spec_set.hosts:
             if host.metadata.name in needed:
                 self.observe_host(host, record)
@@ -168,9 +175,17 @@ class Engine:
                 self._record_host(host, session.facts.model_dump(mode="json"), "", False)
 
     def plan(self, spec_set: SpecSet) -> list[ResourcePlan]:
-        """Plan every Deployment; read-only (Host observations are kept in memory)."""
+        """Plan every Deployment, then every StreamSet; read-only (Host observations are kept
+        in memory). A StreamSet whose Deployment will change is planned from its record."""
         self.observe_hosts(spec_set, record=False)
-        return [self.plan_one(dep, spec_set) for dep in spec_set.deployments]
+        plans = [self.plan_one(dep, spec_set) for dep in spec_set.deployments]
+        unsettled = {rp.name for rp in plans if rp.error is not None or rp.changes}
+        for ss in spec_set.streamsets:
+            waiting = streamsets.deployment_ready(self, ss, spec_set)
+            if ss.spec.deployment in unsettled:
+                waiting = f"after Deployment/{ss.spec.deployment} is Ready"
+            plans.append(streamsets.plan_one(self, ss, spec_set, waiting))
+        return plans
 
     def plan_one(self, dep: Deployment, spec_set: SpecSet) -> ResourcePlan:
         rp = ResourcePlan(f"Deployment/{dep.metadata.name}", dep.metadata.name)
@@ -195,11 +210,29 @@ class Engine:
 
     # --- applying ----------------------------------------------------------------------------
 
-    def apply(self, plans: list[ResourcePlan], timeout_s: float | None) -> list[Outcome]:
+    def apply(self, plans: list[ResourcePlan], timeout_s: float | None,
+              spec_set: SpecSet | None = None) -> list[Outcome]:
+        """Deployments first, then (with ``spec_set``) StreamSets: dependency order."""
+        first = [rp for rp in plans if not isinstance(rp.desired, StreamSetDesired)]
+        second = [rp for rp in plans if isinstance(rp.desired, StreamSetDesired)]
         with ThreadPoolExecutor(max_workers=MAX_PARALLEL_APPLIES) as pool:
-            return list(pool.map(lambda rp: self.apply_one(rp, timeout_s), plans))
+            outcomes = list(pool.map(lambda rp: self.apply_one(rp, timeout_s), first))
+            if second and spec_set is not None:
+                outcomes += pool.map(lambda rp: self.apply_streamset(rp, spec_set, timeout_s),
+                                     second)
+        return outcomes
+
+    def apply_streamset(self, rp: ResourcePlan, spec_set: SpecSet,
+                        timeout_s: float | None) -> Outcome:
+        if rp.desired is None:
+            message = rp.error or "not planned"
+            self.fail(rp, rp.error_reason or "Error", message, rp.permanent, kind="StreamSet")
+            return Outcome(rp.resource, False, message, retry=not rp.permanent)
+        return streamsets.apply_one(self, rp, spec_set, timeout_s)
 
     def apply_one(self, rp: ResourcePlan, timeout_s: float | None) -> Outcome:
+        if isinstance(rp.desired, StreamSetDesired) or isinstance(rp.plan, StreamPlan):
+            raise TypeError("StreamSets are applied with apply_streamset")
         if rp.desired is None or rp.plan is None:
             message = rp.error or "not planned"
             self._fail(rp, rp.error_reason or "Error", message, rp.permanent)
@@ -231,16 +264,23 @@ class Engine:
         return Outcome(rp.resource, True, message)
 
     def _fail(self, rp: ResourcePlan, reason: str, message: str, stalled: bool) -> None:
+        self.fail(rp, reason, message, stalled)
+
+    def fail(self, rp: ResourcePlan, reason: str, message: str, stalled: bool,
+             kind: str = "Deployment", ready: Literal["False", "Unknown"] | None = None) -> None:
+        """Record a failed pass: Stalled (permanent) or Degraded (will be retried). ``ready``
+        overrides Ready's status (a StreamSet with dead sources is known not to be Ready)."""
         before = self.store.load(rp.resource)
         previous = before.condition("Ready") if before is not None else None
 
         def mutate(st: ResourceStatus) -> None:
-            st.set_condition("Ready", "False" if stalled else "Unknown", reason, message)
+            st.set_condition("Ready", ready or ("False" if stalled else "Unknown"), reason,
+                             message)
             st.set_condition("Progressing", "False", reason, "")
             st.set_condition("Stalled" if stalled else "Degraded", "True", reason, message)
             if rp.desired is not None:
                 st.desired_generation = rp.desired.spec_hash
-        self.store.update(rp.resource, "Deployment", rp.name, mutate)
+        self.store.update(rp.resource, kind, rp.name, mutate)
         if previous is None or (previous.reason, previous.message) != (reason, message):
             self.store.events.append(rp.resource, "Warning", reason, message)
         else:  # the same failure again (a retry): say so briefly rather than repeat it
@@ -260,9 +300,11 @@ class Engine:
         if record.kind == "Host":
             self.store.delete(resource)
             return Outcome(resource, True, "forgot the Host (nothing of it is ours to delete)")
+        if record.kind == "StreamSet":
+            return streamsets.delete_one(self, spec_set, record)
         host_name = str(record.facts.get("host") or _host_of(record))
         try:
-            session = self.session(self._host_for(spec_set, host_name, record))
+            session = self.session(self.host_for(spec_set, host_name, record))
             removed, left = remove_owned(session.engine(), self.store, self.instance, resource,
                                          record)
         except ControllerError as exc:
@@ -277,8 +319,8 @@ class Engine:
         detail = "; ".join(removed + left) or "nothing owned"
         return Outcome(resource, not left, f"deleted: {detail}")
 
-    def _host_for(self, spec_set: SpecSet | None, host_name: str,
-                  record: ResourceStatus) -> Host:
+    def host_for(self, spec_set: SpecSet | None, host_name: str,
+                 record: ResourceStatus | None) -> Host:
         if spec_set is not None:
             for host in spec_set.hosts:
                 if host.metadata.name == host_name:
@@ -288,11 +330,11 @@ class Engine:
             return session.host
         host_record = self.store.load(f"Host/{host_name}")
         spec = host_record.applied_spec if host_record is not None else None
-        if spec is None:
+        if spec is None and record is not None:
             url = record.facts.get("dockerUrl")
             spec = {"docker": url} if url else {}
         return Host.model_validate({"apiVersion": "rtvi.reconciler/v1", "kind": "Host",
-                                    "metadata": {"name": host_name}, "spec": spec})
+                                    "metadata": {"name": host_name}, "spec": spec or {}})
 
 
 def _host_of(record: ResourceStatus) -> str:

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from reconciler.engine import ResourcePlan
 from state.models import ResourceStatus
 from state.redaction import DEFAULT_REDACTOR
 
-VERB_MARK = {"create": "+", "recreate": "~"}
+VERB_MARK = {"create": "+", "recreate": "~", "publish": "+", "register": "+",
+             "register-sensor": "+", "replace": "~", "remove": "-"}
+ADDING = ("create", "publish", "register", "register-sensor")
 
 
 def safe(text: str) -> str:
@@ -20,7 +24,7 @@ def safe(text: str) -> str:
 
 
 def print_plan(console: Console, plans: list[ResourcePlan]) -> None:
-    creates = recreates = in_sync = 0
+    creates = recreates = removes = in_sync = 0
     for rp in plans:
         if rp.error is not None:
             console.print(f"[red]✗[/red] {rp.resource}: cannot plan", highlight=False)
@@ -29,21 +33,23 @@ def print_plan(console: Console, plans: list[ResourcePlan]) -> None:
             continue
         assert rp.plan is not None
         if rp.plan.conflict is not None:
-            console.print(f"[yellow]![/yellow] {rp.resource}: Conflict: {safe(rp.plan.conflict)}",
-                          highlight=False)
+            console.print(f"! {rp.resource}: Conflict: {safe(rp.plan.conflict)}",
+                          highlight=False, markup=False)
             continue
         if not rp.plan.actions:
             in_sync += 1
             console.print(f"  {rp.resource}: in sync", highlight=False)
             continue
         for action in rp.plan.actions:
-            creates += action.verb == "create"
-            recreates += action.verb == "recreate"
+            creates += action.verb in ADDING
+            recreates += action.verb in ("recreate", "replace")
+            removes += action.verb == "remove"
             console.print(f"{VERB_MARK[action.verb]} {rp.resource}: {action.verb} "
                           f"{action.target}", highlight=False, markup=False)
             console.print(f"    because {safe(action.cause)}", highlight=False, markup=False)
-    console.print(f"Plan: {creates} to create, {recreates} to recreate, {in_sync} in sync.",
-                  highlight=False)
+    removing = f", {removes} to remove" if removes else ""
+    console.print(f"Plan: {creates} to create, {recreates} to recreate{removing}, {in_sync} in "
+                  "sync.", highlight=False)
 
 
 def status_rows(records: list[ResourceStatus]) -> list[dict[str, Any]]:
@@ -75,6 +81,52 @@ def print_status_table(console: Console, records: list[ResourceStatus]) -> None:
     console.print(table)
 
 
+def source_rows(st: ResourceStatus, now: datetime | None = None) -> list[dict[str, str]]:
+    """Per-source state of a StreamSet: registered, frames fresh, last caption and its age."""
+    raw = st.facts.get("sources")
+    rows = []
+    for name, fact in sorted(raw.items()) if isinstance(raw, dict) else []:
+        if not isinstance(fact, dict):
+            continue
+        caption = str(fact.get("lastCaption") or "")
+        rows.append({
+            "source": name,
+            "registered": "yes" if fact.get("registered") else "no",
+            "frames": ("fresh" if fact.get("framesFresh") else "STALE") + _age(
+                fact.get("lastFrameAt"), now),
+            "frame": str(fact.get("frame") or ""),
+            "caption": (_age(fact.get("lastCaptionAt"), now).strip(" ()") or "-")
+            + (f" {caption[:60]!r}" if caption else ""),
+            "error": str(fact.get("error") or fact.get("captionError") or ""),
+        })
+    return rows
+
+
+def _age(stamp: object, now: datetime | None) -> str:
+    if not isinstance(stamp, str) or not stamp:
+        return ""
+    try:
+        then = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return ""
+    seconds = ((now or datetime.now(UTC)) - then).total_seconds()
+    return f" ({seconds:.0f}s ago)"
+
+
+def print_sources(console: Console, st: ResourceStatus) -> None:
+    rows = source_rows(st)
+    if not rows:
+        return
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for col in ("SOURCE", "REGISTERED", "FRAMES", "SEEN", "LAST CAPTION", "ERROR"):
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(*(Text(safe(row[k])) for k in ("source", "registered", "frames", "frame",
+                                                      "caption", "error")))
+    console.print("  sources:", highlight=False)
+    console.print(table)
+
+
 def print_status_detail(console: Console, st: ResourceStatus) -> None:
     console.print(f"[bold]{st.resource}[/bold]  (from {st.source_file or '?'})", highlight=False)
     console.print(f"  generation: observed {st.observed_generation or '-'}  desired "
@@ -84,8 +136,12 @@ def print_status_detail(console: Console, st: ResourceStatus) -> None:
                       f"{cond.last_transition_time}  {safe(cond.message)}",
                       highlight=False, markup=False)
     for key, value in sorted(st.facts.items()):
+        if key == "sources" and st.kind == "StreamSet" and isinstance(value, dict):
+            continue  # shown as a table below
         shown = json.dumps(value) if isinstance(value, dict | list) else str(value)
         console.print(f"  {key}: {safe(shown)}", highlight=False, markup=False)
+    if st.kind == "StreamSet":
+        print_sources(console, st)
     if st.inventory:
         console.print("  inventory:", highlight=False)
         for item in st.inventory:

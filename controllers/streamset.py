@@ -1,0 +1,570 @@
+"""The StreamSet controller: publish sources, register them with VST and RTVI, prove frames flow.
+
+Order matters both ways (contracts/rtvi-api.md, vst-api.md). Up: publishers → VST sensors (wait
+for the ``/live/`` URL, never fall back to the camera URL) → RTVI streams (deterministic IDs,
+write-ahead inventory, partial success handled) → caption sessions → frames and captions checked.
+Down (``teardown``): stop captions → one blocking batch delete per ≤256 IDs under one shared
+deadline, ResourceInUse retried → absence verified by listing → VST sensors → publishers, and
+anything left is reported, never silently dropped from the inventory.
+
+Only sources whose plan has an action are touched; the rest are verified (frames, captions) and
+left registered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from controllers import publishing
+from controllers.captions import CaptionHub, CaptionState
+from controllers.docker_client import DockerEngine
+from controllers.errors import ControllerError, PermanentError, TemporaryError
+from controllers.frames import probe_many
+from controllers.rtvi_client import MAX_BATCH, RtviBusy, RtviClient, RtviUnavailable
+from controllers.streamplan import (
+    KIND_PUBLISHER,
+    KIND_SENSOR,
+    KIND_STREAM,
+    DesiredSource,
+    StreamPlan,
+    StreamSetDesired,
+    StreamSetObserved,
+    plan_streamset,
+    recorded_sources,
+)
+from controllers.vst_client import VstClient
+from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
+from state.store import Store
+
+STEADY_PROBE_TIMEOUT_S = 8.0
+VERIFY_POLL_S = 1.0
+LIST_POLL_S = 0.5
+VST_POLL_FIRST_S = 0.25
+VST_POLL_MAX_S = 4.0
+Progress = Callable[[str, str], None]
+
+
+class SourcesDegraded(TemporaryError):
+    """Some sources have no fresh frames (or captions); the message names them."""
+
+    def __init__(self, message: str, sources: list[str]) -> None:
+        super().__init__(message)
+        self.sources = sources
+
+
+class AtCapacity(TemporaryError):
+    """RTVI answered 503 ServerBusy for some sources: wait (with backoff) for capacity."""
+
+
+class TeardownIncomplete(TemporaryError):
+    """Something we own could not be removed before the deadline; the message lists it."""
+
+
+@dataclass
+class SourceReport:
+    name: str
+    fresh: bool = False
+    frame: str = ""
+    error: str = ""
+    caption: CaptionState | None = None
+
+
+@dataclass
+class StreamSetResult:
+    sources: dict[str, SourceReport] = field(default_factory=dict)
+    waited_s: float = 0.0
+
+
+class StreamSetController:
+    """Acts for one StreamSet; ``engine`` is the publishers' Host engine."""
+
+    def __init__(self, store: Store, instance: str, engine: DockerEngine, hub: CaptionHub,
+                 progress: Progress, count: Callable[[str], None] | None = None) -> None:
+        self.store, self.instance, self.engine, self.hub = store, instance, engine, hub
+        self._progress = progress
+        self._count = count
+
+    # --- observe and plan ----------------------------------------------------------------------
+
+    def observe(self, desired: StreamSetDesired) -> StreamSetObserved:
+        """Fresh state of RTVI, VST and the publishers; any failed list raises (never "none")."""
+        rtvi = self._rtvi(desired.rtvi_url)
+        try:
+            streams = {s.id: s for s in rtvi.list_streams()}
+        finally:
+            rtvi.close()
+        sensors = None
+        if desired.vst_url is not None:
+            vst = self._vst(desired.vst_url)
+            try:
+                sensors = {s.id: s for s in vst.list_sensors()}
+            finally:
+                vst.close()
+        owned = publishing.list_publishers(self.engine, self.instance, desired.resource)
+        return StreamSetObserved(streams, sensors, owned)
+
+    def plan(self, desired: StreamSetDesired) -> StreamPlan:
+        """Pinned media is checked first: a mismatch refuses the plan before anything acts."""
+        publishing.check_files(list(desired.sources.values()), desired.streamset.spec.publisher)
+        return plan_streamset(desired, self.observe(desired), self.store.load(desired.resource))
+
+    # --- apply ---------------------------------------------------------------------------------
+
+    def apply(self, desired: StreamSetDesired, the_plan: StreamPlan, timeout_s: float | None,
+              revision: str | None) -> StreamSetResult:
+        started = time.monotonic()
+        budget = float(desired.streamset.spec.readiness.timeoutSeconds)
+        if timeout_s is not None:
+            budget = min(budget, timeout_s)
+        deadline = started + budget
+        self._record_desired(desired)
+        for action in the_plan.actions:
+            self._progress(desired.resource, str(action))
+        removed = [a.source for a in the_plan.actions if a.verb in ("remove", "replace")]
+        if removed:
+            left = self.teardown(desired.resource, removed, desired.rtvi_url, desired.vst_url,
+                                 desired.streamset.spec.teardown.drainTimeoutSeconds,
+                                 desired.streamset.spec.teardown.deadlineSeconds)
+            if left:
+                raise TeardownIncomplete("could not remove: " + "; ".join(left))
+        touched = {a.source for a in the_plan.actions if a.verb != "remove"}
+        origins = self._publish(desired, the_plan)
+        rtvi_urls = self._sensors(desired, the_plan, origins)
+        self._register(desired, rtvi_urls)
+        self._history(desired, the_plan, revision)
+        result = self._verify(desired, rtvi_urls, deadline, waiting=bool(touched))
+        result.waited_s = time.monotonic() - started
+        self._record_ready(desired, result, revision)
+        return result
+
+    def _publish(self, desired: StreamSetDesired, the_plan: StreamPlan) -> dict[str, str]:
+        """Ensure a running publisher per published source; the origin URL of every source."""
+        recorded = recorded_sources(self.store.load(desired.resource))
+        origins: dict[str, str] = {}
+        for src in desired.sources.values():
+            if src.kind == "url":
+                assert src.spec.url is not None
+                origins[src.name] = src.spec.url
+                continue
+            verbs = the_plan.verbs(src.name)
+            if "publish" in verbs or "replace" in verbs:
+                port = recorded.get(src.name, {}).get("publisherPort")
+                origins[src.name] = self._start_publisher(desired, src, port if isinstance(
+                    port, int) and "replace" not in verbs else None)
+            else:
+                origin = recorded.get(src.name, {}).get("origin")
+            origins[src.name] = str(origin) if origin else self._start_publisher(desired, src,
+                                                                                   None)
+        return origins
+
+    def _start_publisher(self, desired: StreamSetDesired, src: DesiredSource,
+                         port: int | None) -> str:
+        self._inventory(desired, InventoryItem(kind=KIND_PUBLISHER, name=src.name,
+                                               host=desired.publisher_host, created_at=utc_now()))
+        container_id, url, host_port = publishing.start(
+            self.engine, self.instance, desired.resource, desired.spec_hash, src,
+            desired.streamset.spec.publisher, port)
+        self._inventory(desired, InventoryItem(kind=KIND_PUBLISHER, name=src.name,
+                                               host=desired.publisher_host, id=container_id,
+                                               state="created", created_at=utc_now()))
+        self._source_fact(desired, src.name, {"publisherPort": host_port, "origin": url})
+        return url
+
+    def _sensors(self, desired: StreamSetDesired, the_plan: StreamPlan,
+                 origins: dict[str, str]) -> dict[str, str]:
+        """Register with VST where needed; the URL RTVI should receive for every source."""
+        if desired.vst_url is None:
+            return dict(origins)
+        vst = self._vst(desired.vst_url)
+        record = self.store.load(desired.resource)
+        try:
+            ids: dict[str, str] = {}
+            for src in desired.sources.values():
+                item = record.inventory_item(KIND_SENSOR, src.name) if record else None
+                verbs = the_plan.verbs(src.name)
+                if item is not None and item.id and not verbs & {"register-sensor", "replace",
+                                                                 "publish"}:
+                    ids[src.name] = item.id
+                    continue
+                if item is not None and item.id:
+                    vst.delete_sensor(item.id)  # its camera URL may have changed
+                self._inventory(desired, InventoryItem(kind=KIND_SENSOR, name=src.name,
+                                                       host=desired.vst_url, created_at=utc_now()))
+                ids[src.name] = str(vst.add_sensor(origins[src.name], src.sensor_name))
+                self._inventory(desired, InventoryItem(kind=KIND_SENSOR, name=src.name,
+                                                       host=desired.vst_url, id=ids[src.name],
+                                                       state="created", created_at=utc_now()))
+            return self._live_urls(desired, vst, ids)
+        finally:
+            vst.close()
+
+    def _live_urls(self, desired: StreamSetDesired, vst: VstClient,
+                   ids: dict[str, str]) -> dict[str, str]:
+        """Wait (with backoff) until VST publishes every sensor's ``/live/`` URL."""
+        assert desired.streamset.spec.vst is not None
+        deadline = time.monotonic() + desired.streamset.spec.vst.urlTimeoutSeconds
+        urls: dict[str, str] = {}
+        delay = VST_POLL_FIRST_S
+        while True:
+            for name, sensor in ids.items():
+                if name not in urls and (url := vst.live_url(sensor)) is not None:
+                    urls[name] = url
+            missing = sorted(set(ids) - set(urls))
+            if not missing:
+                for name, url in urls.items():
+                    self._source_fact(desired, name, {"sensorId": ids[name], "vstUrl": url})
+                return urls
+            if time.monotonic() + delay > deadline:
+                raise TemporaryError(f"VST has not published a /live/ URL for {', '.join(missing)}"
+                                     f" within {desired.streamset.spec.vst.urlTimeoutSeconds:g}s")
+            self._progress(desired.resource, f"waiting for VST /live/ URLs: {', '.join(missing)}")
+            time.sleep(delay)
+            delay = min(delay * 2, VST_POLL_MAX_S)
+
+    def _register(self, desired: StreamSetDesired, urls: dict[str, str]) -> None:
+        """Make RTVI's stream list match: add missing IDs, replace IDs with a stale URL."""
+        rtvi = self._rtvi(desired.rtvi_url)
+        try:
+            listed = {s.id: s for s in rtvi.list_streams()}
+            stale = [s.stream_id for s in desired.sources.values()
+                     if s.stream_id in listed and listed[s.stream_id].url != urls[s.name]]
+            if stale:
+                left = _delete_streams(rtvi, stale, desired.streamset.spec.teardown
+                                       .drainTimeoutSeconds, time.monotonic() + desired
+                                       .streamset.spec.teardown.deadlineSeconds)
+                if left:
+                    raise TemporaryError(f"could not replace streams {', '.join(left)}")
+            wanted = [s for s in desired.sources.values()
+                      if s.stream_id not in listed or s.stream_id in stale]
+            for src in wanted:
+                self._inventory(desired, InventoryItem(kind=KIND_STREAM, name=src.name,
+                                                       host=desired.deployment.metadata.name,
+                                                       id=src.stream_id, created_at=utc_now()))
+            busy, failed = self._add(desired, rtvi, wanted, urls)
+        finally:
+            rtvi.close()
+        for src in desired.sources.values():
+            self._source_fact(desired, src.name, {"hash": src.hash, "rtviUrl": urls[src.name],
+                                                  "streamId": src.stream_id,
+                                                  "spec": src.spec.model_dump(
+                                                      mode="json", exclude_defaults=True),
+                                                  "registered": src.name not in busy
+                                                  and src.name not in failed})
+        if failed:
+            raise PermanentError("RTVI refused " + "; ".join(failed[n] for n in sorted(failed)))
+        if busy:
+            raise AtCapacity(f"RTVI is at capacity (503 ServerBusy); waiting to register "
+                             f"{', '.join(sorted(busy))}")
+
+    def _add(self, desired: StreamSetDesired, rtvi: RtviClient, wanted: list[DesiredSource],
+             urls: dict[str, str]) -> tuple[set[str], dict[str, str]]:
+        by_id = {s.stream_id: s for s in wanted}
+        busy: set[str] = set()
+        failed: dict[str, str] = {}
+        duplicates: list[str] = []
+        for i in range(0, len(wanted), MAX_BATCH):
+            batch = wanted[i:i + MAX_BATCH]
+            entries = [{"liveStreamUrl": urls[s.name], "description": s.description,
+                        "id": s.stream_id} for s in batch]
+            try:
+                result = rtvi.add_streams(entries)
+            except RtviBusy:
+                busy.update(s.name for s in batch)
+                continue
+            for sid in result.done:
+                if sid in by_id:
+                    self._mark_created(desired, KIND_STREAM, by_id[sid].name, sid)
+            for err in result.errors:
+                src = by_id.get(err.id)
+                if src is None:
+                    continue
+                if err.busy:
+                    busy.add(src.name)
+                elif err.duplicate:
+                    duplicates.append(err.id)
+                else:
+                    failed[src.name] = f"{src.name}: {err.code or err.status} {err.message}"
+        if duplicates:  # "exists": verify by listing that it is the stream we asked for
+            listed = {s.id: s for s in rtvi.list_streams()}
+            for sid in duplicates:
+                src = by_id[sid]
+                if sid in listed and listed[sid].url == urls[src.name]:
+                    self._mark_created(desired, KIND_STREAM, src.name, sid)
+                else:
+                    failed[src.name] = (f"{src.name}: RTVI reports stream {sid} as a duplicate "
+                                        "but lists it with another URL")
+        return busy, failed
+
+    # --- verify --------------------------------------------------------------------------------
+
+    def _verify(self, desired: StreamSetDesired, urls: dict[str, str], deadline: float,
+                waiting: bool) -> StreamSetResult:
+        """Frames fresh on every source (and captions arriving, when captioning)."""
+        captions = desired.streamset.spec.captions
+        model = self._model(desired) if captions is not None else ""
+        result = StreamSetResult({n: SourceReport(n) for n in desired.sources})
+        while True:
+            pending = [n for n, r in result.sources.items() if not r.fresh]
+            timeout = max(1.0, min(STEADY_PROBE_TIMEOUT_S, deadline - time.monotonic()))
+            samples = probe_many([urls[n] for n in pending], timeout)
+            for name in pending:
+                report, sample = result.sources[name], samples[urls[name]]
+                if isinstance(sample, ControllerError):
+                    report.error = str(sample)
+                else:
+                    report.fresh, report.frame, report.error = True, sample.description, ""
+                    self._source_fact(desired, name, {"lastFrameAt": utc_now(),
+                                                      "frame": sample.description})
+            if captions is not None:
+                self._captions(desired, model, result)
+            bad = _unhealthy(result, captions is not None, captions.maxCaptionAgeSeconds
+                             if captions is not None else 0.0)
+            if not bad:
+                return result
+            if not waiting or time.monotonic() + VERIFY_POLL_S > deadline:
+                self._record_sources(desired, result)
+                raise SourcesDegraded(_degraded_message(bad, result), sorted(bad))
+            time.sleep(VERIFY_POLL_S)
+
+    def _captions(self, desired: StreamSetDesired, model: str, result: StreamSetResult) -> None:
+        captions = desired.streamset.spec.captions
+        assert captions is not None
+        for src in desired.sources.values():
+            body: dict[str, Any] = {"id": src.stream_id, "prompt": captions.prompt,
+                                    "model": model, "stream": True,
+                                    "stream_options": {"include_usage": True},
+                                    "max_tokens": captions.maxTokens,
+                                    "chunk_duration": captions.chunkDuration,
+                                    "chunk_overlap_duration": captions.chunkOverlapDuration}
+            if captions.temperature is not None:
+                body["temperature"] = captions.temperature
+            if captions.seed is not None:
+                body["seed"] = captions.seed
+            result.sources[src.name].caption = self.hub.ensure(desired.rtvi_url, src.stream_id,
+                                                               body)
+
+    def _model(self, desired: StreamSetDesired) -> str:
+        rtvi = self._rtvi(desired.rtvi_url)
+        try:
+            return rtvi.model_id()
+        finally:
+            rtvi.close()
+
+    # --- teardown ------------------------------------------------------------------------------
+
+    def teardown(self, resource: str, names: list[str], rtvi_url: str | None,
+                 vst_url: str | None, drain_timeout_s: int, deadline_s: int) -> list[str]:
+        """Remove the named sources in contract order; returns what is left, with reasons.
+        ``rtvi_url`` None means the service itself is gone (its streams went with it)."""
+        deadline = time.monotonic() + deadline_s
+        record = self.store.load(resource)
+        if record is None:
+            return []
+        left: list[str] = []
+        items = {(i.kind, i.name): i for i in record.inventory if i.name in names}
+        streams = [i for (k, _), i in items.items() if k == KIND_STREAM and i.id]
+        if streams and rtvi_url is not None:
+            left += self._teardown_streams(resource, streams, rtvi_url, drain_timeout_s,
+                                           deadline)
+        elif streams:
+            for item in streams:
+                self._forget(resource, item)
+        sensors = [i for (k, _), i in items.items() if k == KIND_SENSOR]
+        if sensors and vst_url is not None:
+            left += self._teardown_sensors(resource, sensors, vst_url)
+        for (kind, _), item in items.items():
+            if kind == KIND_PUBLISHER:
+                problem = publishing.remove(self.engine, self.instance, resource, item)
+                if problem:
+                    left.append(f"{item.name}: {problem}")
+                else:
+                    self._forget(resource, item)
+        self._drop_source_facts(resource, [n for n in names
+                                           if not any(line.startswith(f"{n}:") for line in left)])
+        return left
+
+    def _teardown_streams(self, resource: str, streams: list[InventoryItem], rtvi_url: str,
+                          drain_timeout_s: int, deadline: float) -> list[str]:
+        rtvi = self._rtvi(rtvi_url)
+        try:
+            for item in streams:
+                self.hub.stop(rtvi_url, str(item.id))
+                # If this fails, the delete below retries ResourceInUse until the deadline.
+                with contextlib.suppress(RtviUnavailable):
+                    rtvi.stop_captions(str(item.id))
+            self._progress(resource, f"deleting {len(streams)} RTVI stream(s) "
+                                     f"(drain timeout {drain_timeout_s}s)")
+            left_ids = set(_delete_streams(rtvi, [str(i.id) for i in streams], drain_timeout_s,
+                                           deadline))
+        except RtviUnavailable as exc:
+            return [f"{i.name}: RTVI stream {i.id} not deleted ({exc})" for i in streams]
+        finally:
+            rtvi.close()
+        for item in streams:
+            if item.id not in left_ids:
+                self._forget(resource, item)
+        return [f"{i.name}: RTVI stream {i.id} still listed after the deadline"
+                for i in streams if i.id in left_ids]
+
+    def _teardown_sensors(self, resource: str, sensors: list[InventoryItem],
+                          vst_url: str) -> list[str]:
+        vst = self._vst(vst_url)
+        left = []
+        try:
+            for item in sensors:
+                try:
+                    if item.id:
+                        vst.delete_sensor(item.id)
+                    self._forget(resource, item)
+                except TemporaryError as exc:
+                    left.append(f"{item.name}: VST sensor {item.id} not deleted ({exc})")
+        finally:
+            vst.close()
+        return left
+
+    # --- recording -----------------------------------------------------------------------------
+
+    def _rtvi(self, url: str) -> RtviClient:
+        return RtviClient(url, count=self._count)
+
+    def _vst(self, url: str) -> VstClient:
+        return VstClient(url, count=self._count)
+
+    def _update(self, resource: str, mutate: Callable[[ResourceStatus], None]) -> None:
+        self.store.update(resource, "StreamSet", resource.split("/", 1)[1], mutate)
+
+    def _inventory(self, desired: StreamSetDesired, item: InventoryItem) -> None:
+        self._update(desired.resource, lambda st: st.upsert_inventory(item))
+
+    def _mark_created(self, desired: StreamSetDesired, kind: str, name: str, oid: str) -> None:
+        self._inventory(desired, InventoryItem(kind=kind, name=name, id=oid, state="created",
+                                               host=desired.deployment.metadata.name,
+                                               created_at=utc_now()))
+
+    def _forget(self, resource: str, item: InventoryItem) -> None:
+        self._update(resource, lambda st: st.remove_inventory(item.kind, item.name))
+
+    def _source_fact(self, desired: StreamSetDesired, name: str, values: dict[str, Any]) -> None:
+        def mutate(st: ResourceStatus) -> None:
+            sources = st.facts.setdefault("sources", {})
+            sources.setdefault(name, {}).update(values)
+        self._update(desired.resource, mutate)
+
+    def _drop_source_facts(self, resource: str, names: list[str]) -> None:
+        def mutate(st: ResourceStatus) -> None:
+            sources = st.facts.get("sources")
+            if isinstance(sources, dict):
+                for name in names:
+                    sources.pop(name, None)
+        self._update(resource, mutate)
+
+    def _record_desired(self, desired: StreamSetDesired) -> None:
+        def mutate(st: ResourceStatus) -> None:
+            st.desired_generation = desired.spec_hash
+            st.source_file = desired.source_file
+            st.facts.update({"deployment": desired.deployment.metadata.name,
+                             "rtvi": desired.rtvi_url, "vst": desired.vst_url,
+                             "host": desired.publisher_host})
+        self._update(desired.resource, mutate)
+
+    def _record_sources(self, desired: StreamSetDesired, result: StreamSetResult) -> None:
+        def mutate(st: ResourceStatus) -> None:
+            sources = st.facts.setdefault("sources", {})
+            for name, report in result.sources.items():
+                fact = sources.setdefault(name, {})
+                fact["framesFresh"] = report.fresh
+                fact["error"] = report.error
+                if report.caption is not None:
+                    fact.update(_caption_facts(report.caption))
+        self._update(desired.resource, mutate)
+
+    def _record_ready(self, desired: StreamSetDesired, result: StreamSetResult,
+                      revision: str | None) -> None:
+        self._record_sources(desired, result)
+        n = len(result.sources)
+
+        def mutate(st: ResourceStatus) -> None:
+            st.observed_generation = desired.spec_hash
+            st.applied_revision = revision or st.applied_revision
+            st.applied_spec = desired.streamset.spec.model_dump(mode="json")
+            st.set_condition("Ready", "True", "FramesFlowing",
+                             f"{n} source(s) registered with fresh frames")
+            st.set_condition("Progressing", "False", "Converged", "")
+            st.set_condition("Degraded", "False", "Healthy", "")
+            st.set_condition("Stalled", "False", "Converged", "")
+        self._update(desired.resource, mutate)
+
+    def _history(self, desired: StreamSetDesired, the_plan: StreamPlan,
+                 revision: str | None) -> None:
+        def mutate(st: ResourceStatus) -> None:
+            for action in the_plan.actions:
+                st.add_history(HistoryEntry(time=utc_now(), action=action.verb,
+                                            target=action.target, cause=action.cause,
+                                            result="ok", revision=revision))
+        if the_plan.actions:
+            self._update(desired.resource, mutate)
+            for action in the_plan.actions:
+                self.store.events.append(desired.resource, "Normal", _event_reason(action.verb),
+                                         str(action))
+
+
+def _delete_streams(rtvi: RtviClient, ids: list[str], drain_timeout_s: int,
+                    deadline: float) -> list[str]:
+    """Blocking batch deletes (≤256 IDs each) until every ID is absent from the list or the
+    shared deadline passes; ResourceInUse is retried. Returns the IDs still listed."""
+    remaining = list(dict.fromkeys(ids))
+    while remaining:
+        for i in range(0, len(remaining), MAX_BATCH):
+            rtvi.delete_batch(remaining[i:i + MAX_BATCH], drain_timeout_s)
+        while True:  # the batch may return before bookkeeping drains: poll the list
+            listed = {s.id for s in rtvi.list_streams()}
+            still = [sid for sid in remaining if sid in listed]
+            if not still or time.monotonic() > deadline:
+                break
+            time.sleep(LIST_POLL_S)
+            if len(still) == len(remaining):
+                break  # nothing drained since the call: ask again (ResourceInUse retried)
+        remaining = still
+        if remaining and time.monotonic() > deadline:
+            return remaining
+    return []
+
+
+def _unhealthy(result: StreamSetResult, captioning: bool, max_age_s: float) -> dict[str, str]:
+    bad = {}
+    for name, report in result.sources.items():
+        if not report.fresh:
+            bad[name] = f"no fresh frames ({report.error or 'not probed'})"
+        elif captioning:
+            state = report.caption
+            age = state.age_s() if state is not None else None
+            if age is None:
+                detail = state.error if state is not None and state.error else "none yet"
+                bad[name] = f"no captions ({detail})"
+            elif age > max_age_s:
+                bad[name] = f"last caption {age:.0f}s ago"
+    return bad
+
+
+def _degraded_message(bad: dict[str, str], result: StreamSetResult) -> str:
+    ok = len(result.sources) - len(bad)
+    parts = [f"{name}: {why}" for name, why in sorted(bad.items())]
+    return f"{len(bad)} of {len(result.sources)} source(s) degraded ({ok} fine): " + \
+        "; ".join(parts)
+
+
+def _caption_facts(state: CaptionState) -> dict[str, Any]:
+    at = None if state.at is None else datetime.fromtimestamp(state.at, UTC).isoformat(
+        timespec="seconds").replace("+00:00", "Z")
+    return {"lastCaption": state.text, "lastCaptionAt": at, "captionChunks": state.chunks,
+            "captionLatencyMs": state.latency_ms, "captionError": state.error}
+
+
+def _event_reason(verb: str) -> str:
+    return {"remove": "SourceRemoved", "replace": "SourceReplaced", "publish": "Published",
+            "register-sensor": "SensorRegistered", "register": "StreamRegistered"}[verb]

@@ -1,0 +1,233 @@
+"""Live streams end to end (issue 4): published sources → VST (emulated) → RTVI (emulated).
+
+Everything here is real except the two services' stand-ins: publisher containers run GStreamer's
+RTSP server, VST re-publishes over real RTSP, the RTVI emulator decodes with ffmpeg and captions
+from what it decodes, and the reconciler proves freshness by decoding frames itself.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from tests.conftest import Cli, free_port
+from tests.reconciler.daemon_helpers import DaemonProcess, events_of, is_ready, status_of
+from tests.reconciler.stream_helpers import (
+    PALETTE8,
+    PALETTE_ALL,
+    Rtvi,
+    colours,
+    condition,
+    rtvi_deployment,
+    sources,
+    status,
+    streamset,
+    vst_process,
+    wait_for,
+)
+from tests.specs_factory import write
+
+LABEL_INSTANCE = "rtvi.reconciler/instance"
+LABEL_SOURCE = "rtvi.reconciler/source"
+APPLY_TIMEOUT = 300
+CAPTIONS = {"prompt": "Which colour fills the frame?", "chunkDuration": 1,
+            "maxCaptionAgeSeconds": 30}
+
+
+def _publishers(client: docker.DockerClient, instance: str) -> dict[str, Any]:
+    found = client.containers.list(all=True, filters={"label": f"{LABEL_INSTANCE}={instance}"})
+    return {c.labels[LABEL_SOURCE]: c for c in found if LABEL_SOURCE in c.labels}
+
+
+def _apply(cli: Cli, specs: Path) -> str:
+    done = cli("apply", str(specs), timeout=APPLY_TIMEOUT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+def _named_colours(text: str) -> set[str]:
+    return {c for c in PALETTE_ALL if re.search(rf"\b{c}\b", text)}
+
+
+def test_eight_colours_through_vst_then_three_removed_then_deleted(
+        cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    port = free_port()
+    specs = tmp_path / "specs"
+    rtvi = Rtvi(port)
+    with vst_process(tmp_path) as vst:
+        write(specs, rtvi_deployment(emulator_image, port),
+              streamset(colours(PALETTE8), vst_url=vst.url, captions=CAPTIONS))
+        _apply(cli, specs)
+
+        # Every stream is registered with VST's /live/ URL, never the camera's.
+        listed = rtvi.streams()
+        assert len(listed) == 8
+        assert all(f":{vst.rtsp_port}/live/" in s["liveStreamUrl"] for s in listed), listed
+        assert len(vst.sensors()) == 8
+        assert set(_publishers(docker_client, instance)) == {c.lower() for c in PALETTE8}
+
+        # Each source's captions name its own colour, and no other.
+        data = status(cli, "StreamSet/cams")
+        assert condition(data, "Ready")["status"] == "True"
+        per_source = sources(data)
+        for colour in PALETTE8:
+            fact = per_source[colour.lower()]
+            assert fact["framesFresh"] is True and fact["frame"] == f"solid {colour}", fact
+            assert _named_colours(fact["lastCaption"]) == {colour}, fact
+
+        # Remove three: exactly those go, in one batch call; the other five stay registered.
+        before = {s["id"]: s for s in rtvi.state()["streams"]}
+        adds, batches = rtvi.calls("POST /v1/streams/add"), rtvi.calls(
+            "DELETE /v1/streams/delete-batch")
+        keep = PALETTE8[:5]
+        write(specs, rtvi_deployment(emulator_image, port),
+              streamset(colours(keep), vst_url=vst.url, captions=CAPTIONS))
+        plan = cli("plan", str(specs))
+        assert plan.returncode == 2, plan.stdout + plan.stderr
+        assert plan.stdout.count("remove source") == 3 and "register" not in plan.stdout
+        _apply(cli, specs)
+        after = {s["id"]: s for s in rtvi.state()["streams"]}
+        assert len(after) == 5
+        assert all(after[i]["added_at"] == before[i]["added_at"] for i in after)
+        assert rtvi.calls("DELETE /v1/streams/delete-batch") == batches + 1
+        assert rtvi.calls("POST /v1/streams/add") == adds
+        assert len(vst.sensors()) == 5
+        assert set(_publishers(docker_client, instance)) == {c.lower() for c in keep}
+
+        # Delete: no stream, no sensor, no publisher is left.
+        done = cli("delete", "StreamSet/cams")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert rtvi.streams() == []
+        assert rtvi.state()["caption_requests"] == []
+        assert vst.sensors() == []
+        assert _publishers(docker_client, instance) == {}
+
+
+def test_rtvi_restart_reregisters_and_a_dropped_vst_stream_degrades_by_name(
+        cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    port = free_port()
+    specs = tmp_path / "specs"
+    rtvi = Rtvi(port)
+    with vst_process(tmp_path) as vst:
+        write(specs, rtvi_deployment(emulator_image, port),
+              streamset(colours(["RED", "GREEN", "BLUE"]), vst_url=vst.url))
+        _apply(cli, specs)
+        ids = {s["id"] for s in rtvi.streams()}
+        assert len(ids) == 3
+
+        # The service restarts and forgets its streams: the next pass re-registers them.
+        [service] = [c for c in docker_client.containers.list(
+            filters={"label": f"{LABEL_INSTANCE}={instance}"}) if LABEL_SOURCE not in c.labels]
+        service.restart(timeout=2)
+        wait_for(lambda: _ready_empty(rtvi), 30, "the restarted service")
+        plan = cli("plan", str(specs))
+        assert plan.returncode == 2 and "no longer registered with RTVI" in plan.stdout, plan.stdout
+        _apply(cli, specs)
+        assert {s["id"] for s in rtvi.streams()} == ids  # deterministic IDs, same streams
+
+        # VST stops serving one stream: that source, by name, is Degraded; restored → Ready.
+        green = sources(status(cli, "StreamSet/cams"))["green"]["sensorId"]
+        vst.drop(green)
+        done = cli("apply", str(specs), timeout=APPLY_TIMEOUT)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "green: no fresh frames" in done.stdout
+        data = status(cli, "StreamSet/cams")
+        degraded = condition(data, "Degraded")
+        assert degraded["status"] == "True" and "green" in degraded["message"]
+        assert "red" not in degraded["message"] and "blue" not in degraded["message"]
+        assert condition(data, "Ready")["status"] == "False"
+        vst.drop(green, restore=True)
+        _apply(cli, specs)
+        assert condition(status(cli, "StreamSet/cams"), "Ready")["status"] == "True"
+
+
+def _ready_empty(rtvi: Rtvi) -> bool:
+    try:
+        return rtvi.streams() == []
+    except Exception:
+        return False
+
+
+def test_media_file_with_wrong_sha256_is_refused_and_nothing_published(
+        cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    media = tmp_path / "clip.mp4"
+    media.write_bytes(b"not the pinned clip")
+    port = free_port()
+    specs = tmp_path / "specs"
+    write(specs, rtvi_deployment(emulator_image, port),
+          streamset([{"name": "clip", "file": {"path": str(media), "sha256": "0" * 64}}]))
+    done = cli("apply", str(specs), timeout=APPLY_TIMEOUT)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"sha256 mismatch for {media}" in done.stdout + done.stderr
+    assert _publishers(docker_client, instance) == {}
+    assert Rtvi(port).streams() == []
+    data = status(cli, "StreamSet/cams")
+    assert condition(data, "Stalled")["status"] == "True"
+
+
+@pytest.mark.parametrize("count,drain", [(64, 3)])
+def test_teardown_of_many_streams_is_one_batch_within_one_drain_window(
+        cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path, count: int, drain: int) -> None:
+    port = free_port()
+    specs = tmp_path / "specs"
+    rtvi = Rtvi(port)
+    names = [f"s{i:02d}" for i in range(count)]
+    palette = PALETTE8
+    sources_spec = [{"name": n, "synthetic": {"colour": palette[i % len(palette)]}}
+                    for i, n in enumerate(names)]
+    # Each stream takes 30 s to drain on its own; the teardown allows `drain` seconds.
+    write(specs, rtvi_deployment(emulator_image, port, RTVI_EMU_DRAIN_S="30"),
+          streamset(sources_spec, publisher={"width": 64, "height": 48, "fps": 2},
+                    teardown={"drainTimeoutSeconds": drain, "deadlineSeconds": 120}))
+    _apply(cli, specs)
+    assert len(rtvi.streams()) == count
+    batches = rtvi.calls("DELETE /v1/streams/delete-batch")
+    started = time.monotonic()
+    done = cli("delete", "StreamSet/cams")
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert rtvi.streams() == []
+    assert rtvi.calls("DELETE /v1/streams/delete-batch") == batches + 1  # one batch for all
+    assert _publishers(docker_client, instance) == {}
+    # One drain window, not `count` of them (single deletes would take count * drain seconds).
+    assert elapsed < count * drain / 4, elapsed
+
+
+def test_at_capacity_backs_off_reports_it_and_completes_when_capacity_frees(
+        cli: Cli, instance: str, emulator_image: str, tmp_path: Path) -> None:
+    port = free_port()
+    specs = tmp_path / "specs"
+    rtvi = Rtvi(port)
+    write(specs, rtvi_deployment(emulator_image, port, RTVI_EMU_MAX_STREAMS="2"),
+          streamset(colours(["RED", "GREEN", "BLUE", "YELLOW"])))
+    daemon = DaemonProcess(cli, ["--specs", str(specs), "--resync", "3600"],
+                           tmp_path / "daemon.log")
+    try:
+        daemon.wait_healthy()
+
+        def backoffs() -> list[float] | None:
+            delays = [float(e.message.split()[2].rstrip("s"))
+                      for e in events_of(cli, "StreamSet/cams") if e.reason == "Backoff"]
+            return delays if len(delays) >= 3 else None
+        delays = wait_for(backoffs, 60, "three retries at capacity")
+        assert delays == sorted(delays) and delays[-1] > delays[0], delays
+        ready = (status_of(cli, "StreamSet/cams") or {}).get("conditions", [])
+        assert any(c["type"] == "Ready" and c["reason"] == "AtCapacity" for c in ready), ready
+        # No request storm: about one add per pass, not a tight loop.
+        assert rtvi.calls("POST /v1/streams/add") <= len(delays) + 2
+        assert len(rtvi.streams()) == 2
+        rtvi.knobs(max_streams=8)
+        wait_for(lambda: is_ready(cli, "StreamSet/cams"), delays[-1] * 2 + 60,
+                 "Ready once capacity frees")
+        assert len(rtvi.streams()) == 4
+    finally:
+        assert daemon.terminate() == 0
