@@ -96,10 +96,11 @@ def test_two_streams_caption_their_own_colours_over_sse(
 def test_a_silent_source_is_reported_never_invented(
     start_emulator: StartEmulator, rtsp_source: RtspSource
 ) -> None:
-    emulator = _ready(start_emulator, RTVI_EMU_LATENCY_MS="0")
-    silent = rc.new_id()
+    emulator = _ready(start_emulator, RTVI_EMU_LATENCY_MS="0", RTVI_EMU_LATENCY_PER_STREAM_MS="100")
+    silent, other = rc.new_id(), rc.new_id()
     with rc.client(emulator) as http:
-        assert rc.add(http, rc.entry(rtsp_source.url("no-such-mount"), silent)).status_code == 200
+        url = rtsp_source.url("no-such-mount")
+        assert rc.add(http, rc.entry(url, silent), rc.entry(url, other)).status_code == 200
         answer = http.post(
             "/v1/generate_captions", json=rc.caption_body(silent, chunk_duration=0.5)
         )
@@ -107,9 +108,10 @@ def test_a_silent_source_is_reported_never_invented(
         [chunk] = answer.json()["chunks"]
         assert chunk["frame_count"] == 0
         assert chunk["content"] == NO_FRAME
+        assert chunk["vlm_latency_ms"] >= 2 * 100 * 0.99  # grows with the two live streams
         metrics = http.get("/v1/metrics").text
         assert "rtvi_emulator_empty_chunks_total 1" in metrics
-        assert "rtvi_emulator_active_streams 1" in metrics
+        assert "rtvi_emulator_active_streams 2" in metrics
 
 
 def test_duplicates_partial_success_and_validation(
