@@ -3,8 +3,10 @@
 Why: the machines that build, test and CI-run this project reach package registries (Debian,
 PyPI, npm) but no container registry, so ``FROM python:3.11-slim`` cannot be pulled. Instead the
 base image is assembled from files this Debian host already has -- ``/usr/bin/python3.11``, its
-standard library, the shared libraries ``ldd`` lists for it and its extension modules, and a static
-busybox for a shell -- and imported with ``docker import`` (about 1.5 s, about 40 MB). The emulator
+standard library, the shared libraries ``ldd`` lists for it and its extension modules,
+``/usr/bin/ffmpeg`` with its full ``ldd`` closure (the emulator decodes every registered RTSP
+stream with it; about 250 MB of libraries), and a static busybox for a shell -- and imported with
+``docker import``. The emulator
 image is a ``docker build`` on top (legacy builder: there is no buildx here).
 
 Why a content-hash tag (``local/rtvi-pybase:<hash>``): the hash covers the recipe version, every
@@ -43,6 +45,8 @@ from pathlib import Path
 
 PYTHON_PACKAGE = "python3.11"
 BUSYBOX_PACKAGE = "busybox-static"
+FFMPEG_PACKAGE = "ffmpeg"
+FFMPEG_BINARY = Path("/usr/bin/ffmpeg")
 PYTHON_BINARY = Path("/usr/bin/python3.11")
 PYTHON_STDLIB = Path("/usr/lib/python3.11")
 BUSYBOX_BINARY = Path("/bin/busybox")
@@ -52,7 +56,7 @@ BASE_TITLE = "rtvi-pybase"
 EMULATOR_TITLE = "rtvi-emulator"
 TITLE_LABEL = "org.opencontainers.image.title"
 BASE_HASH_LABEL = "rtvi.image/base-hash"
-RECIPE_VERSION = "1"  # bump when the root layout changes without any input file changing
+RECIPE_VERSION = "2"  # bump when the root layout changes without any input file changing
 HASH_HEX_CHARS = 16
 # Not needed at run time: the test suite, GUI toolkits, byte-code caches (Python rebuilds them),
 # third-party package folders, and the static libpython + Makefile under config-3.11-* (25 MB).
@@ -149,6 +153,11 @@ def _require_sources() -> None:
             f"{PYTHON_BINARY} or its standard library is missing: "
             f"install the Debian package {PYTHON_PACKAGE} (apt-get install -y {PYTHON_PACKAGE})"
         )
+    if not FFMPEG_BINARY.is_file():
+        raise ImageBuildError(
+            f"{FFMPEG_BINARY} is missing: install the Debian package {FFMPEG_PACKAGE} "
+            f"(apt-get install -y {FFMPEG_PACKAGE}); the emulator decodes RTSP with it"
+        )
     if not BUSYBOX_BINARY.is_file():
         raise ImageBuildError(
             f"{BUSYBOX_BINARY} is missing: install the Debian package {BUSYBOX_PACKAGE} "
@@ -222,12 +231,12 @@ def plan_base_root() -> list[RootEntry]:
     """Every path of the base root, in a stable order. Pure apart from reading the host."""
     _require_sources()
     entries, extensions = _stdlib_entries()
-    binaries = [PYTHON_BINARY, BUSYBOX_BINARY, *extensions]
+    binaries = [PYTHON_BINARY, BUSYBOX_BINARY, FFMPEG_BINARY, *extensions]
     libraries: set[str] = set()
     dropped: set[str] = set()
     for binary, (paths, missing) in _ldd(binaries).items():
         if missing:
-            if binary in (PYTHON_BINARY, BUSYBOX_BINARY):
+            if binary in (PYTHON_BINARY, BUSYBOX_BINARY, FFMPEG_BINARY):
                 raise ImageBuildError(
                     f"{binary} needs libraries that are not installed: {', '.join(sorted(missing))}"
                 )
@@ -242,6 +251,7 @@ def plan_base_root() -> list[RootEntry]:
     entries.append(RootEntry("usr/bin/python3.11", source=PYTHON_BINARY))
     entries.append(RootEntry("usr/bin/python3", link="python3.11"))
     entries.append(RootEntry("usr/bin/python", link="python3.11"))
+    entries.append(RootEntry("usr/bin/ffmpeg", source=FFMPEG_BINARY.resolve()))
     entries.append(RootEntry("usr/bin/busybox", source=BUSYBOX_BINARY.resolve()))
     entries += [RootEntry(f"usr/bin/{applet}", link="busybox") for applet in BUSYBOX_APPLETS]
     unique = {entry.dest: entry for entry in entries}

@@ -15,10 +15,16 @@ Layout (one concept per module):
 - ``routing``   -- request/response values and a small route table with ``{param}`` templates.
 - ``core``      -- health, models, metrics, metadata and asset-stats endpoints.
 - ``lifecycle`` -- the simulated model load: vLLM-shaped log lines, start-up delay, fatal faults.
-- ``server``    -- the ``ThreadingHTTPServer`` glue, signal handling and ``main()``.
-
-Later endpoint groups (streams, captions, chat, files) add a module with a ``register(router)``
-function and are wired in ``server.build_router``.
+- ``server``    -- the ``ThreadingHTTPServer`` glue (SSE via chunked coding), signals, ``main()``.
+- ``app``       -- composes the asset tables below, registers their routes, tears them down.
+- ``knobs``     -- run-time knobs (capacity, latency, drain) changeable through the admin API.
+- ``validation``-- strict body checks (unknown keys and bad values give 422).
+- ``colours``   -- frame analysis: nearest named colour of the centre and of the border ring.
+- ``ingest``    -- one real ffmpeg decoder per registered stream, restarted with capped backoff.
+- ``streams``   -- ``/v1/streams/*``: add, list, delete with drain semantics.
+- ``captions``  -- ``/v1/generate_captions``: chunked captions of decoded frames, SSE.
+- ``files``/``chat`` -- ``/v1/files`` uploads and ``/v1/chat/completions``.
+- ``faults``/``admin`` -- injected 5xx/delays and the emulator-only ``/emulator/*`` API.
 
 Run: ``python3 -m emulators.rtvi``. Knobs are documented in ``config``.
 """

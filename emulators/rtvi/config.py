@@ -18,6 +18,22 @@ Knobs:
 - ``RTVI_EMU_MAX_MODEL_LEN`` (default 32768), ``RTVI_EMU_KV_CACHE_DTYPE`` (default ``auto``),
   ``MODEL_PATH``, ``VLM_TRUST_REMOTE_CODE``, ``VLLM_ENFORCE_EAGER``: shape the vLLM start-up line.
 - ``RTVI_EMU_ACCESS_LOG=0``: silence the one-line-per-request access log.
+- ``RTVI_EMU_MAX_STREAMS`` (integer >= 0, default unlimited): capacity. ``streams/add`` entries
+  beyond N live (not draining) streams fail ``503 ServerBusy``; ``generate_captions`` answers 503
+  when the live streams, or the streams being captioned including the new request's, exceed N.
+  Changeable at run time (``POST /emulator/knobs {"max_streams": N|null}``).
+- ``RTVI_EMU_LATENCY_MS`` (default 20) and ``RTVI_EMU_LATENCY_PER_STREAM_MS`` (default 0): the
+  simulated VLM time per chunk is ``LATENCY_MS + PER_STREAM_MS * live streams``; the emulator really
+  sleeps it, and the reported ``vlm_latency_ms`` is the measured time. Run-time: ``latency_ms``,
+  ``latency_per_stream_ms``.
+- ``RTVI_EMU_DRAIN_S`` (default 1.0): drain window of a stream delete (see ``streams``). Run-time:
+  ``drain_s``.
+- ``RTVI_EMU_FAIL_RATE`` (0..1, default 0): probability that a ``/v1/`` request other than health
+  answers ``500 InternalServerError`` (injected); ``RTVI_EMU_FAIL_SEED`` makes it reproducible.
+- ``RTVI_EMU_FILES_DIR``: where uploaded files are kept (default: a fresh temporary folder).
+
+Emulator-only admin API (never part of the real service; see ``admin``): ``GET /emulator/state``,
+``POST /emulator/knobs``, ``POST|DELETE /emulator/faults``, ``POST /emulator/crash``.
 """
 
 from __future__ import annotations
@@ -32,6 +48,8 @@ DEFAULT_MODEL_ID = "emulated-vlm"
 DEFAULT_FATAL_AFTER_S = 0.5
 DEFAULT_MAX_MODEL_LEN = 32768
 DEFAULT_KV_CACHE_DTYPE = "auto"
+DEFAULT_LATENCY_MS = 20.0
+DEFAULT_DRAIN_S = 1.0
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 FALSY = frozenset({"0", "false", "no", "off"})
 
@@ -58,6 +76,13 @@ class Settings:
     max_model_len: int
     kv_cache_dtype: str
     access_log: bool
+    max_streams: int | None = None
+    latency_ms: float = DEFAULT_LATENCY_MS
+    latency_per_stream_ms: float = 0.0
+    drain_s: float = DEFAULT_DRAIN_S
+    fail_rate: float = 0.0
+    fail_seed: int | None = None
+    files_dir: str | None = None
 
 
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -123,4 +148,24 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         ),
         kv_cache_dtype=_text(source, "RTVI_EMU_KV_CACHE_DTYPE") or DEFAULT_KV_CACHE_DTYPE,
         access_log=_flag(source, "RTVI_EMU_ACCESS_LOG", True),
+        max_streams=_optional_integer(source, "RTVI_EMU_MAX_STREAMS"),
+        latency_ms=_number(source, "RTVI_EMU_LATENCY_MS", DEFAULT_LATENCY_MS),
+        latency_per_stream_ms=_number(source, "RTVI_EMU_LATENCY_PER_STREAM_MS", 0.0),
+        drain_s=_number(source, "RTVI_EMU_DRAIN_S", DEFAULT_DRAIN_S),
+        fail_rate=_fraction(source, "RTVI_EMU_FAIL_RATE"),
+        fail_seed=_optional_integer(source, "RTVI_EMU_FAIL_SEED"),
+        files_dir=_text(source, "RTVI_EMU_FILES_DIR"),
     )
+
+
+def _optional_integer(env: Mapping[str, str], name: str) -> int | None:
+    if not env.get(name, "").strip():
+        return None
+    return _integer(env, name, 0, 0, 2**31 - 1)
+
+
+def _fraction(env: Mapping[str, str], name: str) -> float:
+    value = _number(env, name, 0.0)
+    if value > 1:
+        raise ConfigError(f"{name} must be in 0..1")
+    return value

@@ -9,8 +9,9 @@ choice is documented here:
   answer 503 ``Model is loading``: a real server whose engine died during load cannot tell that it
   will never finish, which is exactly why the reconciler must read fatal markers from the logs.
 - ``/v1/assets/stats``: the real shape is not published. We answer
-  ``{"files":{"count":0,"bytes":0},"streams":{"count":0},"storage_bytes":0}``: counts per asset kind
-  plus the storage they hold, enough to prove "zero assets" after cleanup.
+  ``{"files":{"count":N,"bytes":B},"streams":{"count":S,"draining":D},
+  "caption_requests":{"active":C},"storage_bytes":B}``: counts per asset kind plus the storage
+  they hold, enough to prove "zero assets" after cleanup.
 - ``/v1/metrics``: Prometheus text with ``rtvi_emulator_*`` names (the real metric names are not
   part of the contract; nothing may depend on them beyond "Prometheus text").
 """
@@ -70,14 +71,59 @@ def metadata(_state: ServiceState, _request: Request) -> Response:
 
 
 def asset_stats(state: ServiceState, _request: Request) -> Response:
+    gauges = state.gauges()
+    file_bytes = int(gauges.get("file_bytes", 0))
     return Response.json(
         200,
         {
-            "files": {"count": 0, "bytes": 0},
-            "streams": {"count": state.active_streams()},
-            "storage_bytes": 0,
+            "files": {"count": int(gauges.get("files", 0)), "bytes": file_bytes},
+            "streams": {
+                "count": int(gauges.get("streams", 0)),
+                "draining": int(gauges.get("draining_streams", 0)),
+            },
+            "caption_requests": {"active": int(gauges.get("caption_requests", 0))},
+            "storage_bytes": file_bytes,
         },
     )
+
+
+# name, type, help, gauges() key
+INVENTORY_METRICS = (
+    (
+        "rtvi_emulator_draining_streams",
+        "gauge",
+        "Streams deleted but still draining.",
+        "draining_streams",
+    ),
+    ("rtvi_emulator_caption_requests", "gauge", "Active caption requests.", "caption_requests"),
+    ("rtvi_emulator_files", "gauge", "Uploaded files.", "files"),
+    ("rtvi_emulator_file_bytes", "gauge", "Bytes held by uploaded files.", "file_bytes"),
+    ("rtvi_emulator_chunks_total", "counter", "Caption chunks answered.", "chunks_total"),
+    (
+        "rtvi_emulator_empty_chunks_total",
+        "counter",
+        "Caption chunks without a fresh frame.",
+        "empty_chunks_total",
+    ),
+    (
+        "rtvi_emulator_decoded_frames_total",
+        "counter",
+        "Frames decoded by live streams' decoders.",
+        "decoded_frames_total",
+    ),
+    (
+        "rtvi_emulator_decoder_restarts_total",
+        "counter",
+        "Decoder (ffmpeg) restarts.",
+        "decoder_restarts_total",
+    ),
+    (
+        "rtvi_emulator_injected_faults_total",
+        "counter",
+        "Requests answered by an injected fault.",
+        "injected_faults_total",
+    ),
+)
 
 
 def _label(value: str) -> str:
@@ -105,6 +151,21 @@ def render_metrics(state: ServiceState) -> str:
         "# HELP rtvi_emulator_active_streams Live streams currently registered.",
         "# TYPE rtvi_emulator_active_streams gauge",
         f"rtvi_emulator_active_streams {state.active_streams()}",
+    ]
+    gauges = state.gauges()
+    for name, kind, text, key in INVENTORY_METRICS:
+        lines += [
+            f"# HELP {name} {text}",
+            f"# TYPE {name} {kind}",
+            f"{name} {gauges.get(key, 0):g}",
+        ]
+    errors = sum(
+        count for (_m, _r, status), count in state.request_counts().items() if status >= 500
+    )
+    lines += [
+        "# HELP rtvi_emulator_errors_total Responses with a 5xx status.",
+        "# TYPE rtvi_emulator_errors_total counter",
+        f"rtvi_emulator_errors_total {errors}",
     ]
     return "\n".join(lines) + "\n"
 

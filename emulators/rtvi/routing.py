@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from emulators.rtvi.state import ServiceState
 
@@ -37,14 +38,32 @@ class Request:
         return json.loads(self.body.decode("utf-8"))
 
 
+class StreamWriter(Protocol):
+    """What a streaming body writes to: the client connection, chunk by chunk."""
+
+    def write(self, data: bytes) -> bool:
+        """Send ``data`` now; False when the client has gone."""
+
+    def alive(self) -> bool:
+        """False once the client closed its side (checked without blocking)."""
+
+
+StreamBody = Callable[[StreamWriter], None]
+
+
 @dataclass(frozen=True)
 class Response:
-    """What a handler returns; the server writes it with an exact Content-Length."""
+    """What a handler returns; the server writes it with an exact Content-Length.
+
+    A response with ``stream`` set (server-sent events) is written with chunked transfer coding
+    instead: headers first, then whatever ``stream`` writes until it returns.
+    """
 
     status: int
     body: bytes
     content_type: str = JSON_CONTENT_TYPE
     headers: tuple[tuple[str, str], ...] = ()
+    stream: StreamBody | None = None
 
     @classmethod
     def json(cls, status: int, payload: object) -> Response:
@@ -57,6 +76,12 @@ class Response:
         """The contract's error shape: ``{"code": str, "message": str}``."""
         body = json.dumps({"code": code, "message": message}, separators=(",", ":"))
         return cls(status, body.encode("utf-8"), JSON_CONTENT_TYPE, headers)
+
+    @classmethod
+    def streaming(
+        cls, content_type: str, body: StreamBody, headers: tuple[tuple[str, str], ...] = ()
+    ) -> Response:
+        return cls(200, b"", content_type, headers, body)
 
     @classmethod
     def text(cls, status: int, text: str, content_type: str = TEXT_CONTENT_TYPE) -> Response:
@@ -113,6 +138,16 @@ class Router:
             if route.method == method and route.template == template:
                 raise ValueError(f"duplicate route {method} {template}")
         self._routes.append(Route(method, template, _compile(template), handler))
+
+    def route(self, method: str, *templates: str) -> Callable[[Handler], Handler]:
+        """Decorator: register ``handler`` for ``method`` on every template (aliases)."""
+
+        def register(handler: Handler) -> Handler:
+            for template in templates:
+                self.add(method, template, handler)
+            return handler
+
+        return register
 
     def get(self, *templates: str) -> Callable[[Handler], Handler]:
         """Decorator: register ``handler`` for GET on every template (aliases)."""

@@ -16,15 +16,19 @@ import contextlib
 import dataclasses
 import http
 import os
+import select
 import signal
+import socket
 import sys
 import threading
+import time
 import traceback
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 
 from emulators.rtvi import core, logs
+from emulators.rtvi.app import Application
 from emulators.rtvi.config import ConfigError, load_settings
 from emulators.rtvi.lifecycle import Lifecycle
 from emulators.rtvi.routing import (
@@ -45,11 +49,51 @@ LISTEN_ERROR_EXIT_CODE = 1
 HANDLED_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
-def build_router() -> Router:
-    """Every endpoint group registers here; later issues add streams, captions, chat, files."""
+def build_router(app: Application | None = None) -> Router:
+    """Every endpoint group registers here; without ``app`` only the stateless core group."""
     router = Router()
     core.register(router)
+    if app is not None:
+        app.register(router)
     return router
+
+
+class ChunkedWriter:
+    """Writes a streaming body with chunked transfer coding; notices a departed client."""
+
+    def __init__(self, handler: BaseHTTPRequestHandler) -> None:
+        self._handler = handler
+        self._gone = False
+
+    def write(self, data: bytes) -> bool:
+        if self._gone:
+            return False
+        try:
+            self._handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self._handler.wfile.flush()
+        except OSError:
+            self._gone = True
+        return not self._gone
+
+    def alive(self) -> bool:
+        """Readable with nothing to read means the peer closed (or reset) its side."""
+        if self._gone:
+            return False
+        connection = self._handler.connection
+        try:
+            readable, _, _ = select.select([connection], [], [], 0)
+            if readable and not connection.recv(1, socket.MSG_PEEK):
+                self._gone = True
+        except OSError:
+            self._gone = True
+        return not self._gone
+
+    def end(self) -> None:
+        """The terminating zero-length chunk."""
+        if not self._gone:
+            with contextlib.suppress(OSError):
+                self._handler.wfile.write(b"0\r\n\r\n")
+                self._handler.wfile.flush()
 
 
 class ExitLatch:
@@ -82,11 +126,17 @@ class EmulatorServer(ThreadingHTTPServer):
     request_queue_size = LISTEN_BACKLOG
 
     def __init__(
-        self, address: tuple[str, int], router: Router, state: ServiceState, sink: logs.LogSink
+        self,
+        address: tuple[str, int],
+        router: Router,
+        state: ServiceState,
+        sink: logs.LogSink,
+        app: Application | None = None,
     ) -> None:
         self.router = router
         self.state = state
         self.sink = sink
+        self.app = app
         super().__init__(address, EmulatorHandler)
 
 
@@ -134,6 +184,14 @@ class EmulatorHandler(BaseHTTPRequestHandler):
 
     def _route(self, request: Request) -> tuple[str, Response]:
         resolved = self.emulator.router.resolve(request.method, request.path)
+        app = self.emulator.app
+        if app is not None:
+            decision = app.faults.decide(request.path)
+            if decision.delay_s > 0:
+                time.sleep(decision.delay_s)
+            if decision.response is not None:
+                template = resolved.route.template if isinstance(resolved, Match) else ""
+                return template or UNMATCHED_ROUTE, decision.response
         if isinstance(resolved, Match):
             routed = dataclasses.replace(request, params=resolved.params)
             try:
@@ -201,6 +259,9 @@ class EmulatorHandler(BaseHTTPRequestHandler):
             )
 
     def _write(self, response: Response) -> None:
+        if response.stream is not None and self.command != "HEAD":
+            self._write_stream(response)
+            return
         self.send_response(response.status)
         self.send_header("Content-Type", response.content_type)
         self.send_header("Content-Length", str(len(response.body)))
@@ -211,6 +272,24 @@ class EmulatorHandler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(response.body)
+
+    def _write_stream(self, response: Response) -> None:
+        """Headers, then the body's chunks as it writes them; the connection closes after."""
+        assert response.stream is not None
+        self.close_connection = True
+        self.send_response(response.status)
+        self.send_header("Content-Type", response.content_type)
+        self.send_header("Transfer-Encoding", "chunked")
+        for name, value in response.headers:
+            self.send_header(name, value)
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.flush()
+        writer = ChunkedWriter(self)
+        try:
+            response.stream(writer)
+        finally:
+            writer.end()
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """Malformed requests (caught by the base class) get the contract's JSON error shape."""
@@ -243,13 +322,15 @@ def main() -> int:
     except ConfigError as exc:
         sink.error(f"ERROR:    {exc}")
         return CONFIG_ERROR_EXIT_CODE
-    state = ServiceState(settings)
+    app = Application(settings)
+    state = ServiceState(settings, inventory=app)
     latch = ExitLatch()
     _install_signal_handlers(latch)
     try:
-        server = EmulatorServer((settings.host, settings.port), build_router(), state, sink)
+        server = EmulatorServer((settings.host, settings.port), build_router(app), state, sink, app)
     except OSError as exc:
         sink.error(f"ERROR:    cannot listen on {settings.host}:{settings.port}: {exc.strerror}")
+        app.shutdown()
         return LISTEN_ERROR_EXIT_CODE
     sink.info(logs.server_process_line(os.getpid()))
     serving = threading.Thread(
@@ -263,6 +344,7 @@ def main() -> int:
     lifecycle.start()
     code = latch.wait()
     lifecycle.stop()
+    app.shutdown()  # ends caption loops (their SSE connections close) and kills every decoder
     server.shutdown()
     server.server_close()
     latch.close()

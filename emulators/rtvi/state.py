@@ -13,6 +13,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from emulators.rtvi.config import Settings
 
@@ -27,6 +28,14 @@ class Phase(enum.Enum):
     FAILED = "failed"  # a fatal fault happened while loading; never becomes ready
 
 
+class Inventory(Protocol):
+    """Counts of the asset tables (streams, captions, files) for metrics and asset stats."""
+
+    def gauges(self) -> dict[str, float]:
+        """Keys: streams, draining_streams, caption_requests, files, file_bytes, chunks_total,
+        empty_chunks_total, decoded_frames_total, decoder_restarts_total, injected_faults_total."""
+
+
 @dataclass
 class ServiceState:
     """Everything mutable. Read through the accessors; they take the lock."""
@@ -37,6 +46,7 @@ class ServiceState:
     _phase: Phase = Phase.LOADING
     _requests: Counter[RequestKey] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    inventory: Inventory | None = None
 
     @property
     def phase(self) -> Phase:
@@ -67,6 +77,9 @@ class ServiceState:
         with self._lock:
             return dict(self._requests)
 
+    def gauges(self) -> dict[str, float]:
+        return {} if self.inventory is None else self.inventory.gauges()
+
     def active_streams(self) -> int:
-        """Streams are a later issue; the gauge exists now so dashboards need no change then."""
-        return 0
+        """Registered streams, draining ones included (they are still listed)."""
+        return int(self.gauges().get("streams", 0))

@@ -37,6 +37,7 @@ from tests.emulators.helpers import (
     remove_images,
     remove_stale_leftovers,
 )
+from tests.emulators.rtsp_source import RtspSource
 
 
 @pytest.fixture
@@ -105,3 +106,24 @@ def emulator_image() -> Iterator[TestImages]:
     finally:
         remove_containers(f"{SESSION_LABEL}={session}")
         remove_images(f"{SESSION_LABEL}={session}")
+
+
+# Mount name -> (centre RRGGBB, border RRGGBB or None). Distinct colours per mount make a caption
+# that quotes the wrong stream's frames fail.
+RTSP_MOUNTS: dict[str, tuple[str, str | None]] = {
+    "red": ("FF0000", None),
+    "green": ("00FF00", None),
+    "blue-yellow": ("0000FF", "FFFF00"),
+}
+
+
+@pytest.fixture(scope="session")
+def rtsp_source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RtspSource]:
+    """One real GStreamer RTSP server on loopback for the session, polled ready per mount."""
+    log = tmp_path_factory.mktemp("rtsp") / "rtsp-source.log"
+    source = RtspSource(free_port(), dict(RTSP_MOUNTS), log)
+    try:
+        source.start()
+        yield source
+    finally:
+        source.stop()

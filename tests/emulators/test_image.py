@@ -16,14 +16,17 @@ import httpx
 import pytest
 
 from emulators import image
+from tests.emulators import rtvi_client as rc
 from tests.emulators.helpers import (
     LOOPBACK,
     REPO_ROOT,
     TestImages,
     docker,
+    free_port,
     http_client,
     wait_for,
 )
+from tests.emulators.rtsp_source import RtspSource
 
 pytestmark = pytest.mark.docker
 
@@ -204,7 +207,11 @@ def test_cli_prints_the_image_id_last(emulator_image: TestImages) -> None:
 
 @pytest.mark.parametrize(
     ("constant", "package"),
-    [("BUSYBOX_BINARY", "busybox-static"), ("PYTHON_BINARY", "python3.11")],
+    [
+        ("BUSYBOX_BINARY", "busybox-static"),
+        ("PYTHON_BINARY", "python3.11"),
+        ("FFMPEG_BINARY", "ffmpeg"),
+    ],
 )
 def test_missing_host_files_name_the_debian_package(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, constant: str, package: str
@@ -212,3 +219,47 @@ def test_missing_host_files_name_the_debian_package(
     monkeypatch.setattr(image, constant, tmp_path / "absent")
     with pytest.raises(image.ImageBuildError, match=re.escape(f"Debian package {package}")):
         image.build_base_image("local/rtvi-pybase-never-built")
+
+
+def test_container_on_host_network_decodes_rtsp(
+    emulator_image: TestImages, rtsp_source: RtspSource
+) -> None:
+    """The image's own ffmpeg (no host /usr mounted) decodes a loopback RTSP source."""
+    port = free_port()
+    container = _run(
+        emulator_image,
+        "--network",
+        "host",
+        "-e",
+        f"RTVI_EMU_PORT={port}",
+        "-e",
+        f"RTVI_EMU_HOST={LOOPBACK}",
+        emulator_image.tag,
+    )
+    base_url = f"http://{LOOPBACK}:{port}"
+
+    def ready() -> bool | None:
+        try:
+            with http_client(base_url) as client:
+                return True if client.get("/v1/health/ready").status_code == 200 else None
+        except httpx.TransportError:
+            assert _state(container, "Running") == "true", docker("logs", container)
+            return None
+
+    wait_for(ready, what="the containerised emulator to be ready")
+    stream_id = rc.new_id()
+    with httpx.Client(base_url=base_url, timeout=30.0, trust_env=False) as client:
+        added = rc.add(client, rc.entry(rtsp_source.url("blue-yellow"), stream_id))
+        assert added.json()["results"] == [{"id": stream_id}], added.text
+        rc.wait_decoding(client, stream_id, frames=1)
+        answer = client.post(
+            "/v1/generate_captions", json=rc.caption_body(stream_id, chunk_duration=1)
+        )
+        assert answer.status_code == 200, answer.text
+        [chunk] = answer.json()["chunks"]
+        assert chunk["content"] == "The frame shows BLUE with a YELLOW border."
+        assert chunk["frame_count"] >= 1
+    ffmpeg = docker("exec", container, "sh", "-c", "ps")
+    assert "ffmpeg" in ffmpeg
+    docker("stop", "-t", "5", container, timeout=30)
+    assert _state(container, "ExitCode") == "0"

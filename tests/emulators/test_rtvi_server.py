@@ -119,7 +119,8 @@ def test_metadata_assets_and_error_shapes(start_emulator: StartEmulator) -> None
         assert client.get("/v1/metadata").json() == {"version": "3.2.1"}
         assert client.get("/v1/assets/stats").json() == {
             "files": {"count": 0, "bytes": 0},
-            "streams": {"count": 0},
+            "streams": {"count": 0, "draining": 0},
+            "caption_requests": {"active": 0},
             "storage_bytes": 0,
         }
         missing = client.get("/v1/no-such-thing")

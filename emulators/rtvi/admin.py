@@ -1,0 +1,133 @@
+"""Emulator-only admin API under ``/emulator/`` -- never part of the real service.
+
+Why an HTTP admin API rather than only environment knobs: tests must change capacity, inject
+faults or crash the process while streams and caption requests are live, against one process.
+
+- ``GET /emulator/state``: phase, knobs, streams (with decoder facts), caption requests, faults.
+- ``POST /emulator/knobs`` ``{"max_streams": int|null, "latency_ms", "latency_per_stream_ms",
+  "drain_s"}`` (any subset) -> the new knob values.
+- ``POST /emulator/faults`` ``{"path_prefix": "/v1/", "status": 500..599 (optional),
+  "count": 1.., "delay_s": 0..600 (optional)}``: the next ``count`` requests under the prefix
+  are delayed and/or answer ``status``. ``DELETE /emulator/faults`` clears all rules.
+- ``POST /emulator/crash`` ``{"exit_code": 1..255}`` (default 3): answers 200, then kills every
+  decoder and exits the process at once (``os._exit``), like a crashed container.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import asdict
+
+from emulators.rtvi import validation
+from emulators.rtvi.captions import CaptionService
+from emulators.rtvi.faults import FaultRule, FaultTable
+from emulators.rtvi.knobs import Knobs
+from emulators.rtvi.routing import Request, Response, Router
+from emulators.rtvi.state import ServiceState
+from emulators.rtvi.streams import StreamTable
+from emulators.rtvi.validation import Invalid
+
+DEFAULT_CRASH_CODE = 3
+CRASH_AFTER_S = 0.1  # lets the 200 reach the client first
+MAX_DELAY_S = 600.0
+
+
+def register(
+    router: Router,
+    knobs: Knobs,
+    streams: StreamTable,
+    captions: CaptionService,
+    faults: FaultTable,
+    before_crash: Callable[[], None],
+) -> None:
+    @router.route("GET", "/emulator/state")
+    def state_view(state: ServiceState, _request: Request) -> Response:
+        listed = []
+        for stream in streams.listing():
+            ingest = stream.decoder.snapshot()
+            listed.append(
+                {
+                    **stream.info(),
+                    "frame_count": ingest.frame_count,
+                    "decoder_running": ingest.running,
+                    "decoder_restarts": ingest.restarts,
+                    "last_description": ingest.last_description,
+                }
+            )
+        requests = [
+            {"request_id": s.request_id, "stream_ids": s.params.stream_ids}
+            for s in captions.active()
+        ]
+        return Response.json(
+            200,
+            {
+                "phase": state.phase.value,
+                "knobs": asdict(knobs.values),
+                "streams": listed,
+                "caption_requests": requests,
+                "faults": faults.rules(),
+            },
+        )
+
+    @router.route("POST", "/emulator/knobs")
+    def set_knobs(_state: ServiceState, request: Request) -> Response:
+        try:
+            body = validation.json_object(request)
+            validation.only_keys(
+                body, ("max_streams", "latency_ms", "latency_per_stream_ms", "drain_s")
+            )
+            changes: dict[str, object] = {}
+            if "max_streams" in body:
+                value = body["max_streams"]
+                changes["max_streams"] = (
+                    None if value is None else validation.integer(value, "max_streams", 0, 2**31)
+                )
+            for key in ("latency_ms", "latency_per_stream_ms", "drain_s"):
+                if key in body:
+                    changes[key] = validation.number(body[key], key, 0, 3_600_000)
+        except Invalid as exc:
+            return validation.invalid_response(exc)
+        return Response.json(200, asdict(knobs.update(**changes)))
+
+    @router.route("POST", "/emulator/faults")
+    def add_fault(_state: ServiceState, request: Request) -> Response:
+        try:
+            body = validation.json_object(request)
+            validation.only_keys(body, ("path_prefix", "status", "count", "delay_s"))
+            prefix = validation.string(body.get("path_prefix", "/v1/"), "path_prefix")
+            count = validation.integer(body.get("count", 1), "count", 1, 1_000_000)
+            status = body.get("status")
+            if status is not None:
+                status = validation.integer(status, "status", 500, 599)
+            delay = validation.number(body.get("delay_s", 0), "delay_s", 0, MAX_DELAY_S)
+            if status is None and delay == 0:
+                raise Invalid("body: give status and/or delay_s")
+        except Invalid as exc:
+            return validation.invalid_response(exc)
+        faults.add(FaultRule(prefix, count, status, delay))
+        return Response.json(200, {"faults": faults.rules()})
+
+    @router.route("DELETE", "/emulator/faults")
+    def clear_faults(_state: ServiceState, _request: Request) -> Response:
+        faults.clear()
+        return Response.json(200, {"faults": []})
+
+    @router.route("POST", "/emulator/crash")
+    def crash(_state: ServiceState, request: Request) -> Response:
+        code = DEFAULT_CRASH_CODE
+        if request.body.strip():
+            try:
+                body = validation.json_object(request)
+                validation.only_keys(body, ("exit_code",))
+                code = validation.integer(body.get("exit_code", code), "exit_code", 1, 255)
+            except Invalid as exc:
+                return validation.invalid_response(exc)
+
+        def die() -> None:
+            before_crash()
+            os._exit(code)
+
+        threading.Timer(CRASH_AFTER_S, die).start()
+        return Response.json(200, {"crashing": True, "exit_code": code})

@@ -1,0 +1,65 @@
+"""The emulator's asset tables composed into one application object.
+
+Why a composition module: streams, captions, files and faults each own their table and lock;
+this object builds them from the settings, wires their few cross-links (captions hold streams
+"in use"), answers the inventory gauges for metrics and asset stats, registers every endpoint
+group, and tears everything down (decoders first) on shutdown or crash.
+"""
+
+from __future__ import annotations
+
+from emulators.rtvi import admin, captions, chat, files, streams
+from emulators.rtvi.config import Settings
+from emulators.rtvi.faults import FaultTable
+from emulators.rtvi.knobs import Knobs, KnobValues
+from emulators.rtvi.routing import Router
+
+
+class Application:
+    def __init__(self, settings: Settings) -> None:
+        self.knobs = Knobs(
+            KnobValues(
+                max_streams=settings.max_streams,
+                latency_ms=settings.latency_ms,
+                latency_per_stream_ms=settings.latency_per_stream_ms,
+                drain_s=settings.drain_s,
+            )
+        )
+        self.streams = streams.StreamTable(self.knobs)
+        self.captions = captions.CaptionService(self.streams, self.knobs)
+        self.files = files.FileStore(settings.files_dir)
+        self.faults = FaultTable(settings.fail_rate, settings.fail_seed)
+
+    def register(self, router: Router) -> None:
+        streams.register(router, self.streams, self.knobs)
+        captions.register(router, self.captions)
+        files.register(router, self.files)
+        chat.register(router, self.streams, self.files, self.knobs)
+        admin.register(
+            router, self.knobs, self.streams, self.captions, self.faults, self.stop_decoders
+        )
+
+    def gauges(self) -> dict[str, float]:
+        listed = self.streams.listing()
+        snapshots = [stream.decoder.snapshot() for stream in listed]
+        file_count, file_bytes = self.files.count_and_bytes()
+        return {
+            "streams": len(listed),
+            "draining_streams": sum(1 for stream in listed if stream.draining),
+            "caption_requests": len(self.captions.active()),
+            "files": file_count,
+            "file_bytes": file_bytes,
+            "chunks_total": self.captions.chunks_total,
+            "empty_chunks_total": self.captions.empty_chunks_total,
+            "decoded_frames_total": sum(s.frame_count for s in snapshots),
+            "decoder_restarts_total": sum(s.restarts for s in snapshots),
+            "injected_faults_total": self.faults.injected_total,
+        }
+
+    def stop_decoders(self) -> None:
+        self.captions.shutdown()
+        self.streams.shutdown()
+
+    def shutdown(self) -> None:
+        self.stop_decoders()
+        self.files.shutdown()
