@@ -3,7 +3,9 @@
 Why an HTTP admin API rather than only environment knobs: tests must change capacity, inject
 faults or crash the process while streams and caption requests are live, against one process.
 
-- ``GET /emulator/state``: phase, knobs, streams (with decoder facts), caption requests, faults.
+- ``GET /emulator/state``: phase, knobs, streams (with decoder facts), caption requests, faults,
+  and ``requests``: how many requests each route answered (``"POST /v1/streams/add": 3``), so a
+  client's test can prove it made one batch call, or did not hammer a busy server.
 - ``POST /emulator/knobs`` ``{"max_streams": int|null, "latency_ms", "latency_per_stream_ms",
   "drain_s"}`` (any subset) -> the new knob values.
 - ``POST /emulator/faults`` ``{"path_prefix": "/v1/", "status": 500..599 (optional),
@@ -41,6 +43,7 @@ def register(
     captions: CaptionService,
     faults: FaultTable,
     before_crash: Callable[[], None],
+    request_counts: Callable[[], dict[str, int]] = dict,
 ) -> None:
     @router.route("GET", "/emulator/state")
     def state_view(state: ServiceState, _request: Request) -> Response:
@@ -68,6 +71,7 @@ def register(
                 "streams": listed,
                 "caption_requests": requests,
                 "faults": faults.rules(),
+                "requests": request_counts(),
             },
         )
 

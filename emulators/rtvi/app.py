@@ -8,6 +8,8 @@ group, and tears everything down (decoders first) on shutdown or crash.
 
 from __future__ import annotations
 
+import threading
+
 from emulators.rtvi import admin, captions, chat, files, streams
 from emulators.rtvi.config import Settings
 from emulators.rtvi.faults import FaultTable
@@ -29,6 +31,17 @@ class Application:
         self.captions = captions.CaptionService(self.streams, self.knobs)
         self.files = files.FileStore(settings.files_dir)
         self.faults = FaultTable(settings.fail_rate, settings.fail_seed)
+        self._requests: dict[str, int] = {}
+        self._requests_lock = threading.Lock()
+
+    def count(self, route: str) -> None:
+        """Count one request to ``route`` (``"METHOD /template"``)."""
+        with self._requests_lock:
+            self._requests[route] = self._requests.get(route, 0) + 1
+
+    def requests(self) -> dict[str, int]:
+        with self._requests_lock:
+            return dict(self._requests)
 
     def register(self, router: Router) -> None:
         streams.register(router, self.streams, self.knobs)
@@ -36,7 +49,8 @@ class Application:
         files.register(router, self.files)
         chat.register(router, self.streams, self.files, self.knobs)
         admin.register(
-            router, self.knobs, self.streams, self.captions, self.faults, self.stop_decoders
+            router, self.knobs, self.streams, self.captions, self.faults, self.stop_decoders,
+            self.requests,
         )
 
     def gauges(self) -> dict[str, float]:

@@ -185,6 +185,8 @@ class EmulatorHandler(BaseHTTPRequestHandler):
     def _route(self, request: Request) -> tuple[str, Response]:
         resolved = self.emulator.router.resolve(request.method, request.path)
         app = self.emulator.app
+        if app is not None and isinstance(resolved, Match):
+            app.count(f"{request.method} {resolved.route.template}")
         if app is not None:
             decision = app.faults.decide(request.path)
             if decision.delay_s > 0:
