@@ -158,8 +158,8 @@ class StreamSetController:
                     port, int) and "replace" not in verbs else None)
             else:
                 origin = recorded.get(src.name, {}).get("origin")
-            origins[src.name] = str(origin) if origin else self._start_publisher(desired, src,
-                                                                                   None)
+                origins[src.name] = str(origin) if origin else self._start_publisher(
+                    desired, src, None)
         return origins
 
     def _start_publisher(self, desired: StreamSetDesired, src: DesiredSource,
@@ -326,7 +326,11 @@ class StreamSetController:
                              if captions is not None else 0.0)
             if not bad:
                 return result
-            if not waiting or time.monotonic() + VERIFY_POLL_S > deadline:
+            # A caption session opened by this process has had no chunk yet: give it until
+            # the deadline, as for sources just (re)registered.
+            first = any(r.caption is not None and r.caption.at is None
+                        for r in result.sources.values())
+            if not (waiting or first) or time.monotonic() + VERIFY_POLL_S > deadline:
                 self._record_sources(desired, result)
                 raise SourcesDegraded(_degraded_message(bad, result), sorted(bad))
             time.sleep(VERIFY_POLL_S)
