@@ -23,6 +23,10 @@ import httpx
 from controllers.errors import PermanentError, TemporaryError
 
 HTTP_TIMEOUT_S = 15.0
+# Adding streams starts a decoder per stream; a loaded server takes a while for 256 of them.
+ADD_TIMEOUT_S = 60.0
+# A blocking batch delete returns after the drain window: wait that long and then some.
+DELETE_MARGIN_S = 30.0
 MAX_BATCH = 256  # streams/add and delete-batch take 1..256 IDs
 BUSY_CODE = "ServerBusy"
 DUPLICATE_CODE = "DuplicateStreamId"
@@ -127,7 +131,7 @@ class RtviClient:
         if not 1 <= len(entries) <= MAX_BATCH:
             raise ValueError(f"add_streams takes 1..{MAX_BATCH} entries, got {len(entries)}")
         response = self._request("add streams", "POST", "/v1/streams/add",
-                                 json={"streams": entries})
+                                 json={"streams": entries}, timeout=ADD_TIMEOUT_S)
         wanted = [e["id"] for e in entries]
         if response.status_code == httpx.codes.CONFLICT:  # every entry a duplicate
             code, message = _error_body(response)
@@ -146,12 +150,13 @@ class RtviClient:
             raise ValueError(f"delete_batch takes 1..{MAX_BATCH} IDs, got {len(ids)}")
         body: dict[str, Any] = {"stream_ids": ids, "blocking": True,
                                 "drain_timeout_seconds": drain_timeout_s}
+        timeout = drain_timeout_s + DELETE_MARGIN_S
         response = self._request("delete streams", "DELETE", "/v1/streams/delete-batch",
-                                 content=json.dumps(body),
+                                 content=json.dumps(body), timeout=timeout,
                                  headers={"content-type": "application/json"})
         if response.status_code == httpx.codes.UNPROCESSABLE_ENTITY:
             response = self._request("delete streams", "DELETE", "/v1/streams/delete-batch",
-                                     content=json.dumps({"stream_ids": ids}),
+                                     content=json.dumps({"stream_ids": ids}), timeout=timeout,
                                      headers={"content-type": "application/json"})
         if response.status_code != httpx.codes.OK:
             raise self._fail("delete streams", response)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -42,6 +43,7 @@ from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
 from state.store import Store
 
 STEADY_PROBE_TIMEOUT_S = 8.0
+PARALLEL_PUBLISHER_STARTS = 8  # also removals: each waits on the engine
 VERIFY_POLL_S = 1.0
 LIST_POLL_S = 0.5
 VST_POLL_FIRST_S = 0.25
@@ -143,23 +145,29 @@ class StreamSetController:
         return result
 
     def _publish(self, desired: StreamSetDesired, the_plan: StreamPlan) -> dict[str, str]:
-        """Ensure a running publisher per published source; the origin URL of every source."""
+        """Ensure a running publisher per published source (started in parallel: each start
+        waits on the engine); the origin URL of every source."""
         recorded = recorded_sources(self.store.load(desired.resource))
         origins: dict[str, str] = {}
+        starts: dict[str, int | None] = {}
         for src in desired.sources.values():
             if src.kind == "url":
                 assert src.spec.url is not None
                 origins[src.name] = src.spec.url
                 continue
             verbs = the_plan.verbs(src.name)
-            if "publish" in verbs or "replace" in verbs:
-                port = recorded.get(src.name, {}).get("publisherPort")
-                origins[src.name] = self._start_publisher(desired, src, port if isinstance(
-                    port, int) and "replace" not in verbs else None)
+            fact = recorded.get(src.name, {})
+            port = fact.get("publisherPort")
+            if "publish" in verbs or "replace" in verbs or not fact.get("origin"):
+                starts[src.name] = port if isinstance(port, int) and "replace" not in verbs \
+                    else None
             else:
-                origin = recorded.get(src.name, {}).get("origin")
-                origins[src.name] = str(origin) if origin else self._start_publisher(
-                    desired, src, None)
+                origins[src.name] = str(fact["origin"])
+        if starts:
+            with ThreadPoolExecutor(max_workers=PARALLEL_PUBLISHER_STARTS) as pool:
+                urls = pool.map(lambda item: self._start_publisher(
+                    desired, desired.sources[item[0]], item[1]), starts.items())
+                origins.update(zip(starts, urls, strict=True))
         return origins
 
     def _start_publisher(self, desired: StreamSetDesired, src: DesiredSource,
@@ -381,13 +389,15 @@ class StreamSetController:
         sensors = [i for (k, _), i in items.items() if k == KIND_SENSOR]
         if sensors and vst_url is not None:
             left += self._teardown_sensors(resource, sensors, vst_url)
-        for (kind, _), item in items.items():
-            if kind == KIND_PUBLISHER:
-                problem = publishing.remove(self.engine, self.instance, resource, item)
-                if problem:
-                    left.append(f"{item.name}: {problem}")
-                else:
-                    self._forget(resource, item)
+        publishers = [i for (k, _), i in items.items() if k == KIND_PUBLISHER]
+        with ThreadPoolExecutor(max_workers=PARALLEL_PUBLISHER_STARTS) as pool:
+            problems = list(pool.map(lambda i: publishing.remove(
+                self.engine, self.instance, resource, i), publishers))
+        for item, problem in zip(publishers, problems, strict=True):
+            if problem:
+                left.append(f"{item.name}: {problem}")
+            else:
+                self._forget(resource, item)
         self._drop_source_facts(resource, [n for n in names
                                            if not any(line.startswith(f"{n}:") for line in left)])
         return left
