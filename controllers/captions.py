@@ -33,6 +33,7 @@ class CaptionState:
     text: str = ""
     at: float | None = None  # time.time() of the last chunk
     chunks: int = 0
+    empty_chunks: int = 0  # chunks that decoded no frame: no data, not a caption
     latency_ms: float | None = None
     error: str = ""
     busy: bool = False
@@ -80,6 +81,9 @@ class CaptionSession:
             first = choices[0] if isinstance(choices[0], dict) else {}
             text = (first.get("delta") or first.get("message") or {}).get("content")
         if not isinstance(text, str) or not text:
+            return
+        if event.get("frame_count") == 0:  # "0 frames, 0 latency" means no data
+            self.state.empty_chunks += 1
             return
         self.state.text, self.state.at = text, time.time()
         self.state.chunks += 1

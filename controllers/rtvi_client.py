@@ -14,13 +14,14 @@ condition); other 4xx are ``RtviRejected`` (permanent until the spec changes).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from controllers.errors import PermanentError, TemporaryError
+from controllers.http_api import ApiClient, Counter
 
 HTTP_TIMEOUT_S = 15.0
 # Adding streams starts a decoder per stream; a loaded server takes a while for 256 of them.
@@ -31,7 +32,6 @@ MAX_BATCH = 256  # streams/add and delete-batch take 1..256 IDs
 BUSY_CODE = "ServerBusy"
 DUPLICATE_CODE = "DuplicateStreamId"
 IN_USE_CODE = "ResourceInUse"
-Counter = Callable[[str], None]
 
 
 class RtviUnavailable(TemporaryError):
@@ -82,25 +82,15 @@ class BatchResult:
     errors: list[ItemError] = field(default_factory=list)
 
 
-class RtviClient:
+class RtviClient(ApiClient):
     """One RT-VLM service at ``base_url`` (``http://host:port``)."""
+
+    service = "RTVI"
+    unavailable = RtviUnavailable
 
     def __init__(self, base_url: str, timeout_s: float = HTTP_TIMEOUT_S,
                  count: Counter | None = None) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s)
-        self._count = count or (lambda _what: None)
-
-    def close(self) -> None:
-        self._http.close()
-
-    def _request(self, what: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        self._count(what)
-        try:
-            return self._http.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
-            raise RtviUnavailable(f"RTVI at {self.base_url}: {what} failed: "
-                                  f"{type(exc).__name__}: {exc}") from exc
+        super().__init__(base_url, timeout_s, count)
 
     def _fail(self, what: str, response: httpx.Response) -> RtviUnavailable | RtviRejected:
         code, message = _error_body(response)
@@ -173,7 +163,7 @@ class RtviClient:
         self._count("generate captions")
         timeout = httpx.Timeout(HTTP_TIMEOUT_S, read=read_timeout_s)
         try:
-            with self._http.stream("POST", "/v1/generate_captions", json=body,
+            with self._http.stream("POST", self.base_url + "/v1/generate_captions", json=body,
                                    timeout=timeout) as response:
                 if response.status_code != httpx.codes.OK:
                     response.read()

@@ -190,13 +190,15 @@ class StreamSetController:
             return dict(origins)
         vst = self._vst(desired.vst_url)
         record = self.store.load(desired.resource)
+        camera = {name: fact.get("camera") for name, fact in recorded_sources(record).items()}
         try:
             ids: dict[str, str] = {}
             for src in desired.sources.values():
                 item = record.inventory_item(KIND_SENSOR, src.name) if record else None
                 verbs = the_plan.verbs(src.name)
-                if item is not None and item.id and not verbs & {"register-sensor", "replace",
-                                                                 "publish"}:
+                # A publisher restarted on its old port keeps its URL: the sensor stays.
+                if item is not None and item.id and not verbs & {"register-sensor", "replace"} \
+                        and camera.get(src.name) == origins[src.name]:
                     ids[src.name] = item.id
                     continue
                 if item is not None and item.id:
@@ -207,6 +209,7 @@ class StreamSetController:
                 self._inventory(desired, InventoryItem(kind=KIND_SENSOR, name=src.name,
                                                        host=desired.vst_url, id=ids[src.name],
                                                        state="created", created_at=utc_now()))
+                self._source_fact(desired, src.name, {"camera": origins[src.name]})
             return self._live_urls(desired, vst, ids)
         finally:
             vst.close()
@@ -576,6 +579,7 @@ def _caption_facts(state: CaptionState) -> dict[str, Any]:
     at = None if state.at is None else datetime.fromtimestamp(state.at, UTC).isoformat(
         timespec="seconds").replace("+00:00", "Z")
     return {"lastCaption": state.text, "lastCaptionAt": at, "captionChunks": state.chunks,
+            "emptyChunks": state.empty_chunks,
             "captionLatencyMs": state.latency_ms, "captionError": state.error}
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from controllers.errors import PermanentError, TemporaryError
-from controllers.rtvi_client import Counter
+from controllers.http_api import ApiClient, Counter
 
 HTTP_TIMEOUT_S = 15.0
 
@@ -33,25 +33,15 @@ class Sensor:
     state: str
 
 
-class VstClient:
+class VstClient(ApiClient):
     """One VST at ``base_url`` (``http://host:30888/vst/api/v1``)."""
+
+    service = "VST"
+    unavailable = VstUnavailable
 
     def __init__(self, base_url: str, timeout_s: float = HTTP_TIMEOUT_S,
                  count: Counter | None = None) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(timeout=timeout_s)
-        self._count = count or (lambda _what: None)
-
-    def close(self) -> None:
-        self._http.close()
-
-    def _request(self, what: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        self._count(what)
-        try:
-            return self._http.request(method, self.base_url + path, **kwargs)
-        except httpx.HTTPError as exc:
-            raise VstUnavailable(f"VST at {self.base_url}: {what} failed: "
-                                 f"{type(exc).__name__}: {exc}") from exc
+        super().__init__(base_url, timeout_s, count)
 
     def _fail(self, what: str, response: httpx.Response) -> VstUnavailable | VstRejected:
         text = f"VST at {self.base_url}: {what} answered {response.status_code}: " \

@@ -14,13 +14,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 from rich.console import Console
 
 from reconciler import logging as rlog
-from reconciler.engine import Engine
 from reconciler.output import (
     print_plan,
     print_status_detail,
@@ -33,6 +32,9 @@ from specs.validate import SpecSet, json_schema, load_spec_set
 from state.errors import StateError
 from state.models import ResourceStatus
 from state.store import Store
+
+if TYPE_CHECKING:  # the engine pulls in Docker, SSH and the controllers: ~0.6 s that
+    from reconciler.engine import Engine  # `sync`, `health` and `status` need not pay
 
 EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
 ENV_STATE_DIR = "RECONCILER_STATE_DIR"
@@ -109,6 +111,8 @@ def _load(ctx: Context, paths: tuple[Path, ...]) -> SpecSet:
 @contextmanager
 def _engine(ctx: Context, lock: bool) -> Iterator[Engine]:
     """An engine bound to the store; ``lock`` takes the single-writer lock for mutations."""
+    from reconciler.engine import Engine
+
     rlog.configure(ctx.state_dir, ctx.verbose)
     store = ctx.store()
     try:

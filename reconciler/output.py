@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from reconciler.engine import ResourcePlan
 from state.models import ResourceStatus
 from state.redaction import DEFAULT_REDACTOR
+
+if TYPE_CHECKING:
+    from reconciler.engine import ResourcePlan
 
 VERB_MARK = {"create": "+", "recreate": "~", "publish": "+", "register": "+",
              "register-sensor": "+", "replace": "~", "remove": "-"}

@@ -7,6 +7,7 @@ must be one a caption can name -- otherwise "the caption names its own colour" i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from specs.models import SourceSpec, StreamSet, StreamSetSpec
@@ -17,6 +18,8 @@ R_SOURCE_NAME = "StreamSet rule: source names are unique"
 R_COLOUR = "StreamSet rule: synthetic colours are palette names or #RRGGBB"
 R_IDENTITY = "StreamSet rule: one source identity per stream"
 R_TEARDOWN = "StreamSet rule: drain timeout fits the teardown deadline"
+R_CREDENTIALS = "Deployment rule 12: secrets are references"
+USERINFO_RE = re.compile(r"^[a-z]+://[^/@\s]+@")
 # Colour names a caption can carry back (the emulator and the frame probe use the same RGB).
 PALETTE_NAMES = frozenset({"BLACK", "WHITE", "RED", "GREEN", "BLUE", "YELLOW", "CYAN", "MAGENTA",
                            "ORANGE", "PURPLE", "GRAY"})
@@ -26,7 +29,7 @@ def check_streamset(resource: StreamSet) -> list[Finding]:
     """Every observation-free StreamSet rule; paths are relative to the document root."""
     spec = resource.spec
     found = [Finding(("spec", *f.path), f.message, f.rule, f.severity)
-             for f in (*_sources(spec), *_teardown(spec))]
+             for f in (*_sources(spec), *_vst(spec), *_teardown(spec))]
     return found
 
 
@@ -44,6 +47,9 @@ def _sources(spec: StreamSetSpec) -> Iterator[Finding]:
                           R_SOURCE_NAME)
         names.add(source.name)
         yield from _colours(i, source)
+        if source.url is not None and USERINFO_RE.match(source.url):
+            yield Finding(("sources", i, "url"), f"source {source.name!r} carries credentials "
+                          "in its URL; a spec must not hold secret values", R_CREDENTIALS)
         if source.url is not None:
             other = urls.setdefault(source.url, source.name)
             if other != source.name:
@@ -63,6 +69,12 @@ def _colours(i: int, source: SourceSpec) -> Iterator[Finding]:
     if synthetic.border is not None and synthetic.border.upper() == synthetic.colour.upper():
         yield Finding(("sources", i, "synthetic", "border"), "a border must contrast with the "
                       "colour it surrounds", R_COLOUR)
+
+
+def _vst(spec: StreamSetSpec) -> Iterator[Finding]:
+    if spec.vst is not None and USERINFO_RE.match(spec.vst.url):
+        yield Finding(("vst", "url"), "the VST URL carries credentials; a spec must not hold "
+                      "secret values", R_CREDENTIALS)
 
 
 def _teardown(spec: StreamSetSpec) -> Iterator[Finding]:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import docker
 import docker.errors
@@ -135,3 +136,15 @@ class Cli:
 @pytest.fixture
 def cli(state_dir: Path, instance: str) -> Cli:
     return Cli(state_dir, instance, {})
+
+
+def containers_of(client: docker.DockerClient, instance: str) -> list[Any]:
+    """Every container (any state) of one test instance. docker-py lists, then inspects each
+    one; a container removed in between (a short-lived probe) raises NotFound, so list again."""
+    for _ in range(5):
+        try:
+            return client.containers.list(all=True,
+                                          filters={"label": f"{LABEL_INSTANCE}={instance}"})
+        except docker.errors.NotFound:
+            continue
+    return client.containers.list(all=True, filters={"label": f"{LABEL_INSTANCE}={instance}"})

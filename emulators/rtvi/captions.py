@@ -54,6 +54,14 @@ TOKENS_PER_FRAME = 196
 WAIT_SLICE_S = 0.1  # how often a waiting request checks for stop and client disconnect
 SSE_CONTENT_TYPE = "text/event-stream"
 NO_FRAME_CONTENT = "No new frame was decoded from the stream during this chunk."
+DECODE_KEYS = (
+    "chunk_duration",
+    "chunk_overlap_duration",
+    "num_frames_per_second_or_fixed_frames_chunk",
+    "use_fps_for_chunking",
+    "vlm_input_width",
+    "vlm_input_height",
+)
 CAPTION_KEYS = (
     "id",
     "prompt",
@@ -68,21 +76,8 @@ CAPTION_KEYS = (
     "top_k",
     "seed",
     "system_prompt",
-    "chunk_duration",
-    "chunk_overlap_duration",
-    "num_frames_per_second_or_fixed_frames_chunk",
-    "use_fps_for_chunking",
-    "vlm_input_width",
-    "vlm_input_height",
+    *DECODE_KEYS,
     "response_format",
-)
-DECODE_KEYS = (
-    "chunk_duration",
-    "chunk_overlap_duration",
-    "num_frames_per_second_or_fixed_frames_chunk",
-    "use_fps_for_chunking",
-    "vlm_input_width",
-    "vlm_input_height",
 )
 
 

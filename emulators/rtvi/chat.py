@@ -17,6 +17,7 @@ import time
 import uuid
 
 from emulators.rtvi import colours, ingest, validation
+from emulators.rtvi.captions import DECODE_KEYS
 from emulators.rtvi.files import FileStore
 from emulators.rtvi.knobs import Knobs
 from emulators.rtvi.routing import Request, Response, Router, StreamWriter
@@ -37,12 +38,7 @@ CHAT_KEYS = (
     "seed",
     "ignore_eos",
     "id",
-    "chunk_duration",
-    "chunk_overlap_duration",
-    "num_frames_per_second_or_fixed_frames_chunk",
-    "use_fps_for_chunking",
-    "vlm_input_width",
-    "vlm_input_height",
+    *DECODE_KEYS,
     "response_format",
 )
 PART_TYPES = {"text": "text", "image_url": "image_url", "video_url": "video_url"}

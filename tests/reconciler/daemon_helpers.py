@@ -14,7 +14,7 @@ import docker
 
 from state.models import Event
 from state.store import Store
-from tests.conftest import RECONCILER, Cli
+from tests.conftest import RECONCILER, Cli, containers_of
 
 LABEL_INSTANCE = "rtvi.reconciler/instance"
 T = TypeVar("T")
@@ -65,7 +65,7 @@ class DaemonProcess:
 
 
 def owned(client: docker.DockerClient, instance: str) -> list[Any]:
-    return client.containers.list(all=True, filters={"label": f"{LABEL_INSTANCE}={instance}"})
+    return containers_of(client, instance)
 
 
 def running_ids(client: docker.DockerClient, instance: str) -> list[str]:

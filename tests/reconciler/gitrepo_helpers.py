@@ -7,12 +7,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
-T = TypeVar("T")
 BRANCH = "main"
 IDENTITY = {
     "GIT_AUTHOR_NAME": "Spec Author", "GIT_AUTHOR_EMAIL": "author@example.invalid",
@@ -68,16 +64,3 @@ class GitRepo:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.symlink_to(points_to)
         git(self.work, "add", rel)
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float,
-             interval: float = 0.01) -> T:
-    """Poll ``probe`` until it returns something truthy; fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 import httpx
 
 from tests.conftest import Cli, free_port
+from tests.reconciler.daemon_helpers import wait_for
 from tests.specs_factory import deployment, pinned
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +31,9 @@ PALETTE_ALL = [*PALETTE8, "BLACK", "PURPLE", "GRAY"]
 
 def rtvi_deployment(image_id: str, port: int, **env: str) -> dict[str, Any]:
     """The RTVI emulator as a Deployment on the Host's network, listening on ``port``."""
-    knobs = {"RTVI_EMU_PORT": str(port), "RTVI_EMU_ACCESS_LOG": "0", **env}
+    # On the Host's network the service must bind loopback only, never every interface.
+    knobs = {"RTVI_EMU_HOST": "127.0.0.1", "RTVI_EMU_PORT": str(port), "RTVI_EMU_ACCESS_LOG": "0",
+             **env}
     dep = deployment("vlm", pinned(image_id), port, network="host", env=knobs)
     dep["spec"]["port"] = {"host": port, "container": port}
     return dep
@@ -107,8 +109,10 @@ def vst_process(log_dir: Path) -> Iterator[Vst]:
                                stdout=log, stderr=subprocess.STDOUT)
     vst = Vst(http_port, rtsp_port)
     try:
-        wait_for(lambda: _answers(vst.url + "/sensor/version"), 20, "VST emulator to answer",
-                 process)
+        def answers() -> bool:
+            assert process.poll() is None, f"VST emulator exited ({process.returncode})"
+            return _answers(vst.url + "/sensor/version")
+        wait_for("the VST emulator to answer", answers, 20, 0.1)
         yield vst
     finally:
         process.terminate()
@@ -124,21 +128,6 @@ def _answers(url: str) -> bool:
         return httpx.get(url, timeout=1).status_code == httpx.codes.OK
     except httpx.HTTPError:
         return False
-
-
-def wait_for(check: Any, timeout_s: float, what: str,
-             process: subprocess.Popen[bytes] | None = None, poll_s: float = 0.1) -> Any:
-    """Poll ``check`` until it returns something truthy; fail naming ``what``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if process is not None and process.poll() is not None:
-            raise AssertionError(f"process exited ({process.returncode}) waiting for {what}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(poll_s)
 
 
 def status(cli: Cli, resource: str) -> dict[str, Any]:

@@ -15,14 +15,14 @@ import docker
 import pytest
 
 from state.store import Store
-from tests.conftest import Cli, free_port
+from tests.conftest import Cli, containers_of, free_port
 from tests.specs_factory import deployment, pinned, write
 
 LABEL_INSTANCE = "rtvi.reconciler/instance"
 
 
 def _ours(client: docker.DockerClient, instance: str) -> list[docker.models.containers.Container]:
-    return client.containers.list(all=True, filters={"label": f"{LABEL_INSTANCE}={instance}"})
+    return containers_of(client, instance)
 
 
 def _status(cli: Cli, name: str) -> dict[str, object]:

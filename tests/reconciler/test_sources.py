@@ -25,7 +25,8 @@ from reconciler.sources import (
     SourceError,
     redact_url,
 )
-from tests.reconciler.gitrepo_helpers import GitRepo, wait_for
+from tests.reconciler.daemon_helpers import wait_for
+from tests.reconciler.gitrepo_helpers import GitRepo
 
 SPECS = """\
 apiVersion: rtvi.reconciler/v1

@@ -15,8 +15,14 @@ from typing import Any
 import docker
 import pytest
 
-from tests.conftest import Cli, free_port
-from tests.reconciler.daemon_helpers import DaemonProcess, events_of, is_ready, status_of
+from tests.conftest import Cli, containers_of, free_port
+from tests.reconciler.daemon_helpers import (
+    DaemonProcess,
+    events_of,
+    is_ready,
+    status_of,
+    wait_for,
+)
 from tests.reconciler.stream_helpers import (
     PALETTE8,
     PALETTE_ALL,
@@ -28,19 +34,18 @@ from tests.reconciler.stream_helpers import (
     status,
     streamset,
     vst_process,
-    wait_for,
 )
 from tests.specs_factory import write
 
 LABEL_INSTANCE = "rtvi.reconciler/instance"
 LABEL_SOURCE = "rtvi.reconciler/source"
 APPLY_TIMEOUT = 300
-CAPTIONS = {"prompt": "Which colour fills the frame?", "chunkDuration": 1,
+CAPTIONS = {"prompt": "Which colour fills the frame?", "chunkDuration": 2,
             "maxCaptionAgeSeconds": 30}
 
 
 def _publishers(client: docker.DockerClient, instance: str) -> dict[str, Any]:
-    found = client.containers.list(all=True, filters={"label": f"{LABEL_INSTANCE}={instance}"})
+    found = containers_of(client, instance)
     return {c.labels[LABEL_SOURCE]: c for c in found if LABEL_SOURCE in c.labels}
 
 
@@ -80,6 +85,12 @@ def test_eight_colours_through_vst_then_three_removed_then_deleted(
             fact = per_source[colour.lower()]
             assert fact["framesFresh"] is True and fact["frame"] == f"solid {colour}", fact
             assert _named_colours(fact["lastCaption"]) == {colour}, fact
+
+        # The human view: one row per source with registration, freshness and caption age.
+        shown = cli("status", "StreamSet/cams")
+        assert shown.returncode == 0 and "LAST CAPTION" in shown.stdout, shown.stdout
+        rows = [line for line in shown.stdout.splitlines() if " fresh (" in line]
+        assert len(rows) == 8 and all(" yes " in row for row in rows), shown.stdout
 
         # Remove three: exactly those go, in one batch call; the other five stay registered.
         before = {s["id"]: s for s in rtvi.state()["streams"]}
@@ -126,11 +137,23 @@ def test_rtvi_restart_reregisters_and_a_dropped_vst_stream_degrades_by_name(
         [service] = [c for c in docker_client.containers.list(
             filters={"label": f"{LABEL_INSTANCE}={instance}"}) if LABEL_SOURCE not in c.labels]
         service.restart(timeout=2)
-        wait_for(lambda: _ready_empty(rtvi), 30, "the restarted service")
+        wait_for("the restarted service", lambda: _ready_empty(rtvi), 30)
         plan = cli("plan", str(specs))
         assert plan.returncode == 2 and "no longer registered with RTVI" in plan.stdout, plan.stdout
         _apply(cli, specs)
         assert {s["id"] for s in rtvi.streams()} == ids  # deterministic IDs, same streams
+
+        # A publisher removed by hand comes back on its old port: nothing is re-registered.
+        sensors = {s["sensorId"] for s in vst.sensors()}
+        adds = rtvi.calls("POST /v1/streams/add")
+        _publishers(docker_client, instance)["red"].remove(force=True)
+        plan = cli("plan", str(specs))
+        assert "publish source red: no publisher container" in plan.stdout, plan.stdout
+        assert "register" not in plan.stdout, plan.stdout
+        _apply(cli, specs)
+        assert {s["sensorId"] for s in vst.sensors()} == sensors
+        assert rtvi.calls("POST /v1/streams/add") == adds
+        assert _publishers(docker_client, instance)["red"].status == "running"
 
         # VST stops serving one stream: that source, by name, is Degraded; restored → Ready.
         green = sources(status(cli, "StreamSet/cams"))["green"]["sensorId"]
@@ -218,7 +241,7 @@ def test_at_capacity_backs_off_reports_it_and_completes_when_capacity_frees(
             delays = [float(e.message.split()[2].rstrip("s"))
                       for e in events_of(cli, "StreamSet/cams") if e.reason == "Backoff"]
             return delays if len(delays) >= 3 else None
-        delays = wait_for(backoffs, 60, "three retries at capacity")
+        delays = wait_for("three retries at capacity", backoffs, 60)
         assert delays == sorted(delays) and delays[-1] > delays[0], delays
         ready = (status_of(cli, "StreamSet/cams") or {}).get("conditions", [])
         assert any(c["type"] == "Ready" and c["reason"] == "AtCapacity" for c in ready), ready
@@ -226,8 +249,8 @@ def test_at_capacity_backs_off_reports_it_and_completes_when_capacity_frees(
         assert rtvi.calls("POST /v1/streams/add") <= len(delays) + 2
         assert len(rtvi.streams()) == 2
         rtvi.knobs(max_streams=8)
-        wait_for(lambda: is_ready(cli, "StreamSet/cams"), delays[-1] * 2 + 60,
-                 "Ready once capacity frees")
+        wait_for("Ready once capacity frees", lambda: is_ready(cli, "StreamSet/cams"),
+                 delays[-1] * 2 + 60)
         assert len(rtvi.streams()) == 4
     finally:
         assert daemon.terminate() == 0

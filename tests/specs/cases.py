@@ -85,6 +85,9 @@ CASES += [
          "schema", "spec.sources.0.url"),
     Case("streamset-unknown-deployment", streamset("  - name: a\n    url: rtsp://127.0.0.1/a\n",
          deployment="nope  # <-"), "references name an existing resource", "spec.deployment"),
+    Case("streamset-credentials-in-url", streamset("  - name: a\n"
+         "    url: rtsp://admin:canary-pw@127.0.0.1/a  # <-\n"), "secrets are references",
+         "spec.sources.0.url"),
     Case("streamset-file-without-digest", streamset("  - name: a\n    file:  # <-\n"
          "      path: /media/a.mp4\n"), "schema", "spec.sources.0.file.sha256"),
 ]

@@ -180,3 +180,10 @@ def test_host_network_needs_equal_ports() -> None:
     good = HEADER + body().replace("port: {host: 18000}", "port: {host: 18000, container: 18000}") \
         + "  network: host\n"
     assert parse_text(good, "specs/x.yaml").deployments[0].spec.network == "host"
+
+
+def test_the_quickstart_example_is_valid() -> None:
+    examples = Path(__file__).resolve().parents[2] / "specs" / "examples" / "quickstart"
+    spec_set = load_spec_set([examples])
+    assert [r.kind for r in spec_set.resources].count("StreamSet") == 1
+    assert spec_set.deployments[0].spec.network == "host"
