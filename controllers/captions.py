@@ -12,6 +12,7 @@ capped delay between attempts.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -48,6 +49,7 @@ class CaptionSession:
         self.body = body
         self.state = CaptionState()
         self._client_factory = client_factory
+        self._client: RtviClient | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"captions-{body['id'][:8]}")
@@ -56,7 +58,7 @@ class CaptionSession:
     def _run(self) -> None:
         delay = RETRY_FIRST_S
         while not self._stop.is_set():
-            client = self._client_factory()
+            client = self._client = self._client_factory()
             self.state.attempts += 1
             try:
                 for event in client.caption_events(self.body, READ_TIMEOUT_S):
@@ -68,6 +70,8 @@ class CaptionSession:
                 self.state.busy, self.state.error = True, str(exc)
             except ControllerError as exc:
                 self.state.busy, self.state.error = False, str(exc)
+            except Exception as exc:  # a malformed event must not end the session for good
+                self.state.busy, self.state.error = False, f"{type(exc).__name__}: {exc}"
             finally:
                 client.close()
             if self._stop.wait(delay):
@@ -92,8 +96,17 @@ class CaptionSession:
         if isinstance(latency, int | float):
             self.state.latency_ms = float(latency)
 
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
     def stop(self) -> None:
+        """Stop and close the connection now, so the service sees the subscriber leave."""
         self._stop.set()
+        client = self._client
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.close()
 
 
 class CaptionHub:
@@ -107,7 +120,7 @@ class CaptionHub:
         """Start (or keep) the session for ``stream``; a changed request body restarts it."""
         with self._lock:
             current = self._sessions.get((base_url, stream))
-            if current is not None and current.body == body:
+            if current is not None and current.body == body and current.alive:
                 return current.state
             if current is not None:
                 current.stop()
@@ -127,6 +140,14 @@ class CaptionHub:
         if session is not None:
             session.stop()
         return session is not None
+
+    def forget_stream(self, stream: str) -> None:
+        """Stop every session on ``stream``, whatever service it was opened against."""
+        with self._lock:
+            keys = [k for k in self._sessions if k[1] == stream]
+            sessions = [self._sessions.pop(k) for k in keys]
+        for session in sessions:
+            session.stop()
 
     def close(self) -> None:
         with self._lock:

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from controllers.errors import TemporaryError
+from controllers.frames import redact
 
 Counter = Callable[[str], None]
 
@@ -33,5 +34,5 @@ class ApiClient:
         try:
             return self._http.request(method, self.base_url + path, **kwargs)
         except httpx.HTTPError as exc:
-            raise self.unavailable(f"{self.service} at {self.base_url}: {what} failed: "
-                                   f"{type(exc).__name__}: {exc}") from exc
+            raise self.unavailable(redact(f"{self.service} at {self.base_url}: {what} failed: "
+                                          f"{type(exc).__name__}: {exc}")) from exc

@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from controllers.errors import PermanentError, TemporaryError
+from controllers.frames import redact
 from controllers.http_api import ApiClient, Counter
 
 HTTP_TIMEOUT_S = 15.0
@@ -96,6 +97,7 @@ class RtviClient(ApiClient):
         code, message = _error_body(response)
         text = f"RTVI at {self.base_url}: {what} answered {response.status_code}"
         text += f" {code}: {message}" if code or message else ""
+        text = redact(text)  # an echoed URL may carry credentials
         if code == BUSY_CODE or response.status_code == httpx.codes.SERVICE_UNAVAILABLE:
             return RtviBusy(text)
         if response.status_code >= httpx.codes.INTERNAL_SERVER_ERROR:
@@ -224,6 +226,6 @@ def _item_error(raw: Any) -> ItemError:
     return ItemError(
         id=str(item.get("id") or item.get("stream_id") or ""),
         code=str(item.get("code") or item.get("error_code") or ""),
-        message=str(item.get("message") or item.get("error") or ""),
+        message=redact(str(item.get("message") or item.get("error") or "")),
         status=int(status) if isinstance(status, int | str) and str(status).isdigit() else 0,
     )

@@ -103,14 +103,18 @@ class StreamPlan:
 def desired_sources(ss: StreamSet, instance: str) -> dict[str, DesiredSource]:
     resource = f"StreamSet/{ss.metadata.name}"
     publisher = ss.spec.publisher.model_dump(mode="json", exclude={"host"})
+    # A moved VST or publisher Host re-creates the source there (and removes the old one where
+    # the inventory says it lives), so both are part of the source's hash.
     out: dict[str, DesiredSource] = {}
     for src in ss.spec.sources:
         kind: SourceKind = ("url" if src.url is not None else
                             "synthetic" if src.synthetic is not None else "file")
+        vst = ss.spec.vst.url if ss.spec.vst is not None else None
         body: dict[str, Any] = {"source": src.model_dump(mode="json", exclude_defaults=True),
-                                "vst": ss.spec.vst is not None}
+                                "vst": vst}
         if kind != "url":
             body["publisher"] = publisher
+            body["publisherHost"] = ss.spec.publisher.host
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
         out[src.name] = DesiredSource(
             name=src.name, kind=kind, spec=src, hash=digest,
@@ -137,7 +141,8 @@ def plan_streamset(desired: StreamSetDesired, observed: StreamSetObserved,
                                                            "spec"))
     for name, src in desired.sources.items():
         rec = recorded.get(name)
-        if rec is not None and rec.get("hash") != src.hash:
+        # No hash yet: an earlier pass stopped before registering it; repair, not replace.
+        if rec is not None and rec.get("hash") not in (None, src.hash):
             result.actions.append(StreamAction("replace", name, _changed(rec, src)))
             continue
         result.actions.extend(_repairs(desired, observed, record, src))

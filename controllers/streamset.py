@@ -13,7 +13,6 @@ left registered.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,8 +24,8 @@ from controllers import publishing
 from controllers.captions import CaptionHub, CaptionState
 from controllers.docker_client import DockerEngine
 from controllers.errors import ControllerError, PermanentError, TemporaryError
-from controllers.frames import probe_many
-from controllers.rtvi_client import MAX_BATCH, RtviBusy, RtviClient, RtviUnavailable
+from controllers.frames import MAX_PARALLEL, probe_many, redact
+from controllers.rtvi_client import MAX_BATCH, RtviBusy, RtviClient
 from controllers.streamplan import (
     KIND_PUBLISHER,
     KIND_SENSOR,
@@ -38,6 +37,7 @@ from controllers.streamplan import (
     plan_streamset,
     recorded_sources,
 )
+from controllers.streamteardown import Teardown, adoptable
 from controllers.vst_client import VstClient
 from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
 from state.store import Store
@@ -83,13 +83,17 @@ class StreamSetResult:
 
 
 class StreamSetController:
-    """Acts for one StreamSet; ``engine`` is the publishers' Host engine."""
+    """Acts for one StreamSet; ``engine_for`` gives the Docker engine of a Host by name."""
 
-    def __init__(self, store: Store, instance: str, engine: DockerEngine, hub: CaptionHub,
-                 progress: Progress, count: Callable[[str], None] | None = None) -> None:
-        self.store, self.instance, self.engine, self.hub = store, instance, engine, hub
+    def __init__(self, store: Store, instance: str, engine_for: Callable[[str], DockerEngine],
+                 hub: CaptionHub, progress: Progress,
+                 count: Callable[[str], None] | None = None) -> None:
+        self.store, self.instance, self.hub = store, instance, hub
+        self._engine_for = engine_for
         self._progress = progress
         self._count = count
+        self._teardown = Teardown(store, instance, hub, engine_for, progress, self._rtvi,
+                                  self._vst)
 
     # --- observe and plan ----------------------------------------------------------------------
 
@@ -104,10 +108,11 @@ class StreamSetController:
         if desired.vst_url is not None:
             vst = self._vst(desired.vst_url)
             try:
-                sensors = {s.id: s for s in vst.list_sensors()}
+                sensors = {s.id: s for s in vst.list_sensors() if s.state != "removed"}
             finally:
                 vst.close()
-        owned = publishing.list_publishers(self.engine, self.instance, desired.resource)
+        owned = publishing.list_publishers(self._engine_for(desired.publisher_host),
+                                           self.instance, desired.resource)
         return StreamSetObserved(streams, sensors, owned)
 
     def plan(self, desired: StreamSetDesired) -> StreamPlan:
@@ -129,15 +134,16 @@ class StreamSetController:
             self._progress(desired.resource, str(action))
         removed = [a.source for a in the_plan.actions if a.verb in ("remove", "replace")]
         if removed:
-            left = self.teardown(desired.resource, removed, desired.rtvi_url, desired.vst_url,
+            left = self.teardown(desired.resource, removed, desired.rtvi_url,
                                  desired.streamset.spec.teardown.drainTimeoutSeconds,
                                  desired.streamset.spec.teardown.deadlineSeconds)
             if left:
                 raise TeardownIncomplete("could not remove: " + "; ".join(left))
         touched = {a.source for a in the_plan.actions if a.verb != "remove"}
         origins = self._publish(desired, the_plan)
-        rtvi_urls = self._sensors(desired, the_plan, origins)
+        rtvi_urls, retired = self._sensors(desired, the_plan, origins)
         self._register(desired, rtvi_urls)
+        self._retire_sensors(desired, retired)
         self._history(desired, the_plan, revision)
         result = self._verify(desired, rtvi_urls, deadline, waiting=bool(touched))
         result.waited_s = time.monotonic() - started
@@ -174,9 +180,16 @@ class StreamSetController:
                          port: int | None) -> str:
         self._inventory(desired, InventoryItem(kind=KIND_PUBLISHER, name=src.name,
                                                host=desired.publisher_host, created_at=utc_now()))
-        container_id, url, host_port = publishing.start(
-            self.engine, self.instance, desired.resource, desired.spec_hash, src,
-            desired.streamset.spec.publisher, port)
+        engine = self._engine_for(desired.publisher_host)
+        args = (engine, self.instance, desired.resource, desired.spec_hash, src,
+                desired.streamset.spec.publisher)
+        try:
+            container_id, url, host_port = publishing.start(*args, port)
+        except TemporaryError:
+            if port is None:
+                raise
+            # Its old port is taken now: take any (the new URL re-registers downstream).
+            container_id, url, host_port = publishing.start(*args, None)
         self._inventory(desired, InventoryItem(kind=KIND_PUBLISHER, name=src.name,
                                                host=desired.publisher_host, id=container_id,
                                                state="created", created_at=utc_now()))
@@ -184,33 +197,63 @@ class StreamSetController:
         return url
 
     def _sensors(self, desired: StreamSetDesired, the_plan: StreamPlan,
-                 origins: dict[str, str]) -> dict[str, str]:
-        """Register with VST where needed; the URL RTVI should receive for every source."""
+                 origins: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+        """Register with VST where needed. Returns the URL RTVI should receive for every
+        source, and the sensors replaced (deleted only after RTVI lets go of their URLs)."""
         if desired.vst_url is None:
-            return dict(origins)
+            return dict(origins), []
         vst = self._vst(desired.vst_url)
         record = self.store.load(desired.resource)
         camera = {name: fact.get("camera") for name, fact in recorded_sources(record).items()}
+        retired: list[str] = []
         try:
             ids: dict[str, str] = {}
             for src in desired.sources.values():
                 item = record.inventory_item(KIND_SENSOR, src.name) if record else None
+                if item is not None and item.id is None:  # a crash after add, before record
+                    found = adoptable(vst, src.sensor_name)
+                    if found:
+                        item = self._mark_sensor(desired, src.name, found[0], None)
+                        retired += found[1:]
                 verbs = the_plan.verbs(src.name)
                 # A publisher restarted on its old port keeps its URL: the sensor stays.
                 if item is not None and item.id and not verbs & {"register-sensor", "replace"} \
-                        and camera.get(src.name) == origins[src.name]:
+                        and camera.get(src.name) in (origins[src.name], None):
                     ids[src.name] = item.id
                     continue
                 if item is not None and item.id:
-                    vst.delete_sensor(item.id)  # its camera URL may have changed
+                    retired.append(item.id)  # its camera URL changed, or VST lost it
                 self._inventory(desired, InventoryItem(kind=KIND_SENSOR, name=src.name,
                                                        host=desired.vst_url, created_at=utc_now()))
-                ids[src.name] = str(vst.add_sensor(origins[src.name], src.sensor_name))
-                self._inventory(desired, InventoryItem(kind=KIND_SENSOR, name=src.name,
-                                                       host=desired.vst_url, id=ids[src.name],
-                                                       state="created", created_at=utc_now()))
-                self._source_fact(desired, src.name, {"camera": origins[src.name]})
-            return self._live_urls(desired, vst, ids)
+                sensor = vst.add_sensor(origins[src.name], src.sensor_name)
+                ids[src.name] = self._mark_sensor(desired, src.name, sensor,
+                                                  origins[src.name]).id or sensor
+            return self._live_urls(desired, vst, ids), retired
+        finally:
+            vst.close()
+
+    def _mark_sensor(self, desired: StreamSetDesired, name: str, sensor: str,
+                     camera: str | None) -> InventoryItem:
+        assert desired.vst_url is not None
+        item = InventoryItem(kind=KIND_SENSOR, name=name, host=desired.vst_url, id=sensor,
+                             state="created", created_at=utc_now())
+        self._inventory(desired, item)
+        if camera is not None:
+            self._source_fact(desired, name, {"camera": camera})
+        return item
+
+    def _retire_sensors(self, desired: StreamSetDesired, sensors: list[str]) -> None:
+        """Delete replaced sensors, now that no RTVI stream uses their URLs."""
+        if not sensors or desired.vst_url is None:
+            return
+        vst = self._vst(desired.vst_url)
+        try:
+            for sensor in sensors:
+                try:
+                    vst.delete_sensor(sensor)
+                except ControllerError as exc:
+                    self.store.events.append(desired.resource, "Warning", "LeftBehind",
+                                             f"replaced VST sensor {sensor} not deleted: {exc}")
         finally:
             vst.close()
 
@@ -238,25 +281,34 @@ class StreamSetController:
             delay = min(delay * 2, VST_POLL_MAX_S)
 
     def _register(self, desired: StreamSetDesired, urls: dict[str, str]) -> None:
-        """Make RTVI's stream list match: add missing IDs, replace IDs with a stale URL."""
+        """Make RTVI's stream list match: add missing IDs, replace IDs with a stale URL (their
+        captions stopped first, as for any delete)."""
         rtvi = self._rtvi(desired.rtvi_url)
         try:
             listed = {s.id: s for s in rtvi.list_streams()}
-            stale = [s.stream_id for s in desired.sources.values()
-                     if s.stream_id in listed and listed[s.stream_id].url != urls[s.name]]
-            if stale:
-                left = _delete_streams(rtvi, stale, desired.streamset.spec.teardown
-                                       .drainTimeoutSeconds, time.monotonic() + desired
-                                       .streamset.spec.teardown.deadlineSeconds)
-                if left:
-                    raise TemporaryError(f"could not replace streams {', '.join(left)}")
-            wanted = [s for s in desired.sources.values()
-                      if s.stream_id not in listed or s.stream_id in stale]
-            for src in wanted:
-                self._inventory(desired, InventoryItem(kind=KIND_STREAM, name=src.name,
-                                                       host=desired.deployment.metadata.name,
-                                                       id=src.stream_id, created_at=utc_now()))
-            busy, failed = self._add(desired, rtvi, wanted, urls)
+        finally:
+            rtvi.close()
+        stale = [s for s in desired.sources.values()
+                 if s.stream_id in listed and listed[s.stream_id].url != urls[s.name]]
+        if stale:
+            teardown = desired.streamset.spec.teardown
+            items = [InventoryItem(kind=KIND_STREAM, name=s.name, id=s.stream_id,
+                                   host=desired.deployment.metadata.name, state="created",
+                                   created_at=utc_now()) for s in stale]
+            left = self._teardown.streams(desired.resource, items, desired.rtvi_url,
+                                          teardown.drainTimeoutSeconds,
+                                          time.monotonic() + teardown.deadlineSeconds)
+            if left:
+                raise TemporaryError("could not replace streams with a stale URL: "
+                                     + "; ".join(left))
+        wanted = [s for s in desired.sources.values() if s.stream_id not in listed or s in stale]
+        for src in wanted:
+            self._inventory(desired, InventoryItem(kind=KIND_STREAM, name=src.name,
+                                                   host=desired.deployment.metadata.name,
+                                                   id=src.stream_id, created_at=utc_now()))
+        rtvi = self._rtvi(desired.rtvi_url)
+        try:
+            busy, failed, retry = self._add(desired, rtvi, wanted, urls)
         finally:
             rtvi.close()
         for src in desired.sources.values():
@@ -265,19 +317,23 @@ class StreamSetController:
                                                   "spec": src.spec.model_dump(
                                                       mode="json", exclude_defaults=True),
                                                   "registered": src.name not in busy
-                                                  and src.name not in failed})
+                                                  and src.name not in failed
+                                                  and src.name not in retry})
         if failed:
             raise PermanentError("RTVI refused " + "; ".join(failed[n] for n in sorted(failed)))
         if busy:
             raise AtCapacity(f"RTVI is at capacity (503 ServerBusy); waiting to register "
                              f"{', '.join(sorted(busy))}")
+        if retry:
+            raise TemporaryError("; ".join(retry[n] for n in sorted(retry)))
 
     def _add(self, desired: StreamSetDesired, rtvi: RtviClient, wanted: list[DesiredSource],
-             urls: dict[str, str]) -> tuple[set[str], dict[str, str]]:
+             urls: dict[str, str]) -> tuple[set[str], dict[str, str], dict[str, str]]:
+        """Add in batches of ≤256; then list again: a stream counts as registered only when
+        RTVI lists it with our URL. Returns (busy, refused, retry) by source name."""
         by_id = {s.stream_id: s for s in wanted}
         busy: set[str] = set()
         failed: dict[str, str] = {}
-        duplicates: list[str] = []
         for i in range(0, len(wanted), MAX_BATCH):
             batch = wanted[i:i + MAX_BATCH]
             entries = [{"liveStreamUrl": urls[s.name], "description": s.description,
@@ -287,29 +343,28 @@ class StreamSetController:
             except RtviBusy:
                 busy.update(s.name for s in batch)
                 continue
-            for sid in result.done:
-                if sid in by_id:
-                    self._mark_created(desired, KIND_STREAM, by_id[sid].name, sid)
             for err in result.errors:
                 src = by_id.get(err.id)
-                if src is None:
-                    continue
-                if err.busy:
+                if src is not None and err.busy:
                     busy.add(src.name)
-                elif err.duplicate:
-                    duplicates.append(err.id)
-                else:
+                elif src is not None and not err.duplicate:  # a duplicate is checked below
                     failed[src.name] = f"{src.name}: {err.code or err.status} {err.message}"
-        if duplicates:  # "exists": verify by listing that it is the stream we asked for
-            listed = {s.id: s for s in rtvi.list_streams()}
-            for sid in duplicates:
-                src = by_id[sid]
-                if sid in listed and listed[sid].url == urls[src.name]:
-                    self._mark_created(desired, KIND_STREAM, src.name, sid)
-                else:
-                    failed[src.name] = (f"{src.name}: RTVI reports stream {sid} as a duplicate "
-                                        "but lists it with another URL")
-        return busy, failed
+        if not wanted:
+            return busy, failed, {}
+        listed = {s.id: s for s in rtvi.list_streams()}
+        retry: dict[str, str] = {}
+        for src in wanted:
+            if src.name in busy or src.name in failed:
+                continue
+            got = listed.get(src.stream_id)
+            if got is not None and got.url == urls[src.name]:
+                self._mark_created(desired, KIND_STREAM, src.name, src.stream_id)
+            elif got is not None:
+                failed[src.name] = (f"{src.name}: RTVI lists stream {src.stream_id} with "
+                                    f"another URL ({redact(got.url)})")
+            else:  # accepted (or "duplicate") but not listed: bookkeeping may lag; retry
+                retry[src.name] = f"{src.name}: RTVI does not list stream {src.stream_id} yet"
+        return busy, failed, retry
 
     # --- verify --------------------------------------------------------------------------------
 
@@ -318,10 +373,15 @@ class StreamSetController:
         """Frames fresh on every source (and captions arriving, when captioning)."""
         captions = desired.streamset.spec.captions
         model = self._model(desired) if captions is not None else ""
+        if captions is None:  # captioning switched off: end any session still open
+            for src in desired.sources.values():
+                self.hub.forget_stream(src.stream_id)
         result = StreamSetResult({n: SourceReport(n) for n in desired.sources})
         while True:
             pending = [n for n, r in result.sources.items() if not r.fresh]
-            timeout = max(1.0, min(STEADY_PROBE_TIMEOUT_S, deadline - time.monotonic()))
+            # Probes run MAX_PARALLEL at a time under one deadline: give every wave its time.
+            waves = -(-len(pending) // MAX_PARALLEL)
+            timeout = max(1.0, min(STEADY_PROBE_TIMEOUT_S * waves, deadline - time.monotonic()))
             samples = probe_many([urls[n] for n in pending], timeout)
             for name in pending:
                 report, sample = result.sources[name], samples[urls[name]]
@@ -373,76 +433,9 @@ class StreamSetController:
     # --- teardown ------------------------------------------------------------------------------
 
     def teardown(self, resource: str, names: list[str], rtvi_url: str | None,
-                 vst_url: str | None, drain_timeout_s: int, deadline_s: int) -> list[str]:
-        """Remove the named sources in contract order; returns what is left, with reasons.
-        ``rtvi_url`` None means the service itself is gone (its streams went with it)."""
-        deadline = time.monotonic() + deadline_s
-        record = self.store.load(resource)
-        if record is None:
-            return []
-        left: list[str] = []
-        items = {(i.kind, i.name): i for i in record.inventory if i.name in names}
-        streams = [i for (k, _), i in items.items() if k == KIND_STREAM and i.id]
-        if streams and rtvi_url is not None:
-            left += self._teardown_streams(resource, streams, rtvi_url, drain_timeout_s,
-                                           deadline)
-        elif streams:
-            for item in streams:
-                self._forget(resource, item)
-        sensors = [i for (k, _), i in items.items() if k == KIND_SENSOR]
-        if sensors and vst_url is not None:
-            left += self._teardown_sensors(resource, sensors, vst_url)
-        publishers = [i for (k, _), i in items.items() if k == KIND_PUBLISHER]
-        with ThreadPoolExecutor(max_workers=PARALLEL_PUBLISHER_STARTS) as pool:
-            problems = list(pool.map(lambda i: publishing.remove(
-                self.engine, self.instance, resource, i), publishers))
-        for item, problem in zip(publishers, problems, strict=True):
-            if problem:
-                left.append(f"{item.name}: {problem}")
-            else:
-                self._forget(resource, item)
-        self._drop_source_facts(resource, [n for n in names
-                                           if not any(line.startswith(f"{n}:") for line in left)])
-        return left
-
-    def _teardown_streams(self, resource: str, streams: list[InventoryItem], rtvi_url: str,
-                          drain_timeout_s: int, deadline: float) -> list[str]:
-        rtvi = self._rtvi(rtvi_url)
-        try:
-            for item in streams:
-                self.hub.stop(rtvi_url, str(item.id))
-                # If this fails, the delete below retries ResourceInUse until the deadline.
-                with contextlib.suppress(RtviUnavailable):
-                    rtvi.stop_captions(str(item.id))
-            self._progress(resource, f"deleting {len(streams)} RTVI stream(s) "
-                                     f"(drain timeout {drain_timeout_s}s)")
-            left_ids = set(_delete_streams(rtvi, [str(i.id) for i in streams], drain_timeout_s,
-                                           deadline))
-        except RtviUnavailable as exc:
-            return [f"{i.name}: RTVI stream {i.id} not deleted ({exc})" for i in streams]
-        finally:
-            rtvi.close()
-        for item in streams:
-            if item.id not in left_ids:
-                self._forget(resource, item)
-        return [f"{i.name}: RTVI stream {i.id} still listed after the deadline"
-                for i in streams if i.id in left_ids]
-
-    def _teardown_sensors(self, resource: str, sensors: list[InventoryItem],
-                          vst_url: str) -> list[str]:
-        vst = self._vst(vst_url)
-        left = []
-        try:
-            for item in sensors:
-                try:
-                    if item.id:
-                        vst.delete_sensor(item.id)
-                    self._forget(resource, item)
-                except TemporaryError as exc:
-                    left.append(f"{item.name}: VST sensor {item.id} not deleted ({exc})")
-        finally:
-            vst.close()
-        return left
+                 drain_timeout_s: int, deadline_s: int) -> list[str]:
+        """Remove the named sources in contract order; returns what is left, with reasons."""
+        return self._teardown.sources(resource, names, rtvi_url, drain_timeout_s, deadline_s)
 
     # --- recording -----------------------------------------------------------------------------
 
@@ -528,28 +521,6 @@ class StreamSetController:
             for action in the_plan.actions:
                 self.store.events.append(desired.resource, "Normal", _event_reason(action.verb),
                                          str(action))
-
-
-def _delete_streams(rtvi: RtviClient, ids: list[str], drain_timeout_s: int,
-                    deadline: float) -> list[str]:
-    """Blocking batch deletes (≤256 IDs each) until every ID is absent from the list or the
-    shared deadline passes; ResourceInUse is retried. Returns the IDs still listed."""
-    remaining = list(dict.fromkeys(ids))
-    while remaining:
-        for i in range(0, len(remaining), MAX_BATCH):
-            rtvi.delete_batch(remaining[i:i + MAX_BATCH], drain_timeout_s)
-        while True:  # the batch may return before bookkeeping drains: poll the list
-            listed = {s.id for s in rtvi.list_streams()}
-            still = [sid for sid in remaining if sid in listed]
-            if not still or time.monotonic() > deadline:
-                break
-            time.sleep(LIST_POLL_S)
-            if len(still) == len(remaining):
-                break  # nothing drained since the call: ask again (ResourceInUse retried)
-        remaining = still
-        if remaining and time.monotonic() > deadline:
-            return remaining
-    return []
 
 
 def _unhealthy(result: StreamSetResult, captioning: bool, max_age_s: float) -> dict[str, str]:

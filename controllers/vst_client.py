@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from controllers.errors import PermanentError, TemporaryError
+from controllers.frames import redact
 from controllers.http_api import ApiClient, Counter
 
 HTTP_TIMEOUT_S = 15.0
@@ -44,8 +45,8 @@ class VstClient(ApiClient):
         super().__init__(base_url, timeout_s, count)
 
     def _fail(self, what: str, response: httpx.Response) -> VstUnavailable | VstRejected:
-        text = f"VST at {self.base_url}: {what} answered {response.status_code}: " \
-               f"{response.text[:300]}"
+        text = redact(f"VST at {self.base_url}: {what} answered {response.status_code}: "
+                      f"{response.text[:300]}")
         if response.status_code >= httpx.codes.INTERNAL_SERVER_ERROR:
             return VstUnavailable(text)
         return VstRejected(text)

@@ -366,6 +366,8 @@ def delete(ctx: Context, targets: tuple[str, ...]) -> None:
         if target.endswith((".yaml", ".yml")):
             ctx.fail(f"{target}: no such file; nothing was deleted")
         names.append(target if kind else f"Deployment/{target}")
+    order = {"StreamSet": 0, "Deployment": 1, "Host": 2}  # dependents before what they use
+    names.sort(key=lambda n: order.get(n.split("/", 1)[0], 1))
     with _engine(ctx, lock=True) as engine:
         outcomes = engine.delete(spec_set, names)
     for outcome in outcomes:

@@ -282,6 +282,9 @@ class Daemon:
             return outcome.ok, outcome.retry, outcome.message.split(":", 1)[0]
         if snapshot is None:
             return True, False, ""  # nothing loaded yet: never prune on no information
+        if kind == "Deployment" and (users := self._streamsets_using(name)):
+            # Dependents first: their streams are deleted while the service still runs.
+            return False, True, f"waiting for {', '.join(users)} to be torn down"
         record = self.store.load(key)
         outcome = self.engine.delete_one(snapshot.spec_set, key)
         if kind == "Host":
@@ -311,6 +314,10 @@ class Daemon:
         for dep in deployments:
             if dep.spec.host == host_name:
                 self.queue.add(f"Deployment/{dep.metadata.name}", Priority.CHANGE)
+
+    def _streamsets_using(self, deployment: str) -> list[str]:
+        return [r.resource for r in self.store.list("StreamSet")
+                if r.facts.get("deployment") == deployment]
 
     def _wake_streamsets(self, deployment: str) -> None:
         with self._snapshot_lock:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from controllers.docker_client import DockerEngine
 from controllers.errors import ControllerError, PermanentError
 from controllers.streamplan import (
     StreamAction,
@@ -59,10 +60,10 @@ def resolve(engine: Engine, ss: StreamSet, spec_set: SpecSet) -> StreamSetDesire
         source_file=spec_set.source_file(ss))
 
 
-def controller(engine: Engine, spec_set: SpecSet | None, host_name: str) -> StreamSetController:
-    host = engine.host_for(spec_set, host_name, None)
-    session = engine.session(host)
-    return StreamSetController(engine.store, engine.instance, session.engine(), engine.hub,
+def controller(engine: Engine, spec_set: SpecSet | None) -> StreamSetController:
+    def engine_for(host_name: str) -> DockerEngine:
+        return engine.session(engine.host_for(spec_set, host_name, None)).engine()
+    return StreamSetController(engine.store, engine.instance, engine_for, engine.hub,
                                engine.progress)
 
 
@@ -78,7 +79,7 @@ def plan_one(engine: Engine, ss: StreamSet, spec_set: SpecSet,
         if waiting is not None:
             rp.plan = _pending_plan(desired, engine.store.load(desired.resource), waiting)
             return rp
-        rp.plan = controller(engine, spec_set, desired.publisher_host).plan(desired)
+        rp.plan = controller(engine, spec_set).plan(desired)
     except ControllerError as exc:
         rp.error, rp.error_reason = str(exc), "ObserveFailed"
         rp.permanent = isinstance(exc, PermanentError)
@@ -109,7 +110,7 @@ def apply_one(engine: Engine, rp: ResourcePlan, spec_set: SpecSet,
     if waiting is not None:
         engine.fail(rp, "WaitingForDeployment", waiting, stalled=False, kind="StreamSet")
         return Outcome(rp.resource, False, waiting, retry=True)
-    ctl = controller(engine, spec_set, desired.publisher_host)
+    ctl = controller(engine, spec_set)
     try:
         the_plan = ctl.plan(desired)
         result = ctl.apply(desired, the_plan, timeout_s, engine.revision)
@@ -147,14 +148,12 @@ def delete_one(engine: Engine, spec_set: SpecSet | None, record: ResourceStatus)
     dep = engine.store.load(f"Deployment/{record.facts.get('deployment')}")
     if dep is None or not dep.inventory:
         rtvi = None  # the service is gone: its streams went with it
-    vst = record.facts.get("vst")
     spec = record.applied_spec or {}
     raw = spec.get("teardown")
     teardown: dict[str, object] = raw if isinstance(raw, dict) else {}
     try:
-        ctl = controller(engine, spec_set, str(record.facts.get("host") or "local"))
+        ctl = controller(engine, spec_set)
         left = ctl.teardown(record.resource, names, str(rtvi) if rtvi else None,
-                            str(vst) if vst else None,
                             _int(teardown.get("drainTimeoutSeconds"), 30),
                             _int(teardown.get("deadlineSeconds"), 300))
     except ControllerError as exc:

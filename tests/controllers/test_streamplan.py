@@ -15,7 +15,6 @@ from controllers.streamplan import (
     plan_streamset,
     stream_id,
 )
-from specs.models import StreamSet
 from specs.validate import parse_text, spec_hash
 from state.models import InventoryItem, ResourceStatus
 
@@ -45,7 +44,11 @@ spec:
 
 
 def _desired(sources: str) -> StreamSetDesired:
-    spec_set = parse_text(HEAD + sources, "s.yaml")
+    return _desired_from(HEAD + sources)
+
+
+def _desired_from(text: str) -> StreamSetDesired:
+    spec_set = parse_text(text, "s.yaml")
     ss = spec_set.streamsets[0]
     dep = spec_set.deployments[0]
     return StreamSetDesired(ss, dep, "StreamSet/cams", spec_hash(ss), "http://127.0.0.1:18000",
@@ -130,7 +133,7 @@ def test_caption_prompt_change_touches_no_registration() -> None:
     desired = _desired(THREE)
     observed, record = _converged(desired)
     with_captions = HEAD + THREE + "  captions: {prompt: 'What colour'}\n"
-    ss: StreamSet = parse_text(with_captions, "s.yaml").streamsets[0]
-    assert {s.hash for s in desired_sources(ss, INSTANCE).values()} == {
+    captioned = _desired_from(with_captions)
+    assert {s.hash for s in captioned.sources.values()} == {
         s.hash for s in desired.sources.values()}
-    assert _actions(desired, observed, record) == []
+    assert _actions(captioned, observed, record) == []

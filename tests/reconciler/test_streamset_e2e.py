@@ -148,7 +148,8 @@ def test_rtvi_restart_reregisters_and_a_dropped_vst_stream_degrades_by_name(
         adds = rtvi.calls("POST /v1/streams/add")
         _publishers(docker_client, instance)["red"].remove(force=True)
         plan = cli("plan", str(specs))
-        assert "publish source red: no publisher container" in plan.stdout, plan.stdout
+        assert "publish source red" in plan.stdout, plan.stdout
+        assert "because no publisher container" in plan.stdout, plan.stdout
         assert "register" not in plan.stdout, plan.stdout
         _apply(cli, specs)
         assert {s["sensorId"] for s in vst.sensors()} == sensors
@@ -207,8 +208,8 @@ def test_teardown_of_many_streams_is_one_batch_within_one_drain_window(
     palette = PALETTE8
     sources_spec = [{"name": n, "synthetic": {"colour": palette[i % len(palette)]}}
                     for i, n in enumerate(names)]
-    # Each stream takes 30 s to drain on its own; the teardown allows `drain` seconds.
-    write(specs, rtvi_deployment(emulator_image, port, RTVI_EMU_DRAIN_S="30"),
+    # Each stream takes 60 s to drain on its own; the teardown allows `drain` seconds.
+    write(specs, rtvi_deployment(emulator_image, port, RTVI_EMU_DRAIN_S="60"),
           streamset(sources_spec, publisher={"width": 64, "height": 48, "fps": 2},
                     teardown={"drainTimeoutSeconds": drain, "deadlineSeconds": 120}))
     _apply(cli, specs)
@@ -221,8 +222,9 @@ def test_teardown_of_many_streams_is_one_batch_within_one_drain_window(
     assert rtvi.streams() == []
     assert rtvi.calls("DELETE /v1/streams/delete-batch") == batches + 1  # one batch for all
     assert _publishers(docker_client, instance) == {}
-    # One drain window, not `count` of them (single deletes would take count * drain seconds).
-    assert elapsed < count * drain / 4, elapsed
+    # About one drain window of `drain` s: not `count` of them (single deletes), and not the
+    # service's own 60 s (the drain timeout was ignored). The rest is removing 64 publishers.
+    assert elapsed < 40, elapsed
 
 
 def test_at_capacity_backs_off_reports_it_and_completes_when_capacity_frees(
