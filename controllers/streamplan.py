@@ -172,8 +172,12 @@ def _repairs(desired: StreamSetDesired, observed: StreamSetObserved,
                                         f"{pub.status} (exit code {pub.exit_code})"))
     if observed.sensors is not None:
         item = record.inventory_item(KIND_SENSOR, src.name) if record is not None else None
-        if item is None or item.id is None:
+        if item is None:
             actions.append(StreamAction("register-sensor", src.name, "not registered with VST"))
+        elif item.id is None:
+            actions.append(StreamAction("register-sensor", src.name, "VST registration "
+                                        "unconfirmed (a pass stopped mid-way): adopt the sensor "
+                                        "by name, or register it"))
         elif item.id not in observed.sensors:
             actions.append(StreamAction("register-sensor", src.name, f"VST sensor {item.id} is "
                                         "gone"))

@@ -210,12 +210,13 @@ class StreamSetController:
             ids: dict[str, str] = {}
             for src in desired.sources.values():
                 item = record.inventory_item(KIND_SENSOR, src.name) if record else None
+                verbs = the_plan.verbs(src.name)
                 if item is not None and item.id is None:  # a crash after add, before record
                     found = adoptable(vst, src.sensor_name)
                     if found:
                         item = self._mark_sensor(desired, src.name, found[0], None)
                         retired += found[1:]
-                verbs = the_plan.verbs(src.name)
+                        verbs = verbs - {"register-sensor"}
                 # A publisher restarted on its old port keeps its URL: the sensor stays.
                 if item is not None and item.id and not verbs & {"register-sensor", "replace"} \
                         and camera.get(src.name) in (origins[src.name], None):

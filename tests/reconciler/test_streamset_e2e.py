@@ -15,6 +15,7 @@ from typing import Any
 import docker
 import pytest
 
+from state.store import Store
 from tests.conftest import Cli, containers_of, free_port
 from tests.reconciler.daemon_helpers import (
     DaemonProcess,
@@ -156,6 +157,15 @@ def test_rtvi_restart_reregisters_and_a_dropped_vst_stream_degrades_by_name(
         assert rtvi.calls("POST /v1/streams/add") == adds
         assert _publishers(docker_client, instance)["red"].status == "running"
 
+        # kill -9 between "VST created the sensor" and "we recorded its ID": the next pass
+        # adopts the sensor by its deterministic name instead of registering a second one.
+        store = Store(cli.state_dir)
+        store.update("StreamSet/cams", "StreamSet", "cams", lambda st: st.upsert_inventory(
+            st.inventory_item("sensor", "blue").model_copy(update={"id": None,  # type: ignore
+                                                                    "state": "pending"})))
+        _apply(cli, specs)
+        assert {s["sensorId"] for s in vst.sensors()} == sensors
+
         # VST stops serving one stream: that source, by name, is Degraded; restored → Ready.
         green = sources(status(cli, "StreamSet/cams"))["green"]["sensorId"]
         vst.drop(green)
@@ -256,3 +266,35 @@ def test_at_capacity_backs_off_reports_it_and_completes_when_capacity_frees(
         assert len(rtvi.streams()) == 4
     finally:
         assert daemon.terminate() == 0
+
+
+def test_teardown_keeps_publishers_while_rtvi_cannot_confirm_and_deletes_in_order(
+        cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    port = free_port()
+    specs = tmp_path / "specs"
+    write(specs, rtvi_deployment(emulator_image, port), streamset(colours(["RED", "GREEN"])))
+    _apply(cli, specs)
+    [service] = [c for c in containers_of(docker_client, instance)
+                 if LABEL_SOURCE not in c.labels]
+    service.stop(timeout=2)
+    done = cli("delete", "StreamSet/cams")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "not deleted" in done.stdout and "kept: its RTVI stream is still registered" in (
+        done.stdout), done.stdout
+    assert set(_publishers(docker_client, instance)) == {"red", "green"}  # contract order
+    service.start()
+    # The whole spec set: the StreamSet goes first, while its service still answers.
+    wait_for("the service to answer", lambda: _answers(Rtvi(port)), 30)
+    done = cli("delete", str(specs))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.index("StreamSet/cams") < done.stdout.index("Deployment/vlm")
+    assert containers_of(docker_client, instance) == []
+
+
+def _answers(rtvi: Rtvi) -> bool:
+    try:
+        rtvi.streams()
+    except Exception:
+        return False
+    return True
