@@ -16,16 +16,22 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from controllers import publishing
-from controllers.captions import CaptionHub, CaptionState
+from controllers.captions import CaptionHub
 from controllers.docker_client import DockerEngine
 from controllers.errors import ControllerError, PermanentError, TemporaryError
 from controllers.frames import MAX_PARALLEL, probe_many, redact
 from controllers.rtvi_client import MAX_BATCH, RtviBusy, RtviClient
+from controllers.streamhealth import (
+    SourceReport,
+    SourcesDegraded,
+    StreamSetResult,
+    caption_facts,
+    degraded_message,
+    unhealthy,
+)
 from controllers.streamplan import (
     KIND_PUBLISHER,
     KIND_SENSOR,
@@ -43,20 +49,11 @@ from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
 from state.store import Store
 
 STEADY_PROBE_TIMEOUT_S = 8.0
-PARALLEL_PUBLISHER_STARTS = 8  # also removals: each waits on the engine
+PARALLEL_PUBLISHER_STARTS = 8  # each start waits on the engine
 VERIFY_POLL_S = 1.0
-LIST_POLL_S = 0.5
 VST_POLL_FIRST_S = 0.25
 VST_POLL_MAX_S = 4.0
 Progress = Callable[[str, str], None]
-
-
-class SourcesDegraded(TemporaryError):
-    """Some sources have no fresh frames (or captions); the message names them."""
-
-    def __init__(self, message: str, sources: list[str]) -> None:
-        super().__init__(message)
-        self.sources = sources
 
 
 class AtCapacity(TemporaryError):
@@ -65,21 +62,6 @@ class AtCapacity(TemporaryError):
 
 class TeardownIncomplete(TemporaryError):
     """Something we own could not be removed before the deadline; the message lists it."""
-
-
-@dataclass
-class SourceReport:
-    name: str
-    fresh: bool = False
-    frame: str = ""
-    error: str = ""
-    caption: CaptionState | None = None
-
-
-@dataclass
-class StreamSetResult:
-    sources: dict[str, SourceReport] = field(default_factory=dict)
-    waited_s: float = 0.0
 
 
 class StreamSetController:
@@ -394,7 +376,7 @@ class StreamSetController:
                                                       "frame": sample.description})
             if captions is not None:
                 self._captions(desired, model, result)
-            bad = _unhealthy(result, captions is not None, captions.maxCaptionAgeSeconds
+            bad = unhealthy(result, captions is not None, captions.maxCaptionAgeSeconds
                              if captions is not None else 0.0)
             if not bad:
                 return result
@@ -404,7 +386,7 @@ class StreamSetController:
                         for r in result.sources.values())
             if not (waiting or first) or time.monotonic() + VERIFY_POLL_S > deadline:
                 self._record_sources(desired, result)
-                raise SourcesDegraded(_degraded_message(bad, result), sorted(bad))
+                raise SourcesDegraded(degraded_message(bad, result), sorted(bad))
             time.sleep(VERIFY_POLL_S)
 
     def _captions(self, desired: StreamSetDesired, model: str, result: StreamSetResult) -> None:
@@ -457,22 +439,11 @@ class StreamSetController:
                                                host=desired.deployment.metadata.name,
                                                created_at=utc_now()))
 
-    def _forget(self, resource: str, item: InventoryItem) -> None:
-        self._update(resource, lambda st: st.remove_inventory(item.kind, item.name))
-
     def _source_fact(self, desired: StreamSetDesired, name: str, values: dict[str, Any]) -> None:
         def mutate(st: ResourceStatus) -> None:
             sources = st.facts.setdefault("sources", {})
             sources.setdefault(name, {}).update(values)
         self._update(desired.resource, mutate)
-
-    def _drop_source_facts(self, resource: str, names: list[str]) -> None:
-        def mutate(st: ResourceStatus) -> None:
-            sources = st.facts.get("sources")
-            if isinstance(sources, dict):
-                for name in names:
-                    sources.pop(name, None)
-        self._update(resource, mutate)
 
     def _record_desired(self, desired: StreamSetDesired) -> None:
         def mutate(st: ResourceStatus) -> None:
@@ -480,7 +451,9 @@ class StreamSetController:
             st.source_file = desired.source_file
             st.facts.update({"deployment": desired.deployment.metadata.name,
                              "rtvi": desired.rtvi_url, "vst": desired.vst_url,
-                             "host": desired.publisher_host})
+                             "host": desired.publisher_host,
+                             "maxFrameAgeSeconds": desired.streamset.spec.readiness
+                             .maxFrameAgeSeconds})
         self._update(desired.resource, mutate)
 
     def _record_sources(self, desired: StreamSetDesired, result: StreamSetResult) -> None:
@@ -491,7 +464,7 @@ class StreamSetController:
                 fact["framesFresh"] = report.fresh
                 fact["error"] = report.error
                 if report.caption is not None:
-                    fact.update(_caption_facts(report.caption))
+                    fact.update(caption_facts(report.caption))
         self._update(desired.resource, mutate)
 
     def _record_ready(self, desired: StreamSetDesired, result: StreamSetResult,
@@ -522,37 +495,6 @@ class StreamSetController:
             for action in the_plan.actions:
                 self.store.events.append(desired.resource, "Normal", _event_reason(action.verb),
                                          str(action))
-
-
-def _unhealthy(result: StreamSetResult, captioning: bool, max_age_s: float) -> dict[str, str]:
-    bad = {}
-    for name, report in result.sources.items():
-        if not report.fresh:
-            bad[name] = f"no fresh frames ({report.error or 'not probed'})"
-        elif captioning:
-            state = report.caption
-            age = state.age_s() if state is not None else None
-            if age is None:
-                detail = state.error if state is not None and state.error else "none yet"
-                bad[name] = f"no captions ({detail})"
-            elif age > max_age_s:
-                bad[name] = f"last caption {age:.0f}s ago"
-    return bad
-
-
-def _degraded_message(bad: dict[str, str], result: StreamSetResult) -> str:
-    ok = len(result.sources) - len(bad)
-    parts = [f"{name}: {why}" for name, why in sorted(bad.items())]
-    return f"{len(bad)} of {len(result.sources)} source(s) degraded ({ok} fine): " + \
-        "; ".join(parts)
-
-
-def _caption_facts(state: CaptionState) -> dict[str, Any]:
-    at = None if state.at is None else datetime.fromtimestamp(state.at, UTC).isoformat(
-        timespec="seconds").replace("+00:00", "Z")
-    return {"lastCaption": state.text, "lastCaptionAt": at, "captionChunks": state.chunks,
-            "emptyChunks": state.empty_chunks,
-            "captionLatencyMs": state.latency_ms, "captionError": state.error}
 
 
 def _event_reason(verb: str) -> str:

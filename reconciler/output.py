@@ -86,6 +86,7 @@ def print_status_table(console: Console, records: list[ResourceStatus]) -> None:
 def source_rows(st: ResourceStatus, now: datetime | None = None) -> list[dict[str, str]]:
     """Per-source state of a StreamSet: registered, frames fresh, last caption and its age."""
     raw = st.facts.get("sources")
+    max_age = st.facts.get("maxFrameAgeSeconds")
     rows = []
     for name, fact in sorted(raw.items()) if isinstance(raw, dict) else []:
         if not isinstance(fact, dict):
@@ -94,7 +95,8 @@ def source_rows(st: ResourceStatus, now: datetime | None = None) -> list[dict[st
         rows.append({
             "source": name,
             "registered": "yes" if fact.get("registered") else "no",
-            "frames": ("fresh" if fact.get("framesFresh") else "STALE") + _age(
+            "frames": ("fresh" if fact.get("framesFresh") and _within(
+                fact.get("lastFrameAt"), max_age, now) else "STALE") + _age(
                 fact.get("lastFrameAt"), now),
             "frame": str(fact.get("frame") or ""),
             "caption": (_age(fact.get("lastCaptionAt"), now).strip(" ()") or "-")
@@ -104,15 +106,28 @@ def source_rows(st: ResourceStatus, now: datetime | None = None) -> list[dict[st
     return rows
 
 
-def _age(stamp: object, now: datetime | None) -> str:
+def _seconds_since(stamp: object, now: datetime | None) -> float | None:
     if not isinstance(stamp, str) or not stamp:
-        return ""
+        return None
     try:
         then = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     except ValueError:
-        return ""
-    seconds = ((now or datetime.now(UTC)) - then).total_seconds()
-    return f" ({seconds:.0f}s ago)"
+        return None
+    return ((now or datetime.now(UTC)) - then).total_seconds()
+
+
+def _age(stamp: object, now: datetime | None) -> str:
+    seconds = _seconds_since(stamp, now)
+    return "" if seconds is None else f" ({seconds:.0f}s ago)"
+
+
+def _within(stamp: object, max_age: object, now: datetime | None) -> bool:
+    """A frame seen longer ago than the StreamSet's maxFrameAgeSeconds is not fresh any more,
+    whatever the last pass concluded."""
+    seconds = _seconds_since(stamp, now)
+    if seconds is None or not isinstance(max_age, int | float):
+        return seconds is not None
+    return seconds <= max_age
 
 
 def print_sources(console: Console, st: ResourceStatus) -> None:

@@ -14,6 +14,7 @@ import structlog
 
 from controllers.docker_client import DockerEngine
 from controllers.errors import ControllerError, PermanentError
+from controllers.streamhealth import SourcesDegraded
 from controllers.streamplan import (
     StreamAction,
     StreamPlan,
@@ -21,7 +22,7 @@ from controllers.streamplan import (
     desired_sources,
     recorded_sources,
 )
-from controllers.streamset import AtCapacity, SourcesDegraded, StreamSetController
+from controllers.streamset import AtCapacity, StreamSetController
 from specs.models import StreamSet
 from specs.validate import SpecSet, spec_hash
 from state.models import ResourceStatus
