@@ -57,8 +57,8 @@ def test_image_id_and_metadata(emulator_image: TestImages) -> None:
     assert config["ExposedPorts"] == {"8000/tcp": {}}
     assert {"PYTHONPATH=/opt/emu", "PYTHONUNBUFFERED=1"} <= set(config["Env"])
     health = config["Healthcheck"]
-    assert health["Test"][:3] == ["CMD", "python3", "-c"]
-    assert "/v1/health/ready" in health["Test"][3]
+    assert health["Test"][:4] == ["CMD", "python3", "-S", "-E"]
+    assert "/v1/health/ready" in health["Test"][5]
     second = 1_000_000_000
     assert (health["Interval"], health["Timeout"], health["StartPeriod"], health["Retries"]) == (
         second,
