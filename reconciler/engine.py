@@ -31,7 +31,7 @@ from controllers.streamplan import StreamPlan, StreamSetDesired
 from reconciler import streamsets
 from specs.errors import SpecIssue
 from specs.models import Deployment, Host
-from specs.validate import SpecSet
+from specs.validate import SpecSet, spec_hash
 from state.models import ResourceStatus
 from state.store import Store
 
@@ -131,9 +131,14 @@ class Engine:
         was_ready = before is not None and (c := before.condition("Ready")) is not None and (
             c.status == "True")
 
+        digest = spec_hash(host)
+
         def mutate(st: ResourceStatus) -> None:
             st.applied_revision = self.revision or st.applied_revision
             st.applied_spec = host.spec.model_dump(mode="json")
+            st.desired_generation = digest
+            if facts is not None:  # observed at this spec: in sync
+                st.observed_generation = digest
             st.facts["docker"] = host.spec.docker
             if facts is not None:
                 st.facts.update({"reachable": True, "engineVersion": facts["engine_version"],
