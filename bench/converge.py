@@ -89,12 +89,12 @@ def run_reconciler(n: int, image_id: str, work: Path) -> tuple[float, float, int
     engine = Engine(store, INSTANCE, lambda *_: None)
     try:
         started = time.monotonic()
-        outcomes = engine.apply(engine.plan(spec_set), None)
+        outcomes = engine.apply(engine.plan(spec_set), None, spec_set)
         converge = time.monotonic() - started
         assert all(o.ok for o in outcomes), [o.message for o in outcomes if not o.ok]
         before = sum(s.api_calls for s in engine.sessions.values())
         started = time.monotonic()
-        outcomes = engine.apply(engine.plan(spec_set), None)
+        outcomes = engine.apply(engine.plan(spec_set), None, spec_set)
         noop = time.monotonic() - started
         calls = sum(s.api_calls for s in engine.sessions.values()) - before
         assert all(o.ok and "(no changes)" in o.message for o in outcomes), [

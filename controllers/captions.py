@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controllers.errors import ControllerError
-from controllers.rtvi_client import RtviBusy, RtviClient
+from controllers.rtvi_client import RtviClient
 
 RETRY_FIRST_S = 1.0
 RETRY_MAX_S = 30.0
@@ -37,8 +37,6 @@ class CaptionState:
     empty_chunks: int = 0  # chunks that decoded no frame: no data, not a caption
     latency_ms: float | None = None
     error: str = ""
-    busy: bool = False
-    attempts: int = 0
 
     def age_s(self, now: float | None = None) -> float | None:
         return None if self.at is None else (now or time.time()) - self.at
@@ -59,19 +57,16 @@ class CaptionSession:
         delay = RETRY_FIRST_S
         while not self._stop.is_set():
             client = self._client = self._client_factory()
-            self.state.attempts += 1
             try:
                 for event in client.caption_events(self.body, READ_TIMEOUT_S):
                     if self._stop.is_set():
                         return
                     self._record(event)
                     delay = RETRY_FIRST_S
-            except RtviBusy as exc:
-                self.state.busy, self.state.error = True, str(exc)
-            except ControllerError as exc:
-                self.state.busy, self.state.error = False, str(exc)
+            except ControllerError as exc:  # RtviBusy (503) included: its text says so
+                self.state.error = str(exc)
             except Exception as exc:  # a malformed event must not end the session for good
-                self.state.busy, self.state.error = False, f"{type(exc).__name__}: {exc}"
+                self.state.error = f"{type(exc).__name__}: {exc}"
             finally:
                 client.close()
             if self._stop.wait(delay):
@@ -91,7 +86,7 @@ class CaptionSession:
             return
         self.state.text, self.state.at = text, time.time()
         self.state.chunks += 1
-        self.state.busy, self.state.error = False, ""
+        self.state.error = ""
         latency = event.get("chunk_latency_ms")
         if isinstance(latency, int | float):
             self.state.latency_ms = float(latency)
@@ -110,47 +105,35 @@ class CaptionSession:
 
 
 class CaptionHub:
-    """Sessions keyed by (service URL, stream ID); thread-safe."""
+    """One session per stream ID (IDs are unique: UUIDv5 of instance, StreamSet, source);
+    thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._sessions: dict[tuple[str, str], CaptionSession] = {}
+        self._sessions: dict[str, tuple[str, CaptionSession]] = {}  # stream → (service, …)
 
     def ensure(self, base_url: str, stream: str, body: dict[str, Any]) -> CaptionState:
-        """Start (or keep) the session for ``stream``; a changed request body restarts it."""
+        """Start (or keep) the session for ``stream``; another service or request body, or a
+        session that died, starts a new one."""
         with self._lock:
-            current = self._sessions.get((base_url, stream))
-            if current is not None and current.body == body and current.alive:
+            url, current = self._sessions.get(stream, (base_url, None))
+            if current is not None and (url, current.body) == (base_url, body) and current.alive:
                 return current.state
             if current is not None:
                 current.stop()
             session = CaptionSession(lambda: RtviClient(base_url, timeout_s=READ_TIMEOUT_S), body)
-            self._sessions[(base_url, stream)] = session
+            self._sessions[stream] = (base_url, session)
             return session.state
 
-    def state(self, base_url: str, stream: str) -> CaptionState | None:
-        with self._lock:
-            session = self._sessions.get((base_url, stream))
-            return session.state if session is not None else None
-
-    def stop(self, base_url: str, stream: str) -> bool:
-        """Stop our side of a session; True when there was one."""
-        with self._lock:
-            session = self._sessions.pop((base_url, stream), None)
-        if session is not None:
-            session.stop()
-        return session is not None
-
     def forget_stream(self, stream: str) -> None:
-        """Stop every session on ``stream``, whatever service it was opened against."""
+        """Stop the session on ``stream``, if there is one."""
         with self._lock:
-            keys = [k for k in self._sessions if k[1] == stream]
-            sessions = [self._sessions.pop(k) for k in keys]
-        for session in sessions:
-            session.stop()
+            entry = self._sessions.pop(stream, None)
+        if entry is not None:
+            entry[1].stop()
 
     def close(self) -> None:
         with self._lock:
-            sessions, self._sessions = list(self._sessions.values()), {}
-        for session in sessions:
+            entries, self._sessions = list(self._sessions.values()), {}
+        for _, session in entries:
             session.stop()

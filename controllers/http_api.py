@@ -13,6 +13,7 @@ from controllers.errors import TemporaryError
 from controllers.frames import redact
 
 Counter = Callable[[str], None]
+HTTP_TIMEOUT_S = 15.0
 
 
 class ApiClient:
@@ -21,7 +22,8 @@ class ApiClient:
     service = "service"
     unavailable: type[TemporaryError] = TemporaryError
 
-    def __init__(self, base_url: str, timeout_s: float, count: Counter | None = None) -> None:
+    def __init__(self, base_url: str, timeout_s: float = HTTP_TIMEOUT_S,
+                 count: Counter | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self._http = httpx.Client(timeout=timeout_s)
         self._count = count or (lambda _what: None)

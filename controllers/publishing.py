@@ -16,12 +16,10 @@ from controllers.docker_client import ContainerInfo, DockerEngine
 from controllers.errors import ControllerError, PermanentError
 from controllers.publisher.image import ensure_publisher_image
 from controllers.publisher.run import (
-    LOOPBACK,
-    PORT_KEY,
     PublishedSource,
     check_media,
     publisher_name,
-    publisher_request,
+    start_publisher,
     wait_for_url,
 )
 from controllers.streamplan import DesiredSource
@@ -72,11 +70,10 @@ def list_publishers(engine: DockerEngine, instance: str,
 
 def start(engine: DockerEngine, instance: str, resource: str, spec_hash: str,
           src: DesiredSource, publisher: PublisherSpec,
-          port: int | None) -> tuple[str, str, int]:
+          port: int | None) -> tuple[str, str]:
     """(Re)create the publisher of ``src``, on ``port`` when given (its previous port);
-    returns (container ID, URL, host port). Raises PermanentError on a foreign container."""
-    source = published(src, publisher)
-    check_media(source)
+    returns (container ID, URL). Raises PermanentError on a foreign container."""
+    source = published(src, publisher)  # its media was checked by the plan of this pass
     name = publisher_name(instance, resource, src.name)
     existing = engine.container(name)
     if existing is not None:
@@ -85,13 +82,9 @@ def start(engine: DockerEngine, instance: str, resource: str, spec_hash: str,
                                  "is left untouched")
         engine.stop(existing.id, STOP_GRACE_S)
         engine.remove(existing.id)
-    request = publisher_request(instance, resource, spec_hash, source, publisher_image(engine))
-    if port is not None:
-        request.ports = {PORT_KEY: (LOOPBACK, port)}
-    container_id = engine.create(request)
-    engine.start(container_id)
-    url = wait_for_url(engine, container_id, source.path)
-    return container_id, url, int(url.rsplit(":", 1)[1].split("/", 1)[0])
+    container_id = start_publisher(engine, instance, resource, spec_hash, source,
+                                   publisher_image(engine), port)
+    return container_id, wait_for_url(engine, container_id, source.path)
 
 
 def remove(engine: DockerEngine, instance: str, resource: str,

@@ -22,9 +22,8 @@ import httpx
 
 from controllers.errors import PermanentError, TemporaryError
 from controllers.frames import redact
-from controllers.http_api import ApiClient, Counter
+from controllers.http_api import HTTP_TIMEOUT_S, ApiClient
 
-HTTP_TIMEOUT_S = 15.0
 # Adding streams starts a decoder per stream; a loaded server takes a while for 256 of them.
 ADD_TIMEOUT_S = 60.0
 # A blocking batch delete returns after the drain window: wait that long and then some.
@@ -88,10 +87,6 @@ class RtviClient(ApiClient):
 
     service = "RTVI"
     unavailable = RtviUnavailable
-
-    def __init__(self, base_url: str, timeout_s: float = HTTP_TIMEOUT_S,
-                 count: Counter | None = None) -> None:
-        super().__init__(base_url, timeout_s, count)
 
     def _fail(self, what: str, response: httpx.Response) -> RtviUnavailable | RtviRejected:
         code, message = _error_body(response)

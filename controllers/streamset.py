@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import urlsplit
 
 from controllers import publishing
 from controllers.captions import CaptionHub
@@ -144,13 +145,13 @@ class StreamSetController:
                 origins[src.name] = src.spec.url
                 continue
             verbs = the_plan.verbs(src.name)
-            fact = recorded.get(src.name, {})
-            port = fact.get("publisherPort")
-            if "publish" in verbs or "replace" in verbs or not fact.get("origin"):
-                starts[src.name] = port if isinstance(port, int) and "replace" not in verbs \
-                    else None
+            origin = recorded.get(src.name, {}).get("origin")
+            if "publish" in verbs or "replace" in verbs or not origin:
+                # Same port as before, so the URL VST and RTVI hold stays valid.
+                keep = isinstance(origin, str) and "replace" not in verbs
+                starts[src.name] = urlsplit(origin).port if keep else None
             else:
-                origins[src.name] = str(fact["origin"])
+                origins[src.name] = str(origin)
         if starts:
             with ThreadPoolExecutor(max_workers=PARALLEL_PUBLISHER_STARTS) as pool:
                 urls = pool.map(lambda item: self._start_publisher(
@@ -166,16 +167,16 @@ class StreamSetController:
         args = (engine, self.instance, desired.resource, desired.spec_hash, src,
                 desired.streamset.spec.publisher)
         try:
-            container_id, url, host_port = publishing.start(*args, port)
+            container_id, url = publishing.start(*args, port)
         except TemporaryError:
             if port is None:
                 raise
             # Its old port is taken now: take any (the new URL re-registers downstream).
-            container_id, url, host_port = publishing.start(*args, None)
+            container_id, url = publishing.start(*args, None)
         self._inventory(desired, InventoryItem(kind=KIND_PUBLISHER, name=src.name,
                                                host=desired.publisher_host, id=container_id,
                                                state="created", created_at=utc_now()))
-        self._source_fact(desired, src.name, {"publisherPort": host_port, "origin": url})
+        self._source_fact(desired, src.name, {"origin": url})
         return url
 
     def _sensors(self, desired: StreamSetDesired, the_plan: StreamPlan,

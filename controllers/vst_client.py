@@ -14,9 +14,7 @@ import httpx
 
 from controllers.errors import PermanentError, TemporaryError
 from controllers.frames import redact
-from controllers.http_api import ApiClient, Counter
-
-HTTP_TIMEOUT_S = 15.0
+from controllers.http_api import ApiClient
 
 
 class VstUnavailable(TemporaryError):
@@ -39,10 +37,6 @@ class VstClient(ApiClient):
 
     service = "VST"
     unavailable = VstUnavailable
-
-    def __init__(self, base_url: str, timeout_s: float = HTTP_TIMEOUT_S,
-                 count: Counter | None = None) -> None:
-        super().__init__(base_url, timeout_s, count)
 
     def _fail(self, what: str, response: httpx.Response) -> VstUnavailable | VstRejected:
         text = redact(f"VST at {self.base_url}: {what} answered {response.status_code}: "

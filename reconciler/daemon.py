@@ -275,8 +275,7 @@ class Daemon:
             waiting = streamsets.deployment_ready(self.engine, resource, snapshot.spec_set)
             rp = streamsets.plan_one(self.engine, resource, snapshot.spec_set, waiting)
             if waiting is not None:  # no backoff: the Deployment's success wakes it
-                self.engine.fail(rp, "WaitingForDeployment", waiting, stalled=False,
-                                 kind="StreamSet")
+                self.engine.fail(rp, "WaitingForDeployment", waiting, stalled=False)
                 return True, False, ""
             outcome = self.engine.apply_streamset(rp, snapshot.spec_set, None)
             return outcome.ok, outcome.retry, outcome.message.split(":", 1)[0]

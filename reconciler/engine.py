@@ -186,9 +186,9 @@ class Engine:
         plans = [self.plan_one(dep, spec_set) for dep in spec_set.deployments]
         unsettled = {rp.name for rp in plans if rp.error is not None or rp.changes}
         for ss in spec_set.streamsets:
-            waiting = streamsets.deployment_ready(self, ss, spec_set)
-            if ss.spec.deployment in unsettled:
-                waiting = f"after Deployment/{ss.spec.deployment} is Ready"
+            waiting = (f"after Deployment/{ss.spec.deployment} is Ready"
+                       if ss.spec.deployment in unsettled
+                       else streamsets.deployment_ready(self, ss, spec_set))
             plans.append(streamsets.plan_one(self, ss, spec_set, waiting))
         return plans
 
@@ -216,13 +216,13 @@ class Engine:
     # --- applying ----------------------------------------------------------------------------
 
     def apply(self, plans: list[ResourcePlan], timeout_s: float | None,
-              spec_set: SpecSet | None = None) -> list[Outcome]:
-        """Deployments first, then (with ``spec_set``) StreamSets: dependency order."""
+              spec_set: SpecSet) -> list[Outcome]:
+        """Deployments first, then StreamSets: dependency order."""
         first = [rp for rp in plans if not isinstance(rp.desired, StreamSetDesired)]
         second = [rp for rp in plans if isinstance(rp.desired, StreamSetDesired)]
         with ThreadPoolExecutor(max_workers=MAX_PARALLEL_APPLIES) as pool:
             outcomes = list(pool.map(lambda rp: self.apply_one(rp, timeout_s), first))
-            if second and spec_set is not None:
+            if second:
                 outcomes += pool.map(lambda rp: self.apply_streamset(rp, spec_set, timeout_s),
                                      second)
         return outcomes
@@ -231,7 +231,7 @@ class Engine:
                         timeout_s: float | None) -> Outcome:
         if rp.desired is None:
             message = rp.error or "not planned"
-            self.fail(rp, rp.error_reason or "Error", message, rp.permanent, kind="StreamSet")
+            self.fail(rp, rp.error_reason or "Error", message, rp.permanent)
             return Outcome(rp.resource, False, message, retry=not rp.permanent)
         return streamsets.apply_one(self, rp, spec_set, timeout_s)
 
@@ -240,22 +240,22 @@ class Engine:
             raise TypeError("StreamSets are applied with apply_streamset")
         if rp.desired is None or rp.plan is None:
             message = rp.error or "not planned"
-            self._fail(rp, rp.error_reason or "Error", message, rp.permanent)
+            self.fail(rp, rp.error_reason or "Error", message, rp.permanent)
             return Outcome(rp.resource, False, message, retry=not rp.permanent)
         if rp.plan.conflict is not None:
-            self._fail(rp, "Conflict", rp.plan.conflict, True)
+            self.fail(rp, "Conflict", rp.plan.conflict, True)
             return Outcome(rp.resource, False, f"Conflict: {rp.plan.conflict}")
         session = self.sessions[rp.desired.deployment.spec.host]
         try:
             result = self._controller(session).apply(rp.desired, rp.plan, timeout_s,
                                                      self.revision)
         except ReadinessFailed as exc:
-            self._fail(rp, exc.reason, str(exc), True)
+            self.fail(rp, exc.reason, str(exc), True)
             return Outcome(rp.resource, False, f"{exc.reason}: {exc}", retry=True)
         except ControllerError as exc:
             permanent = isinstance(exc, PermanentError)
             reason = "ApplyFailed" if permanent else "TemporaryFailure"
-            self._fail(rp, reason, str(exc), permanent)
+            self.fail(rp, reason, str(exc), permanent)
             return Outcome(rp.resource, False, f"{reason}: {exc}", retry=not permanent)
         log.info("resource.ready", resource=rp.resource, model=result.model_id,
                  url=rp.desired.url, actions=[str(a) for a in rp.plan.actions],
@@ -268,11 +268,8 @@ class Engine:
                                      f"ready after {result.waited_s:.1f}s")
         return Outcome(rp.resource, True, message)
 
-    def _fail(self, rp: ResourcePlan, reason: str, message: str, stalled: bool) -> None:
-        self.fail(rp, reason, message, stalled)
-
     def fail(self, rp: ResourcePlan, reason: str, message: str, stalled: bool,
-             kind: str = "Deployment", ready: Literal["False", "Unknown"] | None = None) -> None:
+             ready: Literal["False", "Unknown"] | None = None) -> None:
         """Record a failed pass: Stalled (permanent) or Degraded (will be retried). ``ready``
         overrides Ready's status (a StreamSet with dead sources is known not to be Ready)."""
         before = self.store.load(rp.resource)
@@ -285,7 +282,7 @@ class Engine:
             st.set_condition("Stalled" if stalled else "Degraded", "True", reason, message)
             if rp.desired is not None:
                 st.desired_generation = rp.desired.spec_hash
-        self.store.update(rp.resource, kind, rp.name, mutate)
+        self.store.update(rp.resource, rp.resource.split("/", 1)[0], rp.name, mutate)
         if previous is None or (previous.reason, previous.message) != (reason, message):
             self.store.events.append(rp.resource, "Warning", reason, message)
         else:  # the same failure again (a retry): say so briefly rather than repeat it

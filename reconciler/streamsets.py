@@ -109,23 +109,23 @@ def apply_one(engine: Engine, rp: ResourcePlan, spec_set: SpecSet,
     ss = desired.streamset
     waiting = deployment_ready(engine, ss, spec_set)
     if waiting is not None:
-        engine.fail(rp, "WaitingForDeployment", waiting, stalled=False, kind="StreamSet")
+        engine.fail(rp, "WaitingForDeployment", waiting, stalled=False)
         return Outcome(rp.resource, False, waiting, retry=True)
     ctl = controller(engine, spec_set)
     try:
         the_plan = ctl.plan(desired)
         result = ctl.apply(desired, the_plan, timeout_s, engine.revision)
     except SourcesDegraded as exc:
-        engine.fail(rp, "SourcesDegraded", str(exc), stalled=False, kind="StreamSet",
+        engine.fail(rp, "SourcesDegraded", str(exc), stalled=False,
                     ready="False")
         return Outcome(rp.resource, False, f"SourcesDegraded: {exc}", retry=True)
     except AtCapacity as exc:
-        engine.fail(rp, "AtCapacity", str(exc), stalled=False, kind="StreamSet", ready="False")
+        engine.fail(rp, "AtCapacity", str(exc), stalled=False, ready="False")
         return Outcome(rp.resource, False, f"AtCapacity: {exc}", retry=True)
     except ControllerError as exc:
         permanent = isinstance(exc, PermanentError)
         reason = "ApplyFailed" if permanent else "TemporaryFailure"
-        engine.fail(rp, reason, str(exc), stalled=permanent, kind="StreamSet")
+        engine.fail(rp, reason, str(exc), stalled=permanent)
         return Outcome(rp.resource, False, f"{reason}: {exc}", retry=not permanent)
     log.info("resource.ready", resource=rp.resource, sources=len(result.sources),
              actions=[str(a) for a in the_plan.actions], waited_s=round(result.waited_s, 2))

@@ -77,9 +77,9 @@ def publisher_name(instance: str, resource: str, source: str) -> str:
 
 
 def publisher_request(instance: str, resource: str, spec_hash: str, source: PublishedSource,
-                      image_id: str) -> ContainerRequest:
-    """Create-ready request: our labels plus the source label, init, 127.0.0.1::8554, and the
-    media file bind-mounted read-only."""
+                      image_id: str, host_port: int | None = None) -> ContainerRequest:
+    """Create-ready request: our labels plus the source label, init, port 8554 on 127.0.0.1
+    (``host_port``, or one the engine assigns), and the media file bind-mounted read-only."""
     labels = labels_for(instance, resource, spec_hash)
     labels[LABEL_SOURCE] = source.name
     mounts = []
@@ -87,7 +87,7 @@ def publisher_request(instance: str, resource: str, spec_hash: str, source: Publ
         mounts.append((str(source.file), source.media_target, True))
     return ContainerRequest(
         name=publisher_name(instance, resource, source.name), image=image_id, labels=labels,
-        environment=source.environment(), ports={PORT_KEY: (LOOPBACK, None)}, mounts=mounts,
+        environment=source.environment(), ports={PORT_KEY: (LOOPBACK, host_port)}, mounts=mounts,
         init=True, stop_timeout=STOP_TIMEOUT_S,
     )
 
@@ -104,11 +104,11 @@ def check_media(source: PublishedSource) -> None:
 
 
 def start_publisher(engine: DockerEngine, instance: str, resource: str, spec_hash: str,
-                    source: PublishedSource, image_id: str) -> str:
+                    source: PublishedSource, image_id: str, host_port: int | None = None) -> str:
     """Check the media, create and start the publisher; returns the container ID."""
     check_media(source)
     container_id = engine.create(publisher_request(instance, resource, spec_hash, source,
-                                                   image_id))
+                                                   image_id, host_port))
     engine.start(container_id)
     return container_id
 
