@@ -27,6 +27,7 @@ from reconciler.output import (
     safe,
 )
 from specs.errors import SpecError
+from specs.loader import LoaderLimits
 from specs.models import KINDS
 from specs.validate import SpecSet, json_schema, load_spec_set
 from state.errors import StateError
@@ -96,7 +97,7 @@ def main(ctx: click.Context, state_dir: Path, instance: str | None, verbose: boo
 
 def _load(ctx: Context, paths: tuple[Path, ...]) -> SpecSet:
     try:
-        spec_set = load_spec_set(list(paths))
+        spec_set = load_spec_set(list(paths), limits=LoaderLimits.from_env())
     except SpecError as exc:
         for issue in exc.issues:
             ctx.err.print(str(issue), markup=False)
@@ -219,38 +220,66 @@ def apply(ctx: Context, paths: tuple[Path, ...], timeout: float | None) -> None:
               help="Concurrent reconciles per kind.")
 @click.option("--metrics-address", default="127.0.0.1:9464", show_default=True,
               metavar="HOST:PORT", help="Prometheus /metrics listener; 'off' disables it.")
+@click.option("--quiet-period", type=click.FloatRange(min=0), default=0.5, show_default=True,
+              metavar="SECONDS", help="A saved folder must read the same before and after "
+              "this long before it is used (--specs), so a half-written file is never acted on.")
+@click.option("--allow-empty", is_flag=True,
+              help="Apply a revision with no resources even though resources are owned "
+                   "(deletes them all). Off by default: an emptied folder is held, Stalled.")
+@click.option("--allow-mass-prune", is_flag=True,
+              help="Apply a revision that deletes all owned resources, or more than "
+                   "--max-prune-share of them when more than 4 are owned. Off by default; "
+                   "`reconciler sync --approve-prune REVISION` allows one held revision.")
+@click.option("--max-prune-share", type=click.FloatRange(min=0, max=1), default=0.5,
+              show_default=True, metavar="SHARE",
+              help="Share of owned resources one revision may delete without an opt-in.")
 @pass_ctx
 def run(ctx: Context, specs_dir: Path | None, git_url: str | None, branch: str,
         git_path: str | None, interval: float, resync: float, workers: int,
-        metrics_address: str) -> None:
+        metrics_address: str, quiet_period: float, allow_empty: bool, allow_mass_prune: bool,
+        max_prune_share: float) -> None:
     """Run the reconciler daemon: watch a folder or follow a Git branch, converge every
     revision, repair drift, until SIGTERM.
 
     \b
       reconciler run --specs specs/
       reconciler run --git file:///srv/specs.git --branch main --path deploy --interval 15
+
+    A revision is used whole or not at all: an unreadable file or folder, a file still being
+    written, a spec over a loader limit (file size: env RECONCILER_MAX_SPEC_BYTES, default
+    1 MiB) or a revision that would delete most of what is owned is held, with the source
+    Stalled and the reason in `reconciler status Source/specs`; the last good revision stays
+    in force. Exit status: 0 after SIGTERM/SIGINT, 1 on a start-up error, 3 when a daemon
+    thread kept dying.
     """
     from reconciler.daemon import Daemon, DaemonOptions
+    from reconciler.pruneguard import PrunePolicy
     from reconciler.sources import FolderSource, GitSource, Source
 
     if (specs_dir is None) == (git_url is None):
         ctx.fail("give exactly one of --specs DIR or --git URL")
+    try:
+        limits = LoaderLimits.from_env()
+    except SpecError as exc:
+        ctx.fail(str(exc))
     source: Source
     if specs_dir is not None:
-        source = FolderSource(specs_dir.resolve())
+        source = FolderSource(specs_dir.resolve(), quiet_s=quiet_period, limits=limits)
     else:
         assert git_url is not None
         if interval <= 0:
             ctx.fail("--interval must be greater than 0")
         try:
             source = GitSource(git_url, branch, ctx.state_dir / "git", path=git_path,
-                               interval_s=interval)
+                               interval_s=interval, limits=limits)
         except ValueError as exc:
             ctx.fail(str(exc))
     if resync <= 0 or workers < 1:
         ctx.fail("--resync must be greater than 0 and --workers at least 1")
+    policy = PrunePolicy(allow_empty=allow_empty, allow_mass_prune=allow_mass_prune,
+                         max_share=max_prune_share)
     options = DaemonOptions(resync_s=resync, workers=workers,
-                            metrics_address=_address(ctx, metrics_address))
+                            metrics_address=_address(ctx, metrics_address), prune_policy=policy)
     rlog.configure(ctx.state_dir, ctx.verbose)
     store = ctx.store()
     try:
@@ -275,13 +304,17 @@ def _address(ctx: Context, text: str) -> tuple[str, int] | None:
 
 
 @main.command()
+@click.option("--approve-prune", "approve", metavar="REVISION", default=None,
+              help="Let this exact held revision (see `reconciler status Source/specs`) "
+                   "delete what it leaves out, once.")
 @pass_ctx
-def sync(ctx: Context) -> None:
+def sync(ctx: Context, approve: str | None) -> None:
     """Ask the running daemon to fetch its source now and re-check every resource."""
     from reconciler.control import ControlUnavailable, request
 
     try:
-        answer = request(ctx.state_dir, "POST", "/sync")
+        answer = request(ctx.state_dir, "POST", "/sync",
+                         params={"approve-prune": approve} if approve else None)
     except ControlUnavailable as exc:
         ctx.fail(str(exc))
     ctx.out.print(str(answer.get("message", answer)), markup=False)
@@ -290,7 +323,8 @@ def sync(ctx: Context) -> None:
 @main.command()
 @pass_ctx
 def health(ctx: Context) -> None:
-    """Exit 0 if a daemon runs on this state directory and answers; print its summary."""
+    """Exit 0 if a daemon runs on this state directory, answers, and all its threads run;
+    exit 1 (printing the summary) when one of them died."""
     from reconciler.control import ControlUnavailable, request
 
     try:
@@ -298,6 +332,8 @@ def health(ctx: Context) -> None:
     except ControlUnavailable as exc:
         ctx.fail(str(exc))
     click.echo(json.dumps(answer, indent=2))
+    if answer.get("ok") is not True:
+        raise SystemExit(EXIT_ERROR)
 
 
 @main.command()

@@ -2,7 +2,9 @@
 
 A Unix socket (mode 0600 in a 0700 directory) keeps control local to the machine and to the
 user who runs the daemon, with no port to allocate or protect. Endpoints:
-``GET /health``, ``GET /status`` (daemon summary + every recorded resource), ``POST /sync``.
+``GET /health`` (200 when every daemon thread runs, 503 when one died), ``GET /status``
+(daemon summary + every recorded resource), ``POST /sync`` (optionally
+``?approve-prune=REVISION``: let that revision through the prune guard once).
 """
 
 from __future__ import annotations
@@ -15,8 +17,11 @@ import threading
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
+
+from state.errors import StateError
 
 if TYPE_CHECKING:
     from reconciler.daemon import Daemon
@@ -40,17 +45,29 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         daemon = self.server.reconciler
         if self.path == "/health":
-            self._send(200, {"ok": True, **daemon.describe()})
+            ok = daemon.healthy()
+            self._send(200 if ok else 503, {"ok": ok, **daemon.describe()})
         elif self.path == "/status":
-            records = [r.model_dump(mode="json") for r in daemon.store.list()]
+            try:
+                records = [r.model_dump(mode="json") for r in daemon.store.list()]
+            except StateError as exc:  # say what is wrong rather than drop the connection
+                self._send(500, {"code": "StateError", "message": str(exc)})
+                return
             self._send(200, {"daemon": daemon.describe(), "resources": records})
         else:
             self._send(404, {"code": "NotFound", "message": self.path})
 
     def do_POST(self) -> None:
-        if self.path == "/sync":
+        url = urlsplit(self.path)
+        if url.path == "/sync":
+            approve = parse_qs(url.query).get("approve-prune", [])
+            for revision in approve:
+                self.server.reconciler.approve_prune(revision)
             self.server.reconciler.sync()
-            self._send(202, {"ok": True, "message": "sync requested"})
+            message = "sync requested"
+            if approve:
+                message += f"; revision {approve[0]} may prune once"
+            self._send(202, {"ok": True, "message": message})
         else:
             self._send(404, {"code": "NotFound", "message": self.path})
 
@@ -87,7 +104,8 @@ class ControlServer:
             self.path.unlink()
 
 
-def request(state_dir: Path, method: str, path: str) -> dict[str, Any]:
+def request(state_dir: Path, method: str, path: str,
+            params: dict[str, str] | None = None) -> dict[str, Any]:
     """Call the live daemon; ControlUnavailable when none runs on this state directory."""
     sock = state_dir / SOCKET_NAME
     if not sock.exists():
@@ -96,9 +114,16 @@ def request(state_dir: Path, method: str, path: str) -> dict[str, Any]:
     transport = httpx.HTTPTransport(uds=str(sock))
     try:
         with httpx.Client(transport=transport, timeout=CLIENT_TIMEOUT_S) as client:
-            response = client.request(method, f"http://reconciler{path}")
+            response = client.request(method, f"http://reconciler{path}", params=params)
     except httpx.HTTPError as exc:
         raise ControlUnavailable(f"the reconciler daemon on {state_dir} does not answer: "
                                  f"{exc}") from exc
-    data: dict[str, Any] = response.json()
+    try:
+        data: dict[str, Any] = response.json()
+    except ValueError as exc:
+        raise ControlUnavailable(f"the reconciler daemon on {state_dir} answered "
+                                 f"{response.status_code} without JSON") from exc
+    if response.status_code >= 500 and data.get("code") == "StateError":
+        raise ControlUnavailable(f"the reconciler daemon on {state_dir} cannot read its "
+                                 f"state: {data.get('message')}")
     return data

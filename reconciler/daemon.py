@@ -5,9 +5,15 @@ looked at; each pass compares the full desired state of that key with freshly ob
 Each source revision is one snapshot: an invalid revision is never partly applied — the last
 good snapshot stays in force and the source reports Stalled with the errors.
 
+A revision that reads fine may still be a mistake that would delete the fleet (an emptied
+folder, a bulk move): ``reconciler.pruneguard`` holds such a revision, Stalled, until a person
+approves it or the daemon runs with an opt-in flag.
+
 Threads: one source watcher, one Docker event watcher per reachable Host, a resync timer, the
-control server, the metrics server and N workers. Shutdown (SIGTERM) stops intake, lets the
-workers finish what they hold, and exits 0.
+control server, the metrics server and N workers. Each runs under a supervisor: a thread that
+dies is reported by ``health`` and restarted with backoff; one that keeps dying ends the daemon
+with a non-zero exit rather than leaving a process that looks healthy and does nothing.
+Shutdown (SIGTERM) stops intake, lets the workers finish what they hold, and exits 0.
 """
 
 from __future__ import annotations
@@ -17,11 +23,12 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
 import structlog
+import tenacity
 
 from controllers import ownership
 from controllers.docker_client import EventStream
@@ -30,10 +37,12 @@ from reconciler import streamsets
 from reconciler.control import ControlServer
 from reconciler.engine import Engine
 from reconciler.metrics import Metrics
+from reconciler.pruneguard import PrunePolicy, judge
 from reconciler.sources import Snapshot, Source, SourceError
 from reconciler.workqueue import Priority, WorkQueue, jittered
 from specs.models import Deployment, Host, StreamSet
 from specs.validate import spec_hash
+from state.errors import StateError
 from state.models import ResourceStatus
 from state.store import Store
 
@@ -41,6 +50,16 @@ SOURCE_RESOURCE = "Source/specs"
 EVENT_WAKE_ACTIONS = ("die", "stop", "kill", "destroy", "oom", "pause", "health_status")
 EVENT_RECONNECT_S = 1.0
 SHUTDOWN_GRACE_S = 60.0
+# Kinds whose records stand for things we created; their count is what the prune guard protects.
+OWNING_KINDS = ("Deployment", "StreamSet")
+PRUNABLE_KINDS = ("Deployment", "Host", "StreamSet")
+DAEMON_RESOURCE = "Daemon/threads"
+# A thread that dies is restarted this many times (backoff doubling from the base, capped),
+# then the daemon exits non-zero: a supervisor outside (systemd, Docker) restarts it whole.
+THREAD_RESTARTS = 5
+THREAD_RESTART_BASE_S = 1.0
+THREAD_RESTART_MAX_S = 30.0
+EXIT_THREAD_DIED = 3
 log = structlog.get_logger("reconciler.daemon")
 
 
@@ -53,6 +72,9 @@ class DaemonOptions:
     base_backoff_s: float = 0.5
     max_backoff_s: float = 60.0
     metrics_address: tuple[str, int] | None = ("127.0.0.1", 9464)
+    prune_policy: PrunePolicy = field(default_factory=PrunePolicy)
+    thread_restarts: int = THREAD_RESTARTS
+    thread_restart_base_s: float = THREAD_RESTART_BASE_S
 
 
 class Daemon:
@@ -75,6 +97,12 @@ class Daemon:
         self._watchers: dict[str, threading.Event] = {}
         self._streams: dict[str, EventStream] = {}
         self._threads: list[threading.Thread] = []
+        # Supervision: each thread's state ("running", "restarting", "dead") and deaths so far.
+        self.thread_states: dict[str, str] = {}
+        self.thread_deaths: dict[str, int] = {}
+        self.fatal: str | None = None
+        # Revisions a person approved once (``sync --approve-prune``) despite the prune guard.
+        self._approved: set[str] = set()
         self.metrics = Metrics(self)
         self.started = time.time()
 
@@ -88,7 +116,6 @@ class Daemon:
         control = ControlServer(self.store.root, self)
         control.start()
         self._load_source(first=True)
-        self._enqueue_recorded()
         self._spawn("source", lambda: self.source.watch(self.stop, self._source_changed))
         self._spawn("resync", self._resync_loop)
         for i in range(self.options.workers + 2):
@@ -117,14 +144,75 @@ class Daemon:
             thread.join(timeout=max(0.1, deadline - time.monotonic()))
         self.metrics.close()
         self.engine.close()
+        if self.fatal is not None:
+            self.say(f"reconciler stopped: {self.fatal}")
+            return EXIT_THREAD_DIED
         self.say("reconciler stopped")
         return 0
 
-    def _spawn(self, name: str, target: Callable[[], None]) -> threading.Thread:
-        thread = threading.Thread(target=target, name=name, daemon=True)
+    # --- thread supervision ------------------------------------------------------------------
+
+    def _spawn(self, name: str, target: Callable[[], None],
+               forever: bool = True) -> threading.Thread:
+        """Start ``target`` in a supervised thread. ``forever``: returning while the daemon
+        still runs is a death too (a watcher that gave up is as dead as one that raised)."""
+        thread = threading.Thread(target=self._supervise, args=(name, target, forever),
+                                  name=name, daemon=True)
+        self.thread_states[name] = "running"
         thread.start()
         self._threads.append(thread)
         return thread
+
+    def _supervise(self, name: str, target: Callable[[], None], forever: bool) -> None:
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_any(tenacity.stop_after_attempt(self.options.thread_restarts + 1),
+                                   _StopWhenSet(self.stop)),
+            wait=tenacity.wait_exponential(multiplier=self.options.thread_restart_base_s,
+                                           max=THREAD_RESTART_MAX_S),
+            sleep=self._pause, retry=tenacity.retry_if_exception_type(_ThreadDied),
+            reraise=True)
+        try:
+            for attempt in retrying:
+                with attempt:
+                    self._run_thread(name, target, forever)
+        except _ThreadDied as exc:
+            if self.stop.is_set():
+                return
+            self.thread_states[name] = "dead"
+            self.fatal = (f"thread {name} died {self.thread_deaths.get(name, 0)} times; "
+                          f"last: {exc}")
+            log.error("daemon.fatal", thread=name, error=str(exc))
+            self.stop.set()
+
+    def _pause(self, seconds: float) -> None:
+        """tenacity's sleep between restarts; ends early when the daemon stops."""
+        self.stop.wait(seconds)
+
+    def _run_thread(self, name: str, target: Callable[[], None], forever: bool) -> None:
+        self.thread_states[name] = "running"
+        try:
+            target()
+        except Exception as exc:
+            if self.stop.is_set():
+                return
+            log.exception("thread.died", thread=name)
+            self._note_death(name, f"{type(exc).__name__}: {exc}")
+            raise _ThreadDied(f"{type(exc).__name__}: {exc}") from exc
+        if forever and not self.stop.is_set():
+            self._note_death(name, "returned while the daemon runs")
+            raise _ThreadDied("returned while the daemon runs")
+
+    def _note_death(self, name: str, why: str) -> None:
+        self.thread_states[name] = "restarting"
+        self.thread_deaths[name] = self.thread_deaths.get(name, 0) + 1
+        self.store.events.append(DAEMON_RESOURCE, "Warning", "ThreadDied",
+                                 f"thread {name} died ({why}); restarting it")
+
+    def healthy(self) -> bool:
+        """False while any thread is dead or waiting to be restarted, or the daemon is ending
+        because one kept dying."""
+        return self.fatal is None and all(state == "running"
+                                          for state in list(self.thread_states.values()))
 
     def _progress(self, resource: str, message: str) -> None:
         log.info("progress", resource=resource, message=message)
@@ -140,16 +228,50 @@ class Daemon:
         except SourceError as exc:
             self._record_source_failure(exc)
             return
+        except Exception as exc:  # a loader bug must refuse one revision, not kill the watcher
+            log.exception("source.load_crashed")
+            self._record_source_failure(SourceError(f"reading the source failed: "
+                                                    f"{type(exc).__name__}: {exc}"))
+            return
         self._apply_snapshot(snapshot, first)
+
+    def approve_prune(self, revision: str) -> None:
+        """Let ``revision`` through the prune guard once (``sync --approve-prune``)."""
+        self._approved.add(revision)
+        self.source.poke()
+
+    def _owned(self) -> list[str]:
+        return [r.resource for r in self.store.list() if r.kind in OWNING_KINDS]
+
+    def _guard(self, snapshot: Snapshot, new: dict[str, str]) -> SourceError | None:
+        """Hold a revision that would delete too much of what we own (pruneguard)."""
+        try:
+            owned = self._owned()
+        except StateError as exc:
+            return SourceError(f"cannot judge revision {snapshot.revision}: the state "
+                               f"directory cannot be read ({exc}); nothing is pruned until "
+                               "it can", revision=snapshot.revision)
+        verdict = judge(owned, set(new), snapshot.revision, self.options.prune_policy,
+                        approved=snapshot.revision in self._approved)
+        if not verdict.held:
+            return None
+        return SourceError(verdict.message, revision=snapshot.revision,
+                           reason_code=verdict.reason)
 
     def _apply_snapshot(self, snapshot: Snapshot, first: bool) -> None:
         new = {f"{r.kind}/{r.metadata.name}": spec_hash(r) for r in snapshot.spec_set.resources}
+        held = self._guard(snapshot, new)
+        if held is not None:
+            self._record_source_failure(held)
+            return
         with self._snapshot_lock:
             old_revision = self.snapshot.revision if self.snapshot else None
             old = self._hashes
             self.snapshot, self._hashes = snapshot, new
             self.engine.revision = snapshot.revision
         self._record_source_ready(snapshot, old_revision)
+        if old_revision is None:  # the first revision in force: prune what it left out
+            self._enqueue_recorded()
         changed = {k for k in set(old) | set(new) if old.get(k) != new.get(k)}
         hosts_changed = {k.split("/", 1)[1] for k in changed if k.startswith("Host/")}
         for dep in snapshot.spec_set.deployments:
@@ -176,7 +298,7 @@ class Daemon:
     def _enqueue_recorded(self) -> None:
         """Resources recorded by an earlier run but absent now must be pruned."""
         for record in self.store.list():
-            if record.kind in ("Deployment", "Host", "StreamSet") and (
+            if record.kind in PRUNABLE_KINDS and (
                     record.resource not in self._hashes):
                 self.queue.add(record.resource, Priority.CHANGE)
 
@@ -185,6 +307,7 @@ class Daemon:
             st.applied_revision = snapshot.revision
             st.facts["source"] = self.source.name
             st.facts["resources"] = len(snapshot.spec_set.resources)
+            st.facts.pop("wouldPrune", None)
             st.set_condition("Ready", "True", "Loaded", f"revision {snapshot.revision}")
             st.set_condition("Stalled", "False", "Loaded", "")
         self.store.update(SOURCE_RESOURCE, "Source", "specs", mutate)
@@ -197,18 +320,19 @@ class Daemon:
         message = str(exc)
         keep = self.snapshot.revision if self.snapshot else "none"
 
+        reason = exc.reason_code
+
         def mutate(st: ResourceStatus) -> None:
             st.facts["source"] = self.source.name
             st.facts["rejectedRevision"] = exc.revision
-            st.set_condition("Stalled", "True", "InvalidRevision",
-                             f"keeping revision {keep}: {message}")
-            st.set_condition("Ready", "False", "InvalidRevision", message)
+            st.set_condition("Stalled", "True", reason, f"keeping revision {keep}: {message}")
+            st.set_condition("Ready", "False", reason, message)
         before = self.store.load(SOURCE_RESOURCE)
         stalled = before is not None and (c := before.condition("Stalled")) is not None and (
             c.status == "True" and c.message.endswith(message))
         self.store.update(SOURCE_RESOURCE, "Source", "specs", mutate)
         if not stalled:
-            self.store.events.append(SOURCE_RESOURCE, "Warning", "InvalidRevision",
+            self.store.events.append(SOURCE_RESOURCE, "Warning", reason,
                                      f"revision {exc.revision or '?'} refused, keeping {keep}: "
                                      f"{message}")
         self.say(f"source refused (keeping revision {keep}):\n{message}")
@@ -333,7 +457,7 @@ class Daemon:
             return
         stop = threading.Event()
         self._watchers[name] = stop
-        self._spawn(f"events-{name}", lambda: self._watch_events(host, stop))
+        self._spawn(f"events-{name}", lambda: self._watch_events(host, stop), forever=False)
 
     def _stop_watcher(self, name: str) -> None:
         stop = self._watchers.pop(name, None)
@@ -390,4 +514,22 @@ class Daemon:
                       "delayed": stats.delayed},
             "hosts": {n: ("unreachable" if n in self.engine.host_errors else "ok")
                       for n in self.engine.sessions},
+            "threads": {name: state for name, state in sorted(self.thread_states.items())
+                        if state != "running" or self.thread_deaths.get(name)},
+            "threadDeaths": sum(self.thread_deaths.values()),
+            "fatal": self.fatal,
         }
+
+
+class _StopWhenSet(tenacity.stop.stop_base):
+    """tenacity stop condition: the daemon is shutting down (no more restarts)."""
+
+    def __init__(self, event: threading.Event) -> None:
+        self.event = event
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        return self.event.is_set()
+
+
+class _ThreadDied(Exception):
+    """A supervised thread raised or returned while the daemon runs."""

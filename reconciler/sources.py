@@ -37,17 +37,26 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Protocol
 
+import tenacity
 import watchfiles
 
 from specs.errors import SpecError, SpecIssue
-from specs.loader import SPEC_SUFFIXES, spec_files
+from specs.loader import (
+    DEFAULT_LIMITS,
+    EDITOR_TEMP,
+    IGNORED_DIRS,
+    SPEC_SUFFIXES,
+    LoaderLimits,
+    read_spec_bytes,
+    spec_files,
+)
 from specs.validate import SpecSet, load_spec_set
 
 # --- folder ------------------------------------------------------------------------------------
 DIGEST_PREFIX = "sha256:"
-# A folder is read twice (digest before and after parsing); if an editor writes in between we
-# read again rather than label half-old content with a new revision.
-FOLDER_READ_ATTEMPTS = 3
+# A folder is read until two reads a quiet period apart agree (and parsing saw the same bytes);
+# this many tries, then the revision is refused until the next change.
+FOLDER_READ_ATTEMPTS = 5
 # watchfiles: how long a quiet spell ends a batch, and how often its Rust loop looks at our stop
 # flag; small so that a save is noticed (and a stop honoured) well inside a second.
 WATCH_STEP_MS = 20
@@ -57,10 +66,9 @@ WATCH_STEP_MS = 20
 WATCH_TICK_MS = 200
 # How long to wait before trying to watch a folder that cannot be watched (e.g. missing).
 WATCH_RETRY_S = 1.0
-# Editor by-products that never hold specs: vim swap/backup files and its write probe ("4913"),
-# emacs lock and autosave files, "name~" backups, JetBrains safe-write temporaries.
-EDITOR_TEMP = re.compile(r"(\.sw[a-px]$)|(~$)|(^\.#)|(^#.*#$)|(^4913$)|(\.___jb_\w+___$)")
-IGNORED_DIRS = frozenset({".git", ".hg", ".svn"})
+# A folder must read the same before and after this long without writes before it is used:
+# longer than an editor's truncate-then-write save takes, short enough not to be noticed.
+QUIET_PERIOD_S = 0.5
 
 # --- git ---------------------------------------------------------------------------------------
 MIRROR_DIR = "mirror.git"
@@ -115,10 +123,11 @@ class SourceError(Exception):
     """
 
     def __init__(self, reason: str, issues: Sequence[SpecIssue] = (),
-                 revision: str | None = None) -> None:
+                 revision: str | None = None, reason_code: str = "InvalidRevision") -> None:
         self.reason = reason
         self.issues = list(issues)
         self.revision = revision
+        self.reason_code = reason_code  # the Stalled condition's reason
         super().__init__("\n".join(str(i) for i in self.issues) if self.issues else reason)
 
 
@@ -159,10 +168,13 @@ class FolderSource:
     Errors name files as ``str(path / relative)``: the real file a person opens to fix it.
     """
 
-    def __init__(self, path: Path, debounce_ms: int = 50) -> None:
+    def __init__(self, path: Path, debounce_ms: int = 50, quiet_s: float = QUIET_PERIOD_S,
+                 limits: LoaderLimits = DEFAULT_LIMITS) -> None:
         self.path = path
         self.name = f"folder:{path}"
         self.debounce_ms = debounce_ms
+        self.quiet_s = quiet_s
+        self.limits = limits
         self._poke = threading.Event()
         self._seen_lock = threading.Lock()
         # The last revision that load() read or watch() reported; watch() stays quiet while
@@ -170,24 +182,43 @@ class FolderSource:
         self._seen: str | None = None
 
     def load(self) -> Snapshot:
-        for _ in range(FOLDER_READ_ATTEMPTS):
-            before = self._digest_or_raise()
-            error: SpecError | None = None
-            spec_set = SpecSet()
-            try:
-                spec_set = load_spec_set([self.path])
-            except SpecError as exc:
-                error = exc
-            after = self._digest_or_raise()
-            if before != after:
-                continue  # written to while we read: the parse may mix two versions
-            self._mark_seen(after)
-            if error is not None:
-                raise SourceError(f"{self.name}: invalid specs", error.issues, revision=after)
-            return Snapshot(revision=after, spec_set=spec_set, root=self.path)
+        """Read the folder once it has settled: its content must hash the same before and after
+        a quiet period and again after parsing, so a file caught half-written (an editor that
+        truncates, then writes) is never acted on."""
+        try:
+            for attempt in tenacity.Retrying(
+                    stop=tenacity.stop_after_attempt(FOLDER_READ_ATTEMPTS),
+                    retry=tenacity.retry_if_exception_type(_StillChanging), reraise=True):
+                with attempt:
+                    return self._load_settled()
+        except _StillChanging:
+            pass
         self._mark_seen(None)
-        raise SourceError(f"files under {self.path} kept changing while being read; "
-                          "they are read again on the next change")
+        raise SourceError(f"files under {self.path} kept changing while being read "
+                          f"({FOLDER_READ_ATTEMPTS} reads); they are read again on the next "
+                          "change")
+
+    def _load_settled(self) -> Snapshot:
+        before, newest = self._state_or_raise()
+        quiet_left = self.quiet_s - (time.time() - newest)
+        if quiet_left > 0:  # written just now: wait, then it must still read the same
+            time.sleep(min(quiet_left, self.quiet_s))
+            settled, _ = self._state_or_raise()
+            if settled != before:
+                raise _StillChanging
+        error: SpecError | None = None
+        spec_set = SpecSet()
+        try:
+            spec_set = load_spec_set([self.path], limits=self.limits)
+        except SpecError as exc:
+            error = exc
+        after, _ = self._state_or_raise()
+        if after != before:
+            raise _StillChanging  # written to while we parsed: it may mix two versions
+        self._mark_seen(after)
+        if error is not None:
+            raise SourceError(f"{self.name}: invalid specs", error.issues, revision=after)
+        return Snapshot(revision=after, spec_set=spec_set, root=self.path)
 
     def watch(self, stop: threading.Event, changed: Callable[[], None]) -> None:
         """Watch in the caller's thread; re-arm when the folder appears, vanishes or is
@@ -259,36 +290,60 @@ class FolderSource:
     def _digest(self) -> str:
         """The folder's revision, or a marker for "cannot be read" (which load() will explain)."""
         try:
-            return folder_digest(self.path)
+            return folder_state(self.path, self.limits)[0]
         except SpecError as exc:
             return "unreadable:" + "; ".join(str(i) for i in exc.issues)
 
-    def _digest_or_raise(self) -> str:
+    def _state_or_raise(self) -> tuple[str, float]:
         try:
-            return folder_digest(self.path)
+            return folder_state(self.path, self.limits)
         except SpecError as exc:
-            raise SourceError(f"{self.name}: cannot read", exc.issues) from None
+            raise SourceError(f"{self.name}: cannot read the folder as a whole, so nothing of "
+                              "it is used", exc.issues) from None
 
 
-def folder_digest(root: Path) -> str:
-    """``sha256:<hex>`` over the sorted (relative path, bytes) of the spec files under ``root``.
+class _StillChanging(Exception):
+    """The folder's content changed between two reads."""
+
+
+def folder_digest(root: Path, limits: LoaderLimits = DEFAULT_LIMITS) -> str:
+    """``sha256:<hex>`` over the sorted (relative path, bytes) of the spec files under ``root``."""
+    return folder_state(root, limits)[0]
+
+
+def folder_state(root: Path, limits: LoaderLimits = DEFAULT_LIMITS) -> tuple[str, float]:
+    """The folder's revision and the newest change time (mtime or ctime) of its spec files and
+    folders, which tells whether it has been quiet long enough to trust.
 
     Lengths are hashed before each field so that no two different folders collide by moving
-    bytes between a name and a content. An unreadable file gets its own marker; load_spec_set
-    reports why it is unreadable. Raises SpecError if ``root`` does not exist.
+    bytes between a name and a content. A file that cannot be read (or is over the size
+    limit) gets a marker with the reason; load_spec_set refuses it. Raises SpecError if the
+    folder is missing or any folder below it cannot be listed.
     """
     digest = hashlib.sha256()
-    files = sorted((p.relative_to(root).as_posix(), p) for p in spec_files([root]))
-    for rel, file in files:
+    files = spec_files([root])
+    newest = _changed_at(root)
+    for folder in {f.parent for f in files}:
+        newest = max(newest, _changed_at(folder))
+    for file in files:
+        rel = file.relative_to(root).as_posix()
         name = rel.encode("utf-8", "surrogateescape")
         digest.update(len(name).to_bytes(8, "big") + name)
+        newest = max(newest, _changed_at(file))
         try:
-            data = file.read_bytes()
-        except OSError:
-            digest.update(b"\xff" * 8)
-            continue
+            data = read_spec_bytes(file, limits)
+        except SpecError as exc:
+            data = b"\xff" * 8 + str(exc).encode("utf-8", "replace")
         digest.update(len(data).to_bytes(8, "big") + data)
-    return DIGEST_PREFIX + digest.hexdigest()
+    return DIGEST_PREFIX + digest.hexdigest(), newest
+
+
+def _changed_at(path: Path) -> float:
+    try:
+        st = path.stat()
+    except OSError:
+        return time.time()  # vanishing as we look: as fresh as a change can be
+    return max(st.st_mtime, st.st_ctime)
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -327,7 +382,8 @@ class GitSource:
 
     def __init__(self, url: str, branch: str, workdir: Path, path: str | None = None,
                  interval_s: float = 30.0, jitter: float = 0.1,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None,
+                 limits: LoaderLimits = DEFAULT_LIMITS) -> None:
         if not branch or BAD_BRANCH.search(branch):
             raise ValueError(f"invalid branch name {branch!r}")
         self.url = _absolute_local(url)
@@ -337,6 +393,7 @@ class GitSource:
         self.interval_s = interval_s
         self.jitter = min(max(jitter, 0.0), 0.9)
         self.env = _git_env(env)
+        self.limits = limits
         self._shown_url = redact_url(self.url)
         self.name = f"git:{self._shown_url}#{branch}" + (f":{self.path}" if self.path else "")
         self._mirror_lock = threading.Lock()
@@ -374,7 +431,7 @@ class GitSource:
                 raise SourceError(f"folder {self.path!r} does not exist at revision {sha} of "
                                   f"{self._shown_url}#{self.branch}", revision=sha)
             try:
-                spec_set = load_spec_set([target], relative_to=root)
+                spec_set = load_spec_set([target], relative_to=root, limits=self.limits)
             except SpecError as exc:
                 raise SourceError(f"revision {sha} of {self.name} is invalid", exc.issues,
                                   revision=sha) from None

@@ -1,23 +1,81 @@
-"""Multi-document YAML loading that remembers where every value came from.
+"""Multi-document YAML loading that remembers where every value came from, within limits.
 
 PyYAML's composer gives each node a start mark; we build plain Python data from the node tree
 ourselves so that each field path maps to its ``file:line:col``. That is what lets a pydantic
 error on ``spec.env.FOO`` point at the line a person wrote. Duplicate keys are refused (YAML
 silently keeps the last one, which hides mistakes).
+
+Spec files are input a person (or an attacker with commit rights) controls, and the daemon
+reads them unattended. So reading has limits (``LoaderLimits``), each refused in well under a
+second with ``file:line:col`` and the limit's name: the file's size (a 50 MB file once took
+2.8 GB to parse), YAML aliases and the values they expand to (a 10-level "billion laughs" took
+46 s and 3.8 GB), and nesting depth (20,000 brackets blew Python's recursion limit). And a folder
+is read whole or not at all: a sub-folder or file that cannot be read refuses the load, naming
+the path, because skipping it would make its resources look deleted.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+import yaml.reader
 
 from specs.errors import Location, SpecError, SpecIssue
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 PathKey = tuple[str | int, ...]
+# Editor by-products that never hold specs: vim swap/backup files and its write probe ("4913"),
+# emacs lock (a dangling symlink) and autosave files, "name~" backups, JetBrains safe-write
+# temporaries. Skipped by the loader and the folder watcher alike.
+EDITOR_TEMP = re.compile(r"(\.sw[a-px]$)|(~$)|(^\.#)|(^#.*#$)|(^4913$)|(\.___jb_\w+___$)")
+IGNORED_DIRS = frozenset({".git", ".hg", ".svn"})
+
+# Rule names of refusals, as printed after each message.
+R_INPUT = "input"
+R_UNREADABLE = "unreadable"
+R_NOT_REGULAR = "not-a-regular-file"
+R_SYMLINK = "symlink-outside-folder"
+R_SYNTAX = "yaml-syntax"
+R_ENCODING = "encoding"
+LIMIT_FILE_SIZE = "max-file-size"
+LIMIT_ALIASES = "max-aliases"
+LIMIT_NODES = "max-nodes"
+LIMIT_DEPTH = "max-depth"
+ENV_MAX_FILE_BYTES = "RECONCILER_MAX_SPEC_BYTES"
+PLAIN_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
+
+
+@dataclass(frozen=True)
+class LoaderLimits:
+    """What one spec file may cost to read. The defaults leave room for any real spec (the
+    largest example is a few KiB and a dozen levels deep) and stop hostile ones early."""
+
+    max_file_bytes: int = 1024 * 1024
+    max_aliases: int = 1000  # alias references (``*name``) per document
+    max_nodes: int = 100_000  # values built per document, counting every alias expansion
+    max_depth: int = 64  # nesting of mappings and sequences
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> LoaderLimits:
+        """Defaults, with the file size taken from ``RECONCILER_MAX_SPEC_BYTES`` when set."""
+        env = os.environ if environ is None else environ
+        raw = env.get(ENV_MAX_FILE_BYTES, "").strip()
+        if not raw:
+            return cls()
+        if not raw.isdigit() or int(raw) <= 0:
+            raise SpecError([SpecIssue(Location(ENV_MAX_FILE_BYTES, 0, 0), "-",
+                                       f"must be a positive number of bytes, got {raw!r}",
+                                       R_INPUT)])
+        return cls(max_file_bytes=int(raw))
+
+
+DEFAULT_LIMITS = LoaderLimits()
 
 
 @dataclass
@@ -39,63 +97,254 @@ class Document:
         return Location(self.file, 1, 1)
 
 
+def _refusal(path: Path | str, message: str, rule: str) -> SpecIssue:
+    return SpecIssue(Location(str(path), 0, 0), "-", message, rule)
+
+
 def spec_files(paths: list[Path]) -> list[Path]:
-    """Expand files and folders (recursively) into spec files, in a stable order."""
-    found: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*") if p.suffix in SPEC_SUFFIXES))
-        elif path.exists():
-            found.append(path)
-        else:
-            raise SpecError([SpecIssue(Location(str(path), 0, 0), "-", "no such file or folder",
-                                       "input")])
+    """Expand files and folders (recursively) into spec files, in a stable order.
+
+    All or nothing: a folder that cannot be listed, a spec file that is not a regular file, or
+    a symlink that leaves the folder refuses the whole set (SpecError naming every such path).
+    Skipping it instead would make the resources it holds look deleted. A file named
+    explicitly is taken as it is (the person chose it).
+    """
+    found, issues = _collect(paths)
+    if issues:
+        raise SpecError(issues)
     return found
 
 
-def load_text(text: str, file: str) -> list[Document]:
-    """Parse every document of one YAML text; raise SpecError on malformed YAML."""
-    loader = yaml.SafeLoader(text)
+def _collect(paths: list[Path]) -> tuple[list[Path], list[SpecIssue]]:
+    found: list[Path] = []
+    issues: list[SpecIssue] = []
+    for path in paths:
+        if path.is_dir():
+            found.extend(_walk(path, issues))
+        elif path.exists():
+            found.append(path)
+        else:
+            issues.append(_refusal(path, "no such file or folder", R_INPUT))
+    return sorted(found), issues
+
+
+def _walk(root: Path, issues: list[SpecIssue]) -> list[Path]:
+    """Spec files under ``root`` (iteratively: a deep tree cannot exhaust the stack)."""
+    real_root = root.resolve()
+    found: list[Path] = []
+    pending = [root]
+    while pending:
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as scan:
+                entries = sorted(scan, key=lambda e: e.name)
+        except OSError as exc:
+            issues.append(_refusal(folder, f"cannot read folder: {exc.strerror or exc}",
+                                   R_UNREADABLE))
+            continue
+        for entry in entries:
+            if EDITOR_TEMP.search(entry.name):
+                continue
+            path = Path(entry.path)
+            try:
+                if entry.is_symlink():
+                    _check_link(path, real_root, found, issues)
+                elif entry.is_dir(follow_symlinks=False):
+                    if entry.name not in IGNORED_DIRS:
+                        pending.append(path)
+                elif path.suffix in SPEC_SUFFIXES:
+                    if not entry.is_file(follow_symlinks=False):
+                        issues.append(_refusal(path, "not a regular file", R_NOT_REGULAR))
+                    else:
+                        found.append(path)
+            except OSError as exc:
+                issues.append(_refusal(path, f"cannot inspect: {exc.strerror or exc}",
+                                       R_UNREADABLE))
+    return found
+
+
+def _check_link(path: Path, real_root: Path, found: list[Path],
+                issues: list[SpecIssue]) -> None:
+    """A symlinked spec file is loaded when it stays inside the folder; one that leads out
+    would let a spec folder pull in any file on this machine, so it is refused. Symlinked
+    folders are not followed (they could loop, or duplicate every resource below them)."""
+    try:
+        target = path.resolve(strict=True)
+    except (OSError, RuntimeError) as exc:
+        if path.suffix in SPEC_SUFFIXES:
+            issues.append(_refusal(path, f"broken symlink: {exc}", R_UNREADABLE))
+        return
+    if target.is_dir():
+        issues.append(_refusal(path, f"symlinked folder (to {target}) is not followed; move "
+                               "the specs into the folder or name the target folder itself",
+                               R_SYMLINK))
+    elif path.suffix not in SPEC_SUFFIXES:
+        return
+    elif not target.is_relative_to(real_root):
+        issues.append(_refusal(path, f"symlink points outside the folder {real_root} (to "
+                               f"{target}); refused so that a spec folder cannot read other "
+                               "files", R_SYMLINK))
+    elif not target.is_file():
+        issues.append(_refusal(path, "symlink to something that is not a regular file",
+                               R_NOT_REGULAR))
+    else:
+        found.append(path)
+
+
+def read_spec_bytes(path: Path, limits: LoaderLimits = DEFAULT_LIMITS,
+                    shown: str | None = None) -> bytes:
+    """The bytes of one spec file, or SpecError: not a regular file (a FIFO would block, a
+    device never end), or larger than ``limits.max_file_bytes`` (checked before reading and
+    again while reading, for a file that grows)."""
+    name = shown or str(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise SpecError([_refusal(name, f"cannot read: {exc.strerror or exc}",
+                                  R_UNREADABLE)]) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SpecError([_refusal(name, "not a regular file", R_NOT_REGULAR)])
+        limit = limits.max_file_bytes
+        if info.st_size > limit:
+            raise SpecError([_too_big(name, info.st_size, limit)])
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise SpecError([_too_big(name, size, limit)])
+        return b"".join(chunks)
+    except OSError as exc:
+        raise SpecError([_refusal(name, f"cannot read: {exc.strerror or exc}",
+                                  R_UNREADABLE)]) from None
+    finally:
+        os.close(fd)
+
+
+def _too_big(name: str, size: int, limit: int) -> SpecIssue:
+    return SpecIssue(Location(name, 1, 1), "-",
+                     f"file is {size} bytes, more than the limit of {limit} bytes (set "
+                     f"{ENV_MAX_FILE_BYTES} to change it)", LIMIT_FILE_SIZE)
+
+
+def decode_spec(data: bytes, file: str) -> str:
+    """UTF-8 text of a spec file; a bad byte is refused at its line and column."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise SpecError([SpecIssue(Location(file, line, col), "-",
+                                   f"not UTF-8: {exc.reason} (byte 0x{data[exc.start]:02x})",
+                                   R_ENCODING)]) from None
+
+
+class _LimitExceeded(Exception):
+    def __init__(self, mark: Any, message: str, rule: str) -> None:
+        super().__init__(message)
+        self.mark, self.message, self.rule = mark, message, rule
+
+
+class _LimitedLoader(yaml.SafeLoader):
+    """SafeLoader whose composer counts aliases and nesting as it goes, so an alias bomb or a
+    deep nest is refused before it costs memory or recursion."""
+
+    def __init__(self, text: str, limits: LoaderLimits) -> None:
+        super().__init__(text)
+        self.limits = limits
+        self.depth = 0
+        self.aliases = 0
+
+    def compose_document(self) -> Any:
+        self.aliases = 0
+        return super().compose_document()
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        if isinstance(event, yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > self.limits.max_aliases:
+                raise _LimitExceeded(event.start_mark, f"more than {self.limits.max_aliases} "
+                                     "alias references in one document", LIMIT_ALIASES)
+        self.depth += 1
+        try:
+            if self.depth > self.limits.max_depth:
+                raise _LimitExceeded(event.start_mark, f"nested deeper than "
+                                     f"{self.limits.max_depth} levels", LIMIT_DEPTH)
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def load_text(text: str, file: str, limits: LoaderLimits = DEFAULT_LIMITS) -> list[Document]:
+    """Parse every document of one YAML text; raise SpecError on malformed YAML or a limit."""
+    if len(text.encode("utf-8", "surrogatepass")) > limits.max_file_bytes:
+        raise SpecError([_too_big(file, len(text.encode("utf-8", "surrogatepass")),
+                                  limits.max_file_bytes)])
+    loader: _LimitedLoader | None = None
     docs: list[Document] = []
     try:
+        loader = _LimitedLoader(text, limits)
         index = 0
         while loader.check_node():
             node = loader.get_node()
             if node is None:
                 continue
             doc = Document(file=file, index=index, data=None)
-            doc.data = _build(loader, node, (), doc)
+            doc.data = _Builder(loader, doc, limits).build(node, ())
             if doc.data is not None:
                 docs.append(doc)
             index += 1
+    except _LimitExceeded as exc:
+        line, col = (exc.mark.line + 1, exc.mark.column + 1) if exc.mark else (1, 1)
+        raise SpecError([SpecIssue(Location(file, line, col), "-", exc.message,
+                                   exc.rule)]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = exc.problem or exc.context or "malformed YAML"
         raise SpecError([SpecIssue(Location(file, line, col), "-", str(problem),
-                                   "yaml-syntax")]) from None
+                                   R_SYNTAX)]) from None
+    except yaml.reader.ReaderError as exc:  # e.g. a control character: not "marked"
+        line, col = _position(text, exc.position)
+        raise SpecError([SpecIssue(Location(file, line, col), "-",
+                                   f"unacceptable character #x{exc.character:04x}: {exc.reason}",
+                                   R_SYNTAX)]) from None
+    except yaml.YAMLError as exc:
+        raise SpecError([SpecIssue(Location(file, 1, 1), "-", str(exc).splitlines()[0],
+                                   R_SYNTAX)]) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return docs
 
 
-def load_paths(paths: list[Path], relative_to: Path | None = None) -> list[Document]:
-    """Load every document of every spec file under ``paths``; all syntax errors at once.
+def _position(text: str, index: int) -> tuple[int, int]:
+    """1-based line and column of a character index (the reader's errors know only that)."""
+    index = max(0, min(index, len(text)))
+    return text.count("\n", 0, index) + 1, index - (text.rfind("\n", 0, index) + 1) + 1
+
+
+def load_paths(paths: list[Path], relative_to: Path | None = None,
+               limits: LoaderLimits = DEFAULT_LIMITS) -> list[Document]:
+    """Load every document of every spec file under ``paths``; all errors at once.
 
     ``relative_to`` names files relative to a root in messages (a Git checkout's files are
     reported as the repository path a person edits, not our snapshot folder).
     """
     docs: list[Document] = []
-    issues: list[SpecIssue] = []
-    for path in spec_files(paths):
+    files, issues = _collect(paths)  # what cannot be listed is reported with what cannot be read
+    for path in files:
         shown = str(path.relative_to(relative_to)) if relative_to is not None else str(path)
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            issues.append(SpecIssue(Location(shown, 0, 0), "-", str(exc), "input"))
-            continue
-        try:
-            docs.extend(load_text(text, shown))
+            text = decode_spec(read_spec_bytes(path, limits, shown), shown)
+            docs.extend(load_text(text, shown, limits))
         except SpecError as exc:
             issues.extend(exc.issues)
     if issues:
@@ -103,25 +352,57 @@ def load_paths(paths: list[Path], relative_to: Path | None = None) -> list[Docum
     return docs
 
 
-def _build(loader: yaml.SafeLoader, node: yaml.Node, path: PathKey, doc: Document) -> Any:
-    doc.marks[path] = Location(doc.file, node.start_mark.line + 1, node.start_mark.column + 1)
-    if isinstance(node, yaml.MappingNode):
-        result: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            key = loader.construct_object(key_node)
-            if not isinstance(key, str | int | float | bool):
-                raise SpecError([SpecIssue(_loc(doc, key_node), _dotted(path),
-                                           "mapping keys must be scalars", "yaml-syntax")])
-            if key in result:
-                raise SpecError([SpecIssue(_loc(doc, key_node), _dotted((*path, str(key))),
-                                           "duplicate key", "yaml-duplicate-key")])
-            result[key] = _build(loader, value_node, (*path, str(key)), doc)
-            # A field's errors point at its key, where the person wrote the field's name.
-            doc.marks[(*path, str(key))] = _loc(doc, key_node)
-        return result
-    if isinstance(node, yaml.SequenceNode):
-        return [_build(loader, item, (*path, i), doc) for i, item in enumerate(node.value)]
-    return loader.construct_object(node)
+class _Builder:
+    """Plain data from a node tree, with a budget: an alias is the same node reached again, so
+    the tree can expand to far more values than the text holds (and, with an anchor inside
+    itself, forever); the budget and the depth check stop both."""
+
+    def __init__(self, loader: yaml.SafeLoader, doc: Document, limits: LoaderLimits) -> None:
+        self.loader, self.doc, self.limits = loader, doc, limits
+        self.built = 0
+
+    def build(self, node: yaml.Node, path: PathKey) -> Any:
+        self.built += 1
+        if self.built > self.limits.max_nodes:
+            raise _LimitExceeded(node.start_mark, f"expands to more than "
+                                 f"{self.limits.max_nodes} values (aliases count each time "
+                                 "they are used)", LIMIT_NODES)
+        if len(path) > self.limits.max_depth:
+            raise _LimitExceeded(node.start_mark, f"nested deeper than {self.limits.max_depth} "
+                                 "levels (through aliases)", LIMIT_DEPTH)
+        doc = self.doc
+        doc.marks[path] = _loc(doc, node)
+        if isinstance(node, yaml.CollectionNode) and node.tag not in PLAIN_TAGS:
+            # We build collections ourselves, so PyYAML never judges their tags: refuse what
+            # it would refuse on a scalar rather than silently drop the tag.
+            raise SpecError([SpecIssue(_loc(doc, node), _dotted(path),
+                                       f"YAML tag {node.tag!r} is not allowed", R_SYNTAX)])
+        if isinstance(node, yaml.MappingNode):
+            result: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                key = self._scalar(key_node, path)
+                if not isinstance(key, str | int | float | bool):
+                    raise SpecError([SpecIssue(_loc(doc, key_node), _dotted(path),
+                                               "mapping keys must be scalars", R_SYNTAX)])
+                if key in result:
+                    raise SpecError([SpecIssue(_loc(doc, key_node), _dotted((*path, str(key))),
+                                               "duplicate key", "yaml-duplicate-key")])
+                result[key] = self.build(value_node, (*path, str(key)))
+                # A field's errors point at its key, where the person wrote the field's name.
+                doc.marks[(*path, str(key))] = _loc(doc, key_node)
+            return result
+        if isinstance(node, yaml.SequenceNode):
+            return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
+        return self._scalar(node, path)
+
+    def _scalar(self, node: yaml.Node, path: PathKey) -> Any:
+        """A scalar's value; one PyYAML cannot build (a 5,000-digit integer, a 31st of
+        February) is refused where it stands rather than escaping as a traceback."""
+        try:
+            return self.loader.construct_object(node)
+        except (ValueError, OverflowError) as exc:
+            raise SpecError([SpecIssue(_loc(self.doc, node), _dotted(path),
+                                       f"cannot read this value: {exc}", R_SYNTAX)]) from None
 
 
 def _loc(doc: Document, node: yaml.Node) -> Location:

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from specs.crossref import check_set
 from specs.errors import SpecError, SpecIssue
-from specs.loader import Document, PathKey, load_paths, load_text
+from specs.loader import DEFAULT_LIMITS, Document, LoaderLimits, PathKey, load_paths, load_text
 from specs.models import API_VERSION, KINDS, Deployment, Host, Resource, StreamSet
 from specs.rules import Finding, check_deployment
 from specs.streamrules import check_streamset
@@ -63,9 +63,10 @@ class SpecSet:
         return self.documents[(resource.kind, resource.metadata.name)].file
 
 
-def load_spec_set(paths: list[Path], relative_to: Path | None = None) -> SpecSet:
+def load_spec_set(paths: list[Path], relative_to: Path | None = None,
+                  limits: LoaderLimits = DEFAULT_LIMITS) -> SpecSet:
     """Load and validate every spec under ``paths``; raise SpecError listing all errors."""
-    return build_spec_set(load_paths(paths, relative_to))
+    return build_spec_set(load_paths(paths, relative_to, limits))
 
 
 def parse_text(text: str, file: str = "<string>") -> SpecSet:

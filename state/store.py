@@ -3,6 +3,7 @@
 Layout under the state directory (created with mode 0700 on first write)::
 
     resources/<Kind>/<name>.json   ResourceStatus, replaced atomically on every save
+    history/<Kind>/<name>.json     the history of a deleted resource, until it is recreated
     events.jsonl                   append-only event log
     lock                           single-writer flock (see state.lock)
     instance.json                  which reconciler instance owns this directory
@@ -36,10 +37,11 @@ from state.atomic import (
 from state.errors import CorruptState, StateError
 from state.events import EventLog
 from state.lock import StateLock
-from state.models import ResourceStatus, utc_now
+from state.models import HISTORY_LIMIT, HistoryEntry, ResourceStatus, utc_now
 from state.redaction import DEFAULT_REDACTOR, Redactor
 
 RESOURCES_DIR = "resources"
+HISTORY_DIR = "history"
 EVENTS_FILE = "events.jsonl"
 INSTANCE_FILE = "instance.json"
 STATUS_SUFFIX = ".json"
@@ -88,6 +90,10 @@ class Store:
     def _status_path(self, resource: str) -> Path:
         kind, name = split_resource(resource)
         return self.root / RESOURCES_DIR / kind / (name + STATUS_SUFFIX)
+
+    def _history_path(self, resource: str) -> Path:
+        kind, name = split_resource(resource)
+        return self.root / HISTORY_DIR / kind / (name + STATUS_SUFFIX)
 
     # -- statuses ----------------------------------------------------------------------------
 
@@ -158,22 +164,58 @@ class Store:
             raise StateError(f"resource {resource!r} does not match kind {kind!r}, name {name!r}")
         with self._mutex:
             status = self.load(resource)
+            restored = status is None and self._history_path(resource).exists()
             if status is None:
-                status = ResourceStatus(resource=resource, kind=kind, name=name)
+                status = ResourceStatus(resource=resource, kind=kind, name=name,
+                                        history=self.archived_history(resource))
             fn(status)
             self.save(status)
+            if restored:  # the record holds it now; the archive would only repeat it
+                self._history_path(resource).unlink(missing_ok=True)
             return status
 
-    def delete(self, resource: str) -> bool:
-        """Remove the status of ``resource``; False if there was none."""
+    def delete(self, resource: str, cause: str = "no longer desired") -> bool:
+        """Remove the status of ``resource``; False if there was none.
+
+        Its history is evidence of what was done, so it is kept (with a last entry saying it
+        was deleted) and given back if a resource of the same name is created again.
+        """
         path = self._status_path(resource)
         with self._mutex:
+            status = self.load(resource)
+            if status is None:
+                return False
+            entry = HistoryEntry(time=utc_now(), action="delete", target=resource, cause=cause,
+                                 result="ok", revision=status.applied_revision)
+            self._archive(resource, [*status.history, entry])
             try:
                 path.unlink()
             except FileNotFoundError:
                 return False
             fsync_dir(path.parent)
             return True
+
+    def archived_history(self, resource: str) -> builtins.list[HistoryEntry]:
+        """The history a deleted ``resource`` left behind (empty if none, or unreadable: a
+        damaged archive must not block creating the resource again)."""
+        path = self._history_path(resource)
+        try:
+            raw = json.loads(path.read_bytes())
+            return [HistoryEntry.model_validate(e) for e in raw.get("history", [])]
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError, AttributeError):
+            self.events.append(resource, "Warning", "HistoryUnreadable",
+                               f"archived history {path} cannot be read; starting anew")
+            return []
+
+    def _archive(self, resource: str, history: builtins.list[HistoryEntry]) -> None:
+        kept = [*self.archived_history(resource), *history][-HISTORY_LIMIT:]
+        path = self._history_path(resource)
+        payload = self.redactor.scrub({"resource": resource,
+                                       "history": [e.model_dump(mode="json") for e in kept]})
+        ensure_dir(path.parent, DIR_MODE)
+        write_atomic(path, json.dumps(payload, indent=2, ensure_ascii=False).encode() + b"\n")
 
     # -- events, lock, instance --------------------------------------------------------------
 

@@ -34,11 +34,13 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float,
 
 
 class DaemonProcess:
-    def __init__(self, cli: Cli, args: list[str], log_path: Path) -> None:
+    def __init__(self, cli: Cli, args: list[str], log_path: Path,
+                 prefix: list[str] | None = None) -> None:
         self.cli = cli
         self.log_path = log_path
         self._log = log_path.open("ab")
-        self.proc = subprocess.Popen([RECONCILER, "run", "--metrics-address", "off", *args],
+        self.proc = subprocess.Popen([*(prefix or []), RECONCILER, "run", "--metrics-address",
+                                      "off", *args],
                                      stdout=self._log, stderr=subprocess.STDOUT, env=cli.env())
 
     def wait_healthy(self, timeout: float = 20) -> None:

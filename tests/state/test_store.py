@@ -188,3 +188,35 @@ def test_concurrent_updates_lose_nothing(tmp_path: Path) -> None:
     assert errors == []
     final = Store(tmp_path / "state").load("Deployment/d")
     assert final is not None and final.facts["n"] == THREADS * INCREMENTS
+
+
+def test_history_survives_delete_and_recreate(tmp_path: Path) -> None:
+    from state.models import HistoryEntry, utc_now
+
+    store = Store(tmp_path / "state")
+    entry = HistoryEntry(time=utc_now(), action="create", target="container x", cause="new",
+                         result="ok")
+    store.update("Deployment/vlm", "Deployment", "vlm", lambda st: st.add_history(entry))
+    assert store.delete("Deployment/vlm", cause="removed from the specs")
+    assert store.load("Deployment/vlm") is None
+    archived = store.archived_history("Deployment/vlm")
+    assert [e.action for e in archived] == ["create", "delete"]
+    assert archived[-1].cause == "removed from the specs"
+
+    again = store.update("Deployment/vlm", "Deployment", "vlm", lambda st: None)
+    assert [e.action for e in again.history] == ["create", "delete"]
+    assert store.archived_history("Deployment/vlm") == []  # moved back, not kept twice
+    # A second delete/recreate cycle keeps the whole story, in order.
+    store.delete("Deployment/vlm")
+    third = store.update("Deployment/vlm", "Deployment", "vlm", lambda st: None)
+    assert [e.action for e in third.history] == ["create", "delete", "delete"]
+
+
+def test_a_damaged_history_archive_does_not_block_recreating(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state")
+    store.update("Deployment/vlm", "Deployment", "vlm", lambda st: None)
+    store.delete("Deployment/vlm")
+    (tmp_path / "state" / "history" / "Deployment" / "vlm.json").write_text("{not json")
+    record = store.update("Deployment/vlm", "Deployment", "vlm", lambda st: None)
+    assert record.history == []
+    assert any(e.reason == "HistoryUnreadable" for e in store.events.read())
