@@ -253,10 +253,14 @@ class DockerEngine:
                             stderr=True, stream=True, follow=True)
         return LogFollower(stream)
 
-    def events(self, labels: dict[str, str], since: float | None) -> EventStream:
-        """Container events of containers carrying ``labels``, from ``since`` (unix seconds)
-        on; close() ends the stream. Subscribe first, then list: nothing falls in between."""
+    def events(self, labels: dict[str, str], since: float | None,
+               actions: tuple[str, ...] = ()) -> EventStream:
+        """Container events of containers carrying ``labels`` (any container if empty), only
+        ``actions`` if given, from ``since`` (unix seconds) on; close() ends the stream.
+        Subscribe first, then list: nothing falls in between."""
         filters = {"type": ["container"], "label": [f"{k}={v}" for k, v in labels.items()]}
+        if actions:
+            filters["event"] = list(actions)
         stream = self._call("events", self._client.api.events, since=since, filters=filters,
                             decode=True)
         return EventStream(stream)

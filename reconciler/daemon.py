@@ -31,7 +31,7 @@ import structlog
 import tenacity
 
 from controllers import ownership
-from controllers.docker_client import EventStream
+from controllers.docker_client import ContainerEvent, EventStream
 from controllers.errors import ControllerError
 from reconciler import streamsets
 from reconciler.control import ControlServer
@@ -48,6 +48,8 @@ from state.store import Store
 
 SOURCE_RESOURCE = "Source/specs"
 EVENT_WAKE_ACTIONS = ("die", "stop", "kill", "destroy", "oom", "pause", "health_status")
+# Events that free a container name (a foreign container in our way was removed or renamed).
+NAME_FREED_ACTIONS = ("destroy", "rename")
 EVENT_RECONNECT_S = 1.0
 SHUTDOWN_GRACE_S = 60.0
 # Kinds whose records stand for things we created; their count is what the prune guard protects.
@@ -458,33 +460,70 @@ class Daemon:
         stop = threading.Event()
         self._watchers[name] = stop
         self._spawn(f"events-{name}", lambda: self._watch_events(host, stop), forever=False)
+        self._spawn(f"names-{name}", lambda: self._watch_names(host, stop), forever=False)
 
     def _stop_watcher(self, name: str) -> None:
         stop = self._watchers.pop(name, None)
         if stop is not None:
             stop.set()
-        stream = self._streams.pop(name, None)
-        if stream is not None:
-            stream.close()  # unblocks the watcher's read
+        for key in (name, f"names:{name}"):
+            stream = self._streams.pop(key, None)
+            if stream is not None:
+                stream.close()  # unblocks the watcher's read
 
     def _watch_events(self, host: Host, stop: threading.Event) -> None:
+        """Our containers' events: a killed container is repaired within seconds, without
+        waiting for a resync."""
+        selector = ownership.selector(self.instance)
+
+        def wake(event: ContainerEvent) -> None:
+            resource = event.labels.get(ownership.LABEL_RESOURCE)
+            if resource and event.action.split(":")[0] in EVENT_WAKE_ACTIONS:
+                log.info("docker.event", host=host.metadata.name, action=event.action,
+                         resource=resource)
+                self.queue.add(resource, Priority.CHANGE)
+        self._follow(host, stop, host.metadata.name, selector, (), wake)
+
+    def _watch_names(self, host: Host, stop: threading.Event) -> None:
+        """Any container removed or renamed on the Host: a name we wanted may be free now, so
+        a resource held in Conflict by a foreign container is tried again at once rather
+        than at the next resync."""
+        def wake(event: ContainerEvent) -> None:
+            if ownership.LABEL_RESOURCE in event.labels:
+                return  # ours: the other stream handles it
+            for resource in self._conflicted(host.metadata.name):
+                log.info("docker.name_freed", host=host.metadata.name, resource=resource,
+                         container=event.labels.get("name"))
+                self.queue.add(resource, Priority.CHANGE)
+        self._follow(host, stop, f"names:{host.metadata.name}", {}, NAME_FREED_ACTIONS, wake)
+
+    def _conflicted(self, host_name: str) -> list[str]:
+        try:
+            records = self.store.list()
+        except StateError:
+            return []
+        return [r.resource for r in records
+                if (c := r.condition("Stalled")) is not None and c.status == "True"
+                and c.reason == "Conflict" and r.facts.get("host", host_name) == host_name]
+
+    def _follow(self, host: Host, stop: threading.Event, key: str, labels: dict[str, str],
+                actions: tuple[str, ...], handle: Callable[[ContainerEvent], None]) -> None:
         """Subscribe, then relist (wake every resource of the Host), then follow; on any
-        break, resume from the last event's time. A killed container is repaired within
-        seconds, without waiting for a resync."""
+        break, resume from the last event's time."""
         name = host.metadata.name
         since: float | None = None
-        selector = ownership.selector(self.instance)
         while not (stop.is_set() or self.stop.is_set()):
             try:
                 engine = self.engine.session(host).engine()
-                stream = engine.events(selector, since=since if since else time.time())
+                stream = engine.events(labels, since=since if since else time.time(),
+                                       actions=actions)
             except ControllerError as exc:
                 log.info("events.unavailable", host=name, error=str(exc))
                 self.queue.add(f"Host/{name}", Priority.CHANGE)
                 if stop.wait(EVENT_RECONNECT_S * 3):
                     return
                 continue
-            self._streams[name] = stream
+            self._streams[key] = stream
             if stop.is_set():
                 stream.close()
             if since is not None:  # reconnected: what happened while we were away?
@@ -492,10 +531,7 @@ class Daemon:
                 self._wake_deployments(name)
             for event in stream:
                 since = event.time
-                resource = event.labels.get(ownership.LABEL_RESOURCE)
-                if resource and event.action.split(":")[0] in EVENT_WAKE_ACTIONS:
-                    log.info("docker.event", host=name, action=event.action, resource=resource)
-                    self.queue.add(resource, Priority.CHANGE)
+                handle(event)
             since = since or time.time()
             if stop.wait(EVENT_RECONNECT_S):
                 return

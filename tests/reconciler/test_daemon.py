@@ -66,8 +66,13 @@ def test_saved_spec_is_acted_on_within_a_second_and_drift_is_repaired(
         assert time.monotonic() - removed < 5.0 and len(new_ids) == 1
         wait_for("Ready again", lambda: is_ready(cli, "Deployment/vlm"), 30)
 
-        # Deleting the spec file prunes what we created.
+        # Deleting the spec file of the only Deployment is held (it prunes all we own) until
+        # that revision is approved; then it prunes what we created.
         (specs / "vlm.yaml").unlink()
+        held = wait_for("the prune to be held", lambda: (status_of(cli, "Source/specs") or {})
+                        .get("facts", {}).get("rejectedRevision"), 10)
+        assert running_ids(docker_client, instance) == new_ids
+        assert cli("sync", "--approve-prune", str(held)).returncode == 0
         wait_for("the container to be pruned", lambda: not owned(docker_client, instance), 10)
         wait_for("the record to be pruned", lambda: status_of(cli, "Deployment/vlm") is None, 5)
     finally:
@@ -171,3 +176,22 @@ def test_metrics_sync_status_live_and_clean_sigterm(
         assert daemon.terminate() == 0, daemon.log()
     assert "reconciler stopped" in daemon.log()
     assert cli("health").returncode == 1  # gone, and says so
+
+
+def test_a_conflict_is_retried_as_soon_as_the_foreign_container_goes(
+        cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
+        specs: Path, tmp_path: Path) -> None:
+    foreign = docker_client.containers.create(emulator_image, name=f"rtvi-{instance}-vlm",
+                                              labels={"rtvi.test": "1"})
+    write(specs, deployment("vlm", pinned(emulator_image), free_port()), name="vlm.yaml",
+          host=False)
+    daemon = _start(cli, tmp_path, "--specs", str(specs), "--resync", RESYNC_NEVER)
+    try:
+        wait_for("a Conflict", lambda: (condition(status_of(cli, "Deployment/vlm"), "Stalled")
+                                        or {}).get("reason") == "Conflict", 20)
+        foreign.remove()
+        wait_for("Ready without waiting for a resync",
+                 lambda: is_ready(cli, "Deployment/vlm"), 30)
+        assert len(running_ids(docker_client, instance)) == 1
+    finally:
+        assert daemon.terminate() == 0, daemon.log()
