@@ -42,7 +42,7 @@ from reconciler.sources import Snapshot, Source, SourceError
 from reconciler.workqueue import Priority, WorkQueue, jittered
 from specs.models import Deployment, Host, StreamSet
 from specs.validate import spec_hash
-from state.errors import StateError
+from state.errors import CorruptState, StateError
 from state.models import ResourceStatus
 from state.store import Store
 
@@ -363,6 +363,9 @@ class Daemon:
             kind = key.split("/", 1)[0]
             try:
                 ok, retry, reason = self.reconcile(key)
+            except CorruptState as exc:
+                ok, retry, reason = False, True, "CorruptState"
+                self._quarantine(key, exc)
             except Exception as exc:
                 log.exception("reconcile.crashed", key=key)
                 ok, retry, reason = False, True, type(exc).__name__
@@ -378,6 +381,21 @@ class Daemon:
                                              f"retrying in {delay:.1f}s (attempt "
                                              f"{self.queue.failures(key) + 1})")
             self.queue.done(key)
+
+    def _quarantine(self, key: str, exc: CorruptState) -> None:
+        """A status file that does not parse (a hand edit, a disk fault) must not leave its
+        resource unrepaired forever: move it aside and reconcile from what the engines show
+        (ownership is proven by labels). Its inventory is lost, so nothing is pruned on its
+        word; the bytes stay beside it for a person."""
+        moved = self.store.quarantine(exc.path)
+        if moved is None:
+            log.error("state.corrupt", key=key, path=str(exc.path), reason=exc.reason)
+            return
+        self.store.events.append(key, "Warning", "CorruptState",
+                                 f"state file {exc.path} could not be read ({exc.reason}); "
+                                 f"moved aside to {moved.name} and reconciling from what Docker "
+                                 "shows")
+        self.say(f"{key}: corrupt state file {exc.path} moved aside to {moved.name}")
 
     def reconcile(self, key: str) -> tuple[bool, bool, str]:
         """One pass over one key → (ok, retry, reason)."""

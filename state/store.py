@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
 import re
 import threading
 from collections.abc import Callable
@@ -194,6 +195,26 @@ class Store:
                 return False
             fsync_dir(path.parent)
             return True
+
+    def quarantine(self, path: Path) -> Path | None:
+        """Move a corrupt file of ``resources/`` aside (``NAME.json.corrupt-TIME``), keeping
+        its bytes for a person to inspect, so the resource can be reconciled again from what
+        the engines show; None if ``path`` is not a status file of this store or is gone."""
+        base = (self.root / RESOURCES_DIR).resolve()
+        try:
+            if not path.resolve().is_relative_to(base) or path.resolve() == base:
+                return None
+        except OSError:
+            return None
+        stamp = utc_now().replace(":", "").replace("-", "")
+        target = path.with_name(f"{path.name}.corrupt-{stamp}")
+        with self._mutex:
+            try:
+                os.rename(path, target)
+            except FileNotFoundError:
+                return None
+            fsync_dir(path.parent)
+        return target
 
     def archived_history(self, resource: str) -> builtins.list[HistoryEntry]:
         """The history a deleted ``resource`` left behind (empty if none, or unreadable: a

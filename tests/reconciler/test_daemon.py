@@ -195,3 +195,29 @@ def test_a_conflict_is_retried_as_soon_as_the_foreign_container_goes(
         assert len(running_ids(docker_client, instance)) == 1
     finally:
         assert daemon.terminate() == 0, daemon.log()
+
+
+def test_a_record_corrupted_while_running_is_moved_aside_and_the_container_repaired(
+        cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
+        specs: Path, tmp_path: Path) -> None:
+    write(specs, deployment("vlm", pinned(emulator_image), free_port()), name="vlm.yaml",
+          host=False)
+    daemon = _start(cli, tmp_path, "--specs", str(specs), "--resync", RESYNC_NEVER)
+    try:
+        wait_for("Ready", lambda: is_ready(cli, "Deployment/vlm"), 30)
+        [first] = running_ids(docker_client, instance)
+        record = cli.state_dir / "resources" / "Deployment" / "vlm.json"
+        record.write_text('{"resource": "Deployment/vlm", "kind": ')  # a hand edit gone wrong
+        docker_client.containers.get(first).kill()
+        wait_for("the container running again",
+                 lambda: running_ids(docker_client, instance), 30)
+        wait_for("Ready again", lambda: is_ready(cli, "Deployment/vlm"), 30)
+        aside = list(record.parent.glob("vlm.json.corrupt-*"))
+        assert len(aside) == 1 and aside[0].read_text().endswith('"kind": ')
+        [warning] = [e for e in events_of(cli, "Deployment/vlm") if e.reason == "CorruptState"]
+        assert str(record) in warning.message and aside[0].name in warning.message
+        live = cli("status", "--live")
+        assert live.returncode == 0 and "Deployment/vlm" in live.stdout, live.stderr
+        assert cli("health").returncode == 0
+    finally:
+        assert daemon.terminate() == 0, daemon.log()
