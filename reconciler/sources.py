@@ -430,6 +430,7 @@ class GitSource:
             if not target.is_dir():
                 raise SourceError(f"folder {self.path!r} does not exist at revision {sha} of "
                                   f"{self._shown_url}#{self.branch}", revision=sha)
+            self._refuse_unread(sha)
             try:
                 spec_set = load_spec_set([target], relative_to=root, limits=self.limits)
             except SpecError as exc:
@@ -492,17 +493,45 @@ class GitSource:
             shutil.rmtree(temp, ignore_errors=True)  # nothing left there after the rename
         return final
 
-    def _extract(self, sha: str, into: Path) -> None:
+    def _tree(self, sha: str) -> list[tuple[str, str, str, str]]:
+        """Every entry of the commit's tree: (mode, kind, object id, path)."""
         listing = self._git(["ls-tree", "-r", "-z", "--full-tree", sha], GIT_LOCAL_TIMEOUT_S)
-        files: list[tuple[str, str, str]] = []
+        entries: list[tuple[str, str, str, str]] = []
         for entry in listing.split(b"\0"):
             if not entry:
                 continue
             meta, _, raw_path = entry.partition(b"\t")
             mode, kind, oid = meta.decode().split(" ")
+            entries.append((mode, kind, oid, os.fsdecode(raw_path)))
+        return entries
+
+    def _refuse_unread(self, sha: str) -> None:
+        """Symlinks and submodules are not materialized (see _materialize). One that may hold
+        specs (a ``.yaml`` link, a link that may be a folder, any submodule) under the loaded
+        folder refuses the revision: what it holds would otherwise look deleted."""
+        try:
+            entries = self._tree(sha)
+        except _GitFailed as exc:
+            raise SourceError(f"cannot list revision {sha} of {self.name}: {exc}",
+                              revision=sha) from None
+        prefix = f"{self.path}/" if self.path else ""
+        unread = [path for mode, kind, _, path in entries
+                  if path.startswith(prefix) and (kind == "commit" or (
+                      kind == "blob" and mode not in (MODE_FILE, MODE_EXECUTABLE)
+                      and (PurePosixPath(path).suffix in (*SPEC_SUFFIXES, ""))))]
+        if unread:
+            raise SourceError(f"revision {sha} of {self.name} has symlinks or submodules that "
+                              f"may hold specs: {', '.join(unread)}; they are never read (a "
+                              "link could point at any file on this machine), so the revision "
+                              "is refused rather than have their resources look deleted",
+                              revision=sha)
+
+    def _extract(self, sha: str, into: Path) -> None:
+        files: list[tuple[str, str, str]] = []
+        for mode, kind, oid, path in self._tree(sha):
             if kind != "blob" or mode not in (MODE_FILE, MODE_EXECUTABLE):
                 continue  # symlink (120000) or submodule (commit): see _materialize
-            files.append((mode, oid, _safe_relative(os.fsdecode(raw_path))))
+            files.append((mode, oid, _safe_relative(path)))
         with self._cat_file() as (stdin, stdout):
             for mode, oid, rel in files:
                 stdin.write(oid.encode() + b"\n")

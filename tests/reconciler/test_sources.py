@@ -337,14 +337,24 @@ def test_git_snapshots_are_pruned_but_the_last_good_one_is_kept(repo: GitRepo,
     assert len(snapshots) == KEEP_SNAPSHOTS  # and no temp folders left behind
 
 
-def test_git_symlinks_are_not_materialized(repo: GitRepo, tmp_path: Path) -> None:
+def test_git_symlinks_are_not_materialized_and_a_spec_link_refuses_the_revision(
+        repo: GitRepo, tmp_path: Path) -> None:
     outside = tmp_path / "outside.yaml"
     outside.write_text(BROKEN)
     repo.symlink("deploy/link.yaml", str(outside))
-    repo.commit({"deploy/vlm.yaml": SPECS})
-    snapshot = git_source(repo, tmp_path).load()
+    repo.symlink("deploy/README.md", "../README.md")  # not a spec: harmless
+    sha = repo.commit({"deploy/vlm.yaml": SPECS})
+    source = git_source(repo, tmp_path)
+    with pytest.raises(SourceError) as info:
+        source.load()
+    assert "deploy/link.yaml" in str(info.value) and "README" not in str(info.value)
+    assert info.value.revision == sha
+    assert not (tmp_path / "state" / "git" / SNAPSHOTS_DIR / sha / "deploy" / "link.yaml"
+                ).exists()
+    repo.commit({"deploy/link.yaml": None})
+    snapshot = source.load()
     assert names(snapshot) == ["Deployment/vlm", "Host/local"]
-    assert not (snapshot.root / "deploy" / "link.yaml").exists()
+    assert not (snapshot.root / "deploy" / "README.md").exists()
 
 
 def test_git_environment_is_clean_and_env_reaches_git(repo: GitRepo, tmp_path: Path,
