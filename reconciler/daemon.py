@@ -105,6 +105,8 @@ class Daemon:
         self.fatal: str | None = None
         # Revisions a person approved once (``sync --approve-prune``) despite the prune guard.
         self._approved: set[str] = set()
+        # Resources whose container name is held by a foreign container (a Conflict).
+        self._conflicts: set[str] = set()
         self.metrics = Metrics(self)
         self.started = time.time()
 
@@ -203,6 +205,8 @@ class Daemon:
         if forever and not self.stop.is_set():
             self._note_death(name, "returned while the daemon runs")
             raise _ThreadDied("returned while the daemon runs")
+        if not forever:
+            self.thread_states.pop(name, None)  # done with its work (e.g. its Host is gone)
 
     def _note_death(self, name: str, why: str) -> None:
         self.thread_states[name] = "restarting"
@@ -309,7 +313,6 @@ class Daemon:
             st.applied_revision = snapshot.revision
             st.facts["source"] = self.source.name
             st.facts["resources"] = len(snapshot.spec_set.resources)
-            st.facts.pop("wouldPrune", None)
             st.set_condition("Ready", "True", "Loaded", f"revision {snapshot.revision}")
             st.set_condition("Stalled", "False", "Loaded", "")
         self.store.update(SOURCE_RESOURCE, "Source", "specs", mutate)
@@ -321,7 +324,6 @@ class Daemon:
     def _record_source_failure(self, exc: SourceError) -> None:
         message = str(exc)
         keep = self.snapshot.revision if self.snapshot else "none"
-
         reason = exc.reason_code
 
         def mutate(st: ResourceStatus) -> None:
@@ -410,6 +412,10 @@ class Daemon:
         if isinstance(resource, Deployment):
             assert snapshot is not None
             rp = self.engine.plan_one(resource, snapshot.spec_set)
+            if rp.plan is not None and rp.plan.conflict:
+                self._conflicts.add(key)  # retried when a container on its Host goes
+            else:
+                self._conflicts.discard(key)
             outcome = self.engine.apply_one(rp, None)
             if outcome.ok:  # a new or recreated service knows no streams: re-check them
                 self._wake_streamsets(resource.metadata.name)
@@ -506,28 +512,30 @@ class Daemon:
         """Any container removed or renamed on the Host: a name we wanted may be free now, so
         a resource held in Conflict by a foreign container is tried again at once rather
         than at the next resync."""
-        def wake(event: ContainerEvent) -> None:
-            if ownership.LABEL_RESOURCE in event.labels:
-                return  # ours: the other stream handles it
+        def wake_all() -> None:
             for resource in self._conflicted(host.metadata.name):
-                log.info("docker.name_freed", host=host.metadata.name, resource=resource,
-                         container=event.labels.get("name"))
                 self.queue.add(resource, Priority.CHANGE)
-        self._follow(host, stop, f"names:{host.metadata.name}", {}, NAME_FREED_ACTIONS, wake)
+
+        def wake(event: ContainerEvent) -> None:
+            if ownership.LABEL_RESOURCE not in event.labels:  # ours: the other stream's
+                log.info("docker.name_freed", host=host.metadata.name,
+                         container=event.labels.get("name"))
+                wake_all()
+        # A name freed before we subscribed would be missed: look again once subscribed.
+        self._follow(host, stop, f"names:{host.metadata.name}", {}, NAME_FREED_ACTIONS, wake,
+                     on_subscribe=wake_all)
 
     def _conflicted(self, host_name: str) -> list[str]:
-        try:
-            records = self.store.list()
-        except StateError:
-            return []
-        return [r.resource for r in records
-                if (c := r.condition("Stalled")) is not None and c.status == "True"
-                and c.reason == "Conflict" and r.facts.get("host", host_name) == host_name]
+        with self._snapshot_lock:
+            deployments = self.snapshot.spec_set.deployments if self.snapshot else []
+        return [f"Deployment/{d.metadata.name}" for d in deployments
+                if d.spec.host == host_name and f"Deployment/{d.metadata.name}" in self._conflicts]
 
     def _follow(self, host: Host, stop: threading.Event, key: str, labels: dict[str, str],
-                actions: tuple[str, ...], handle: Callable[[ContainerEvent], None]) -> None:
-        """Subscribe, then relist (wake every resource of the Host), then follow; on any
-        break, resume from the last event's time."""
+                actions: tuple[str, ...], handle: Callable[[ContainerEvent], None],
+                on_subscribe: Callable[[], None] | None = None) -> None:
+        """Subscribe, then relist (wake every resource of the Host on a reconnect, and call
+        ``on_subscribe``), then follow; on any break, resume from the last event's time."""
         name = host.metadata.name
         since: float | None = None
         while not (stop.is_set() or self.stop.is_set()):
@@ -544,6 +552,8 @@ class Daemon:
             self._streams[key] = stream
             if stop.is_set():
                 stream.close()
+            if on_subscribe is not None:
+                on_subscribe()
             if since is not None:  # reconnected: what happened while we were away?
                 self.queue.add(f"Host/{name}", Priority.CHANGE)
                 self._wake_deployments(name)
