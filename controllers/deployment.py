@@ -94,7 +94,6 @@ class Plan:
     container: ContainerInfo | None = None
     paused: str | None = None  # why nothing is done: someone paused the container
 
-
     @property
     def changes(self) -> bool:
         return bool(self.actions)
