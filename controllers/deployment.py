@@ -5,6 +5,14 @@ observed state and our own record, so ``reconciler plan`` and ``reconciler apply
 disagree about what would happen and why. Acting records intent in the inventory *before*
 creating (write-ahead) so a crash between "created" and "recorded" leaves a container we still
 recognise by name and labels.
+
+A recreate never removes the working container before its replacement exists: the replacement
+is created under a staged name (``<name>.next``; a dot cannot occur in a Deployment's name, so
+no other resource's container can be called that) while the old one still runs — Docker binds
+ports and GPUs only at start, so two created containers always coexist — then the old one is
+stopped and removed, the new one renamed to the final name and started. Every step is recorded
+in the inventory first, so after a kill -9 at any point a delete finds what exists, and the
+next apply removes a leftover staged container (by name and our labels) before staging again.
 """
 
 from __future__ import annotations
@@ -16,15 +24,26 @@ from typing import Any, Literal
 
 from controllers import ownership
 from controllers.docker_client import ContainerInfo, ContainerRequest, DockerEngine
-from controllers.errors import PlanError, ReadinessFailed, SecretUnavailable, TemporaryError
-from controllers.readiness import ReadinessResult, service_url, wait_ready
-from controllers.secrets import resolve_all
+from controllers.errors import (
+    ContainerPaused,
+    ControllerError,
+    PermanentError,
+    PlanError,
+    ReadinessFailed,
+    SecretRefused,
+    SecretUnavailable,
+    TemporaryError,
+)
+from controllers.hostports import port_holders
+from controllers.readiness import ReadinessResult, paused_message, service_url, wait_ready
+from controllers.secrets import resolve, resolve_all
 from controllers.session import HostSession
 from specs.environment import effective_env
+from specs.errors import SpecIssue
 from specs.facts import HostFacts
 from specs.hostrules import R_IMAGE_PRESENT, check_against_host, check_gpu_exclusivity
 from specs.models import Deployment
-from specs.rules import R4, R10, Finding, covering_mount
+from specs.rules import R4, R10, R_PORT_FREE, R_SECRET_VALUE, Finding, covering_mount
 from specs.validate import SpecSet, spec_hash
 from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
 from state.store import Store
@@ -34,6 +53,7 @@ GPU_RELEASE_TIMEOUT_S = 120
 DEFAULT_STOP_GRACE_S = 10
 GPU_RELEASE_POLL_S = 1.0
 KIND_CONTAINER = "container"
+STAGED_SUFFIX = ".next"  # the replacement's name until the old container is gone
 Progress = Callable[[str], None]
 
 
@@ -61,6 +81,9 @@ class Desired:
     url: str  # as seen on the Host
     probe_url: str  # how this process reaches it (through the SSH tunnel for remote Hosts)
     source_file: str
+    # Secret references whose values exist but cannot be used (located, naming the reference,
+    # never the value); refused by ``plan`` when something is to be created.
+    secret_issues: list[SpecIssue] = field(default_factory=list)
 
 
 @dataclass
@@ -69,6 +92,7 @@ class Plan:
     actions: list[Action] = field(default_factory=list)
     conflict: str | None = None
     container: ContainerInfo | None = None
+    paused: str | None = None  # why nothing is done: someone paused the container
 
     @property
     def changes(self) -> bool:
@@ -85,6 +109,7 @@ def resolve_desired(dep: Deployment, spec_set: SpecSet, session: HostSession,
     findings += [f for d, f in check_gpu_exclusivity(on_host, facts) if d is dep]
     if store is not None:
         findings += gpus_held_by_others(dep, spec_set, store, facts)
+    findings += port_taken(dep, session, ownership.container_name(instance, dep.metadata.name))
     image = engine.image(dep.spec.image)
     if image is None:
         findings.append(Finding(("spec", "image"), f"image {dep.spec.image} is not present on "
@@ -111,12 +136,54 @@ def resolve_desired(dep: Deployment, spec_set: SpecSet, session: HostSession,
         url=service_url(dep.spec.port.address, dep.spec.port.host),
         probe_url=session.url_for(dep.spec.port.address, dep.spec.port.host),
         source_file=spec_set.source_file(dep),
+        secret_issues=[spec_set.issue(dep, f) for f in unusable_secrets(dep)],
     )
+
+
+def staged_name(container_name: str) -> str:
+    return container_name + STAGED_SUFFIX
+
+
+def port_taken(dep: Deployment, session: HostSession, container_name: str) -> list[Finding]:
+    """The Deployment's host port, if another container or (local Hosts) a process holds it."""
+    port = dep.spec.port
+    engine = session.engine()
+    holders = port_holders(engine, port.address, port.host,
+                           {container_name, staged_name(container_name)},
+                           engine.container(container_name), local=not session.host.is_ssh)
+    return [Finding(("spec", "port", "host"), f"host port {port.host} is taken on Host "
+                    f"{session.name}: {holder}; free it or choose another port.host", R_PORT_FREE)
+            for holder in holders]
+
+
+def unusable_secrets(dep: Deployment) -> list[Finding]:
+    """Resolve every secret reference once to judge its value (and register it for
+    redaction): one that exists but cannot be used is found before anything is removed. A
+    missing one is not judged here: a running container does not need it (``apply`` says so
+    when it does)."""
+    findings = []
+    for i, ref in enumerate(dep.spec.secrets):
+        try:
+            resolve(ref)
+        except SecretRefused as exc:
+            findings.append(Finding(("spec", "secrets", i), str(exc), R_SECRET_VALUE))
+        except SecretUnavailable:
+            continue
+    return findings
 
 
 def plan(desired: Desired, container: ContainerInfo | None, record: ResourceStatus | None,
          instance: str) -> Plan:
-    """Pure: the actions that make ``container`` match ``desired``, each with its cause."""
+    """Pure: the actions that make ``container`` match ``desired``, each with its cause.
+    Raises PlanError when something is to be created but a secret's value is unusable."""
+    result = _plan(desired, container, record, instance)
+    if result.changes and desired.secret_issues:
+        raise PlanError(desired.secret_issues)
+    return result
+
+
+def _plan(desired: Desired, container: ContainerInfo | None, record: ResourceStatus | None,
+          instance: str) -> Plan:
     result = Plan(desired.resource, container=container)
     name = desired.container_name
     if container is None:
@@ -136,6 +203,9 @@ def plan(desired: Desired, container: ContainerInfo | None, record: ResourceStat
         causes.append(_spec_cause(desired, record, have_hash))
     if container.image_id != desired.image_id:
         causes.append(f"image changed {_short(container.image_id)} → {_short(desired.image_id)}")
+    if container.paused:
+        result.paused = paused_message(name, causes)
+        return result
     if not container.running:
         state = (f"exited with code {container.exit_code}" if container.status == "exited"
                  else f"is {container.status}, not running")
@@ -227,16 +297,19 @@ class DeploymentController:
               revision: str | None = None) -> ReadinessResult:
         """Carry out the plan, then wait for readiness; raises ReadinessFailed/ControllerError."""
         resource = desired.resource
+        if the_plan.paused is not None:
+            self._record_paused(desired, the_plan.paused)
+            raise ContainerPaused(the_plan.paused)
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         # Resolve secrets every pass, before anything is removed: a missing secret must not
         # cost the running container, and the redactor must know every value the container
         # may echo into the logs that readiness reads (even when nothing is recreated).
-        secret_env = self._secrets(desired, needed=the_plan.changes)
+        secret_env = self._secrets(desired, needed=the_plan.changes, deadline=deadline)
         self._record_desired(desired)
         for action in the_plan.actions:
             self._progress(resource, f"{action.verb} {action.target} because {action.cause}")
-            if action.verb == "recreate" and the_plan.container is not None:
-                self._remove(desired, the_plan.container)
-            container_id = self._create(desired, secret_env)
+            old = the_plan.container if action.verb == "recreate" else None
+            container_id = self._replace(desired, secret_env, old)
             self._history(resource, action, "ok", detail=container_id[:12])
             self.store.events.append(resource, "Normal", action.verb.capitalize() + "d",
                                      str(action))
@@ -256,25 +329,52 @@ class DeploymentController:
 
     # --- acting ----------------------------------------------------------------------------
 
-    def _secrets(self, desired: Desired, needed: bool) -> dict[str, str]:
+    def _secrets(self, desired: Desired, needed: bool, deadline: float | None) -> dict[str, str]:
         """Resolve (and so register for redaction) the secret references. When nothing is to
         be created an unavailable secret is not an error: the running container has its value."""
         try:
-            return resolve_all(desired.deployment.spec.secrets)
+            return resolve_all(desired.deployment.spec.secrets, deadline=deadline)
         except SecretUnavailable:
             if needed:
                 raise
             return {}
 
-    def _create(self, desired: Desired, secret_env: dict[str, str]) -> str:
+    def _replace(self, desired: Desired, secret_env: dict[str, str],
+                 old: ContainerInfo | None) -> str:
+        """Create the new container under the staged name, and only once the engine accepted
+        it stop and remove ``old``, rename the new one and start it. Returns its ID."""
+        staged = staged_name(desired.container_name)
+        self._clear_staged(desired, staged)
+        self._inventory(desired, staged, None)  # write-ahead: a create may be in flight
+        try:
+            container_id = self._create(desired, staged, secret_env)
+        except ControllerError:
+            self._forget_item(desired, staged)  # refused: nothing exists, the old one runs on
+            raise
+        self._inventory(desired, staged, container_id)
+        if old is not None:
+            self._remove(desired, old)
+        self._inventory(desired, desired.container_name, container_id)
+        self.engine.rename(container_id, desired.container_name)
+        self._forget_item(desired, staged)
+        self.engine.start(container_id)
+        return container_id
+
+    def _clear_staged(self, desired: Desired, staged: str) -> None:
+        """Remove a staged container a killed run left behind; refuse to touch a foreign one."""
+        leftover = self.engine.container(staged)
+        if leftover is None:
+            return
+        if not ownership.is_owned(leftover.labels, self.instance, desired.resource):
+            raise PermanentError(f"a container named {staged} already exists and is not ours; "
+                                 "it is left untouched — rename or remove it")
+        self.engine.remove(leftover.id)
+        self._forget_item(desired, staged)
+
+    def _create(self, desired: Desired, name: str, secret_env: dict[str, str]) -> str:
         spec = desired.deployment.spec
-        name = desired.container_name
         env = dict(desired.env)
         env.update(secret_env)
-        self.store.update(desired.resource, "Deployment", desired.deployment.metadata.name,
-                          lambda st: st.upsert_inventory(InventoryItem(
-                              kind=KIND_CONTAINER, name=name, host=self.facts.name,
-                              state="pending", created_at=utc_now())))
         request = ContainerRequest(
             name=name,
             image=desired.image_id,
@@ -289,12 +389,19 @@ class DeploymentController:
         )
         container_id = self.engine.create(request)
         del env, request  # secret values live no longer than the create call
-        self.store.update(desired.resource, "Deployment", desired.deployment.metadata.name,
-                          lambda st: st.upsert_inventory(InventoryItem(
-                              kind=KIND_CONTAINER, name=name, host=self.facts.name,
-                              id=container_id, state="created", created_at=utc_now())))
-        self.engine.start(container_id)
         return container_id
+
+    def _inventory(self, desired: Desired, name: str, container_id: str | None) -> None:
+        """Record a container: ``pending`` before its create call, ``created`` with its ID."""
+        item = InventoryItem(kind=KIND_CONTAINER, name=name, host=self.facts.name,
+                             id=container_id, state="created" if container_id else "pending",
+                             created_at=utc_now())
+        self.store.update(desired.resource, "Deployment", desired.deployment.metadata.name,
+                          lambda st: st.upsert_inventory(item))
+
+    def _forget_item(self, desired: Desired, name: str) -> None:
+        self.store.update(desired.resource, "Deployment", desired.deployment.metadata.name,
+                          lambda st: st.remove_inventory(KIND_CONTAINER, name))
 
     def _remove(self, desired: Desired, container: ContainerInfo) -> None:
         self.engine.stop(container.id, desired.deployment.spec.stopGraceSeconds)
@@ -353,6 +460,14 @@ class DeploymentController:
                 st.facts["runtime"] = result.runtime
             if was_ready is None or was_ready.status != "True":
                 st.facts["readySince"] = utc_now()
+        self.store.update(desired.resource, "Deployment", desired.deployment.metadata.name, mutate)
+
+    def _record_paused(self, desired: Desired, message: str) -> None:
+        """Degraded (reason Paused) with how to resume. The engine records the failed pass
+        (Ready False, reason Paused) from the ContainerPaused we raise next."""
+        def mutate(st: ResourceStatus) -> None:
+            st.desired_generation = desired.spec_hash
+            st.set_condition("Degraded", "True", ContainerPaused.REASON, message)
         self.store.update(desired.resource, "Deployment", desired.deployment.metadata.name, mutate)
 
     def _set(self, resource: str, ctype: Literal["Progressing"], status: Literal["True"],

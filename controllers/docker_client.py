@@ -42,10 +42,25 @@ class ContainerInfo:
     image_id: str
     started_at: str
     error: str = ""
+    network_mode: str = ""  # "host", "bridge", "default", ...
 
     @property
     def running(self) -> bool:
         return self.status == "running"
+
+    @property
+    def paused(self) -> bool:
+        return self.status == "paused"
+
+
+@dataclass(frozen=True)
+class PortHolder:
+    """A running container publishing a TCP port on its Host."""
+
+    container: str  # name
+    labels: dict[str, str]
+    address: str  # host IP as published: "0.0.0.0"/"::"/"" mean every address
+    port: int
 
 
 @dataclass(frozen=True)
@@ -219,12 +234,30 @@ class DockerEngine:
         created = self._call(
             "container create", api.create_container, image=req.image, name=req.name,
             labels=req.labels, environment=[f"{k}={v}" for k, v in req.environment.items()],
-            ports=list(req.ports), host_config=host_config, stop_timeout=req.stop_timeout,
+            ports=[_exposed_port(p) for p in req.ports], host_config=host_config,
+            stop_timeout=req.stop_timeout,
         )
         return str(created["Id"])
 
     def start(self, container_id: str) -> None:
         self._call("container start", self._client.api.start, container_id)
+
+    def rename(self, container_id: str, name: str) -> None:
+        self._call("container rename", self._client.api.rename, container_id, name)
+
+    def published_ports(self) -> list[PortHolder]:
+        """TCP ports that running containers publish on this engine's Host (one list call).
+        Containers sharing the Host's network publish nothing here; only a socket on the Host
+        can see what they listen on."""
+        rows = self._call("container list", self._client.api.containers)
+        holders = []
+        for row in rows:
+            name = str((row.get("Names") or ["?"])[0]).lstrip("/")
+            for port in row.get("Ports") or []:
+                if port.get("PublicPort") and port.get("Type", "tcp") == "tcp":
+                    holders.append(PortHolder(name, dict(row.get("Labels") or {}),
+                                              str(port.get("IP") or ""), int(port["PublicPort"])))
+        return holders
 
     def stop(self, container_id: str, timeout: int) -> None:
         try:
@@ -328,6 +361,14 @@ class LogFollower:
             self._stream.close()
 
 
+def _exposed_port(port: str) -> tuple[int, str]:
+    """``"19101/tcp"`` as docker-py wants it: a bare string gets ``/tcp`` appended again
+    (``"19101/tcp/tcp"``), which exposes nothing, so a port the image does not EXPOSE itself
+    was never published."""
+    number, _, protocol = port.partition("/")
+    return int(number), protocol or "tcp"
+
+
 def _container_info(data: dict[str, Any]) -> ContainerInfo:
     state = data.get("State") or {}
     health = (state.get("Health") or {}).get("Status")
@@ -341,7 +382,9 @@ def _container_info(data: dict[str, Any]) -> ContainerInfo:
         image_id=str(data.get("Image", "")),
         started_at=str(state.get("StartedAt", "")),
         error=str(state.get("Error", "")),
+        network_mode=str((data.get("HostConfig") or {}).get("NetworkMode", "")),
     )
 
 
-__all__ = ["ContainerInfo", "ContainerRequest", "ControllerError", "DockerEngine", "ImageInfo"]
+__all__ = ["ContainerInfo", "ContainerRequest", "ControllerError", "DockerEngine", "ImageInfo",
+           "PortHolder"]

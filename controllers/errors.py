@@ -8,8 +8,11 @@
                            resource goes ``Stalled`` with this message.
     - ``PlanError``        a rule judged against observed facts failed; carries SpecIssues.
     - ``ReadinessFailed``  the service did not become ready (timeout, fatal marker, exit).
+      - ``ContainerPaused`` the container is paused (``docker pause``); a person resumes it.
     - ``SecretUnavailable`` a secret reference could not be resolved (names the ref, never a
                            value).
+      - ``SecretRefused``  the value exists but cannot be used (not a regular file, too large,
+                           control characters); refused at plan time, before anything changes.
 """
 
 from __future__ import annotations
@@ -49,5 +52,18 @@ class ReadinessFailed(PermanentError):
         super().__init__(message)
 
 
+class ContainerPaused(ReadinessFailed):
+    """The container is paused. Not unpaused for the person who paused it: reported instead."""
+
+    REASON = "Paused"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(self.REASON, message)
+
+
 class SecretUnavailable(PermanentError):
     """A secret reference could not be resolved."""
+
+
+class SecretRefused(SecretUnavailable):
+    """A secret's value exists but cannot be used; the message names the reference only."""

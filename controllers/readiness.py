@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from controllers.docker_client import DockerEngine, LogFollower
-from controllers.errors import ReadinessFailed
+from controllers.errors import ContainerPaused, ReadinessFailed
 from controllers.runtime_facts import fatal_marker, update_facts
 
 PROGRESS_EVERY_S = 5.0
@@ -50,6 +50,16 @@ def service_url(address: str, port: int) -> str:
     return f"http://{host}:{port}"
 
 
+def paused_message(name: str, pending: list[str]) -> str:
+    """Someone paused the container (``docker pause``; a debugging session, a hung service
+    frozen on purpose): we neither unpause nor replace it behind their back, we say so."""
+    message = (f"container {name} is paused; resume it with `docker unpause {name}` "
+               "(the reconciler does not unpause or replace a container someone paused)")
+    if pending:
+        message += f"; once resumed it will be recreated: {'; '.join(pending)}"
+    return message
+
+
 def wait_ready(engine: DockerEngine, container_id: str, url: str, timeout_s: float,
                poll_s: float, progress: Progress) -> ReadinessResult:
     """Block until ready or raise ReadinessFailed with a reason naming what went wrong."""
@@ -76,6 +86,8 @@ def _wait(engine: DockerEngine, container_id: str, url: str, timeout_s: float, p
             info = engine.container(container_id)
             if info is None:
                 raise ReadinessFailed("ContainerGone", "the container disappeared while starting")
+            if info.paused:
+                raise ContainerPaused(paused_message(info.name, []))
             if not info.running:
                 _scan_tail(engine, container_id, runtime)
                 tail = engine.logs(container_id, tail=LOG_TAIL_LINES).strip()

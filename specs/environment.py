@@ -8,6 +8,8 @@ creation (``controllers.secrets``), so this function's output is safe to print, 
 
 from __future__ import annotations
 
+import unicodedata
+
 from specs.models import DeploymentSpec
 
 PRESETS: dict[str, tuple[str, str]] = {
@@ -38,6 +40,12 @@ NO_DROP_SETTINGS = {
     "RTVI_ENABLE_LIVE_TIMESTAMP_FILTER": "false",
 }
 MODEL_VARIABLES = ("VLM_MODEL_TO_USE", "MODEL_PATH", "MODEL_IMPLEMENTATION_PATH")
+# Whitespace controls a multi-line value (a PEM key, a prompt) legitimately carries. Every other
+# control character is refused: NUL cannot be passed at all (the kernel's environment is
+# NUL-terminated, so runc refuses to start the container), and the rest are terminal escapes
+# and truncation tricks with no business in a container's environment.
+ALLOWED_CONTROLS = frozenset("\t\n\r")
+CONTROL_CATEGORY = "Cc"
 
 
 def model_identity(spec: DeploymentSpec) -> tuple[str | None, str | None]:
@@ -63,6 +71,14 @@ def effective_env(spec: DeploymentSpec) -> dict[str, str]:
         env.update(NO_DROP_SETTINGS)
     env.update(spec.env)
     return dict(sorted(env.items()))
+
+
+def control_characters(value: str) -> list[str]:
+    """The refused control characters in ``value``, named (``NUL``, ``U+001B``), in order of
+    code point and without repeats. Names only: a message must never quote the value itself."""
+    found = {ch for ch in value
+             if unicodedata.category(ch) == CONTROL_CATEGORY and ch not in ALLOWED_CONTROLS}
+    return ["NUL" if ch == "\0" else f"U+{ord(ch):04X}" for ch in sorted(found)]
 
 
 def is_true(value: str | None) -> bool:

@@ -9,7 +9,9 @@ substitute for it.
 
 from __future__ import annotations
 
+import json
 import threading
+from collections.abc import Callable
 from typing import Any
 
 MASK = "***REDACTED***"
@@ -23,17 +25,74 @@ Replacing a 1-3 character value everywhere would mangle ordinary text (imagine t
 occurs; such a value is not a secret worth the name anyway.
 """
 
+GO_SHORT_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
+                    "\t": "\\t", "\v": "\\v", "\\": "\\\\", '"': '\\"'}
+"""Go's ``strconv.Quote`` short escapes (Docker and runc quote values with ``%q``)."""
+
+FIRST_PRINTABLE_ASCII = 0x20
+ASCII_DEL = 0x7F
+ASCII_LIMIT = 0x80
+BMP_LIMIT = 0x10000
+
+
+def go_quoted(value: str, ascii_only: bool = False) -> str:
+    """The inside of Go's ``%q`` (``%+q`` with ``ascii_only``) of ``value``, without quotes.
+
+    Docker's errors quote the offending ``KEY=value`` this way (``"HF_TOKEN=ab\\x00c"``): a
+    value with a NUL or a quote would slip past a scrubber that only knows its raw form.
+    """
+    out: list[str] = []
+    for char in value:
+        code = ord(char)
+        if char in GO_SHORT_ESCAPES:
+            out.append(GO_SHORT_ESCAPES[char])
+        elif char.isprintable() and (code < ASCII_LIMIT or not ascii_only):
+            out.append(char)
+        elif code < FIRST_PRINTABLE_ASCII or code == ASCII_DEL:
+            out.append(f"\\x{code:02x}")
+        elif code < BMP_LIMIT:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    return "".join(out)
+
+
+def _json_inner(value: str, ascii_only: bool) -> str:
+    return json.dumps(value, ensure_ascii=ascii_only)[1:-1]
+
+
+ENCODERS: tuple[Callable[[str], str], ...] = (
+    lambda v: _json_inner(v, True),
+    lambda v: _json_inner(v, False),
+    lambda v: repr(v)[1:-1],
+    lambda v: ascii(v)[1:-1],
+    go_quoted,
+    lambda v: go_quoted(v, ascii_only=True),
+)
+"""How a value gets escaped on its way into a message: JSON (ASCII and UTF-8), Python
+``repr``/``ascii``, Go ``%q``/``%+q``."""
+
+
+def encoded_forms(value: str) -> set[str]:
+    """Every way ``value`` may appear in a message: raw, once encoded by each of ``ENCODERS``,
+    and twice — a quoted error message is itself often carried inside JSON or a ``repr`` (status
+    ``-o json``, an API answer, a log line) by the time it is printed."""
+    once = {value} | {encode(value) for encode in ENCODERS}
+    return once | {encode(form) for form in once for encode in ENCODERS}
+
 
 class Redactor:
     """A thread-safe set of secret values and a scrubber that masks them.
 
-    Values are matched longest first, so a secret that contains another registered secret is
-    masked whole instead of leaving its remainder visible.
+    Each value is matched in every encoded form (:func:`encoded_forms`), longest first, so a
+    secret that contains another registered secret is masked whole instead of leaving its
+    remainder visible, and a quoted or escaped copy is masked like the raw one.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._values: set[str] = set()
+        self._forms: set[str] = set()
         self._ordered: tuple[str, ...] = ()
 
     def register(self, value: str) -> None:
@@ -44,7 +103,8 @@ class Redactor:
             if value in self._values:
                 return
             self._values.add(value)
-            self._ordered = tuple(sorted(self._values, key=len, reverse=True))
+            self._forms |= encoded_forms(value)
+            self._ordered = tuple(sorted(self._forms, key=len, reverse=True))
 
     @property
     def values_count(self) -> int:

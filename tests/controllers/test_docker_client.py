@@ -1,10 +1,13 @@
-"""The typed Docker client against the real engine: the image probe and its sweep."""
+"""The typed Docker client against the real engine: the image probe and its sweep, ports."""
 
 from __future__ import annotations
 
 import docker
+import httpx
+from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from controllers.docker_client import PROBE_LABEL, DockerEngine
+from controllers.docker_client import PROBE_LABEL, ContainerRequest, DockerEngine
+from tests.conftest import free_port
 
 
 def test_image_probe_answers_and_sweeps_leftovers(docker_client: docker.DockerClient,
@@ -24,3 +27,35 @@ def test_image_probe_answers_and_sweeps_leftovers(docker_client: docker.DockerCl
         for container in docker_client.containers.list(all=True,
                                                        filters={"id": leftover.id}):
             container.remove(force=True)
+
+
+UNEXPOSED_PORT = 19101  # the emulator image EXPOSEs 8000 only
+ANSWER_TIMEOUT_S = 60
+
+
+def test_port_the_image_does_not_expose_is_published_and_answers(
+        docker_client: docker.DockerClient, emulator_image: str, instance: str) -> None:
+    host_port = free_port()
+    engine = DockerEngine("unix:///var/run/docker.sock", "local")
+    request = ContainerRequest(
+        name=f"rtvi-{instance}-ports", image=emulator_image,
+        labels={"rtvi.reconciler/instance": instance},
+        environment={"RTVI_EMU_PORT": str(UNEXPOSED_PORT)},
+        ports={f"{UNEXPOSED_PORT}/tcp": ("127.0.0.1", host_port)})
+    try:
+        container_id = engine.create(request)
+        engine.start(container_id)
+        config = docker_client.api.inspect_container(container_id)["Config"]
+        assert f"{UNEXPOSED_PORT}/tcp" in config["ExposedPorts"]
+        assert engine.host_port(container_id, f"{UNEXPOSED_PORT}/tcp") == host_port
+        holders = [h for h in engine.published_ports() if h.container == request.name]
+        assert [(h.address, h.port) for h in holders] == [("127.0.0.1", host_port)]
+
+        @retry(stop=stop_after_delay(ANSWER_TIMEOUT_S), wait=wait_fixed(0.2),
+               retry=retry_if_exception_type(httpx.TransportError), reraise=True)
+        def answer() -> int:
+            return httpx.get(f"http://127.0.0.1:{host_port}/v1/health/live", timeout=2).status_code
+
+        assert answer() < 500  # the service itself answered through the published port
+    finally:
+        engine.close()

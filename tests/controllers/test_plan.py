@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from controllers import ownership
 from controllers.deployment import Desired, plan
 from controllers.docker_client import ContainerInfo
+from controllers.errors import PlanError
+from specs.errors import Location, SpecIssue
+from specs.rules import R_SECRET_VALUE
 from specs.validate import parse_text, spec_hash
 from state.models import InventoryItem, ResourceStatus
 from tests.specs.cases import HEADER, body
@@ -74,3 +79,22 @@ def test_image_change_and_exit_are_causes() -> None:
     cause = result.actions[0].cause
     assert "image changed sha256:bbbbbbbbbbbb.. → sha256:aaaaaaaaaaaa.." in cause
     assert "exited with code 3" in cause
+
+
+def test_paused_container_is_reported_not_replaced() -> None:
+    desired = _desired()
+    result = plan(desired, _container(desired, status="paused", image=IMAGE_B), None, INSTANCE)
+    assert result.actions == [] and result.conflict is None
+    assert result.paused is not None and "docker unpause rtvi-vlm" in result.paused
+    assert "image changed" in result.paused  # what will happen once it is resumed
+
+
+def test_unusable_secret_refuses_a_plan_that_creates_but_not_one_in_sync() -> None:
+    desired = _desired()
+    issue = SpecIssue(Location("x.yaml", 12, 3), "spec.secrets.0", "secret HF_TOKEN: /dev/zero "
+                      "is a character device", R_SECRET_VALUE)
+    desired.secret_issues = [issue]
+    with pytest.raises(PlanError) as info:
+        plan(desired, None, None, INSTANCE)
+    assert str(info.value).startswith("x.yaml:12:3: spec.secrets.0: secret HF_TOKEN")
+    assert plan(desired, _container(desired), None, INSTANCE).actions == []

@@ -202,7 +202,8 @@ def test_second_writer_is_refused_while_lock_is_held(cli: Cli, state_dir: Path,
     assert done.returncode == 1 and "locked" in done.stderr
 
 
-@pytest.mark.parametrize("case_id", ["unknown-field", "bad-digest", "eager-without-reasons"])
+@pytest.mark.parametrize("case_id", ["unknown-field", "bad-digest", "eager-without-reasons",
+                                     "env-value-nul"])
 def test_bad_input_changes_nothing(cli: Cli, instance: str, state_dir: Path, case_id: str,
                                    docker_client: docker.DockerClient, tmp_path: Path) -> None:
     from tests.specs.cases import CASES

@@ -92,5 +92,15 @@ CASES += [
          "      path: /media/a.mp4\n"), "schema", "spec.sources.0.file.sha256"),
 ]
 
+CASES += [
+    Case("env-value-nul", body(extra='  env:\n    X: "a\\0b"  # <-\n'),
+         "environment values carry no control characters", "spec.env.X"),
+    Case("env-value-escape", body(extra='  env:\n    Y: ok\n    X: "a\\eb"  # <-\n'),
+         "environment values carry no control characters", "spec.env.X"),
+    Case("model-path-nul", body(model='    use: vllm-compatible\n'
+         '    path: "ngc:nim/nvidia/m:1\\0"  # <-\n'),
+         "environment values carry no control characters", "spec.model.path"),
+]
+
 GPU_CASE = Case("gpu-host-lacks", body(extra="  gpus:\n  - 7  # <-\n"), "rule 10",
                 "spec.gpus.0")

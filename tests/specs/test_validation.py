@@ -187,3 +187,11 @@ def test_the_quickstart_example_is_valid() -> None:
     spec_set = load_spec_set([examples])
     assert [r.kind for r in spec_set.resources].count("StreamSet") == 1
     assert spec_set.deployments[0].spec.network == "host"
+
+
+def test_control_character_message_names_the_character_never_the_value() -> None:
+    errors = _errors(HEADER + body(extra='  env:\n    X: "canary-\\0-\\e-value"\n'
+                                         '    MULTILINE: "line one\\nline two\\tTabbed\\r"\n'))
+    [error] = errors
+    assert "NUL, U+001B" in error and "canary" not in error
+    assert "MULTILINE" not in error  # tab, newline and carriage return are allowed

@@ -79,3 +79,35 @@ def test_canary_never_reaches_state_dir(tmp_path: Path) -> None:
     assert MASK.encode() in joined  # the secret was there, and was masked
     loaded = store.load("Deployment/vlm")
     assert loaded is not None and loaded.facts["env"]["NGC_API_KEY"] == MASK
+
+
+# What Docker (runc) answered, verbatim, when asked to start a container whose env carried the
+# value below: it quotes ``KEY=value`` Go-style (%q), so the raw value never appears in it.
+HOSTILE_VALUE = "ab\x00c\"d\\e\u00e9\u2603\x1bz-canary"
+DOCKER_ERROR = ("failed to create shim task: OCI runtime create failed: runc create failed: "
+                "unable to start container process: error during container init: environment "
+                "variable value can't contain null(\\x00): "
+                "\"HF_TOKEN=ab\\x00c\\\"d\\\\e\u00e9\u2603\\x1bz-canary\": unknown")
+
+
+def test_every_encoded_form_of_a_hostile_value_is_masked() -> None:
+    import json
+
+    redactor = Redactor()
+    redactor.register(HOSTILE_VALUE)
+    forms = {
+        "raw": f"token {HOSTILE_VALUE} end",
+        "docker-go-quoted": DOCKER_ERROR,
+        "json": json.dumps({"message": f"token {HOSTILE_VALUE}"}),
+        "json-ascii-of-docker": json.dumps(DOCKER_ERROR),
+        "json-utf8-of-docker": json.dumps(DOCKER_ERROR, ensure_ascii=False),
+        "repr": repr(HOSTILE_VALUE),
+        "ascii": ascii(HOSTILE_VALUE),
+        "repr-of-docker": repr(DOCKER_ERROR),
+        "go-ascii": "\"HF_TOKEN=ab\\x00c\\\"d\\\\e\\u00e9\\u2603\\x1bz-canary\"",
+    }
+    for name, text in forms.items():
+        scrubbed = redactor.scrub_text(text)
+        assert MASK in scrubbed, name
+        assert "canary" not in scrubbed, (name, scrubbed)
+    assert redactor.values_count == 1  # forms are not counted as separate secrets
