@@ -2,7 +2,8 @@
 
 Exit codes: 0 success (for ``plan``: no changes), 2 ``plan`` found changes, 1 any error.
 Human output goes to stdout; progress and errors to stderr; nothing printed carries a secret
-value (everything passes the redactor).
+value (everything passes the redactor) or a raw terminal control character (everything passes
+``reconciler.output.safe``: values come from services, logs and files we do not control).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from reconciler.output import (
     print_status_detail,
     print_status_table,
     safe,
+    safe_block,
+    safe_json,
 )
 from specs.errors import SpecError
 from specs.models import KINDS
@@ -54,14 +57,15 @@ class Context:
         self.verbose = verbose
         # Piped output gets a wide console: tables stay one row per resource for grep/awk.
         width = None if sys.stdout.isatty() else PIPE_WIDTH
-        self.out = Console(highlight=False, soft_wrap=True, width=width)
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+        # emoji=False: a ":smile:" in a value stays literal, like markup does.
+        self.out = Console(highlight=False, soft_wrap=True, width=width, emoji=False)
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
     def store(self) -> Store:
         return Store(self.state_dir)
 
     def fail(self, message: str) -> NoReturn:
-        self.err.print(f"error: {safe(message)}", markup=False)
+        self.err.print(f"error: {safe_block(message)}", markup=False)
         raise SystemExit(EXIT_ERROR)
 
 
@@ -99,12 +103,12 @@ def _load(ctx: Context, paths: tuple[Path, ...]) -> SpecSet:
         spec_set = load_spec_set(list(paths))
     except SpecError as exc:
         for issue in exc.issues:
-            ctx.err.print(str(issue), markup=False)
+            ctx.err.print(safe_block(issue), markup=False)
         n = len(exc.issues)
         ctx.err.print(f"{n} error{'s' if n != 1 else ''}; nothing was changed.", markup=False)
         raise SystemExit(EXIT_ERROR) from None
     for warning in spec_set.warnings:
-        ctx.err.print(str(warning), markup=False)
+        ctx.err.print(safe_block(warning), markup=False)
     return spec_set
 
 
@@ -123,7 +127,7 @@ def _engine(ctx: Context, lock: bool) -> Iterator[Engine]:
     except StateError as exc:
         ctx.fail(str(exc))
     engine = Engine(store, instance, lambda res, msg: ctx.err.print(
-        f"{res}: {safe(msg)}", markup=False))
+        f"{safe(res)}: {safe(msg)}", markup=False))
     try:
         yield engine
     except StateError as exc:  # e.g. a corrupt record: say which, never a traceback
@@ -187,7 +191,7 @@ def apply(ctx: Context, paths: tuple[Path, ...], timeout: float | None) -> None:
         rejected = [issue for rp in plans for issue in rp.issues]
         if rejected:
             for issue in rejected:
-                ctx.err.print(safe(str(issue)), markup=False)
+                ctx.err.print(safe_block(issue), markup=False)
             ctx.fail(f"{len(rejected)} rule(s) failed against observed Host facts; nothing was "
                      "changed.")
         engine.record_observed(spec_set)
@@ -196,7 +200,7 @@ def apply(ctx: Context, paths: tuple[Path, ...], timeout: float | None) -> None:
     for outcome in outcomes:
         mark = "✓" if outcome.ok else "✗"
         failed += not outcome.ok
-        ctx.out.print(f"{mark} {outcome.resource}: {safe(outcome.message)}", markup=False)
+        ctx.out.print(f"{mark} {safe(outcome.resource)}: {safe(outcome.message)}", markup=False)
     elapsed = time.monotonic() - started
     if failed:
         ctx.err.print(f"{failed} of {len(outcomes)} not Ready ({elapsed:.1f}s)", markup=False)
@@ -284,7 +288,7 @@ def sync(ctx: Context) -> None:
         answer = request(ctx.state_dir, "POST", "/sync")
     except ControlUnavailable as exc:
         ctx.fail(str(exc))
-    ctx.out.print(str(answer.get("message", answer)), markup=False)
+    ctx.out.print(safe(answer.get("message", answer)), markup=False)
 
 
 @main.command()
@@ -297,7 +301,7 @@ def health(ctx: Context) -> None:
         answer = request(ctx.state_dir, "GET", "/health")
     except ControlUnavailable as exc:
         ctx.fail(str(exc))
-    click.echo(json.dumps(answer, indent=2))
+    click.echo(safe_json(json.dumps(answer, indent=2)))
 
 
 @main.command()
@@ -318,8 +322,9 @@ def status(ctx: Context, name: str | None, output: str, live: bool) -> None:
         except ControlUnavailable as exc:
             ctx.fail(str(exc))
         summary = answer["daemon"]
-        ctx.err.print(f"daemon: instance {summary['instance']}, source {summary['source']} at "
-                      f"revision {summary['revision']}, queue {summary['queue']}", markup=False)
+        ctx.err.print(safe(f"daemon: instance {summary['instance']}, source {summary['source']} "
+                           f"at revision {summary['revision']}, queue {summary['queue']}"),
+                      markup=False)
         records = [ResourceStatus.model_validate(r) for r in answer["resources"]]
     else:
         records = store.list()
@@ -332,11 +337,11 @@ def status(ctx: Context, name: str | None, output: str, live: bool) -> None:
         data: Any = [r.model_dump(mode="json") for r in records]
         if name is not None:
             data = data[0]
-        click.echo(safe(json.dumps(data, indent=2)))
+        click.echo(safe_json(json.dumps(data, indent=2)))
     elif name is not None:
         print_status_detail(ctx.out, records[0])
     elif not records:
-        ctx.out.print(f"no resources recorded in {ctx.state_dir}")
+        ctx.out.print(f"no resources recorded in {safe(ctx.state_dir)}", markup=False)
     else:
         print_status_table(ctx.out, records)
 
@@ -371,7 +376,7 @@ def delete(ctx: Context, targets: tuple[str, ...]) -> None:
     with _engine(ctx, lock=True) as engine:
         outcomes = engine.delete(spec_set, names)
     for outcome in outcomes:
-        ctx.out.print(f"{'✓' if outcome.ok else '!'} {outcome.resource}: "
+        ctx.out.print(f"{'✓' if outcome.ok else '!'} {safe(outcome.resource)}: "
                       f"{safe(outcome.message)}", markup=False)
     if not all(o.ok for o in outcomes):
         raise SystemExit(EXIT_ERROR)
@@ -390,8 +395,9 @@ def events(ctx: Context, name: str | None, follow: bool, output: str) -> None:
     try:
         for event in source:
             if output == "json":
-                click.echo(safe(event.model_dump_json()))
+                click.echo(safe_json(event.model_dump_json()))
             else:
+                # safe() escapes newlines: a message can never print as a second event line.
                 click.echo(safe(f"{event.time} {event.type:<7} {event.resource} "
                                 f"{event.reason}: {event.message}"))
     except KeyboardInterrupt:
