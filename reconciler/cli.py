@@ -32,7 +32,7 @@ from reconciler.output import (
 from specs.errors import SpecError
 from specs.models import KINDS
 from specs.validate import SpecSet, json_schema, load_spec_set
-from state.errors import StateError
+from state.errors import CorruptState, StateError
 from state.models import ResourceStatus
 from state.store import Store
 
@@ -62,7 +62,13 @@ class Context:
         self.err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
     def store(self) -> Store:
-        return Store(self.state_dir)
+        """The store of ``--state-dir``; fails (exit 1) unless the directory is private to us."""
+        store = Store(self.state_dir)
+        try:
+            store.check_root()
+        except StateError as exc:
+            self.fail(str(exc))
+        return store
 
     def fail(self, message: str) -> NoReturn:
         self.err.print(f"error: {safe_block(message)}", markup=False)
@@ -112,14 +118,34 @@ def _load(ctx: Context, paths: tuple[Path, ...]) -> SpecSet:
     return spec_set
 
 
+def _report_broken(ctx: Context, broken: list[CorruptState]) -> None:
+    """Name every unusable state file and why, on stderr."""
+    for problem in broken:
+        ctx.err.print(safe_block(problem), markup=False)
+
+
+def _preflight(ctx: Context, store: Store) -> None:
+    """Refuse to act on a state directory whose fixed files are links, folders or other
+    non-files: fail before the first action, naming each, rather than halfway through."""
+    try:
+        broken = store.check_layout((rlog.LOG_FILE_NAME,))
+    except StateError as exc:
+        ctx.fail(str(exc))
+    if broken:
+        _report_broken(ctx, broken)
+        ctx.fail(f"{len(broken)} unusable file(s) in state directory {ctx.state_dir}; nothing "
+                 "was changed")
+
+
 @contextmanager
 def _engine(ctx: Context, lock: bool) -> Iterator[Engine]:
     """An engine bound to the store; ``lock`` takes the single-writer lock for mutations."""
     from reconciler.engine import Engine
 
-    rlog.configure(ctx.state_dir, ctx.verbose)
     store = ctx.store()
+    _preflight(ctx, store)
     try:
+        rlog.configure(ctx.state_dir, ctx.verbose)
         instance = store.instance(ctx.requested_instance)
         state_lock = store.lock() if lock else None
         if state_lock is not None:
@@ -255,9 +281,10 @@ def run(ctx: Context, specs_dir: Path | None, git_url: str | None, branch: str,
         ctx.fail("--resync must be greater than 0 and --workers at least 1")
     options = DaemonOptions(resync_s=resync, workers=workers,
                             metrics_address=_address(ctx, metrics_address))
-    rlog.configure(ctx.state_dir, ctx.verbose)
     store = ctx.store()
+    _preflight(ctx, store)
     try:
+        rlog.configure(ctx.state_dir, ctx.verbose)
         instance = store.instance(ctx.requested_instance)
         with store.lock():
             daemon = Daemon(store, instance, source, options,
@@ -312,8 +339,13 @@ def health(ctx: Context) -> None:
               "store (also shows its source revision and queue).")
 @pass_ctx
 def status(ctx: Context, name: str | None, output: str, live: bool) -> None:
-    """Show status (no daemon needed). NAME: Deployment/x, Host/x, or x for detail."""
+    """Show status (no daemon needed). NAME: Deployment/x, Host/x, or x for detail.
+
+    Unreadable state files are listed on stderr with why, after the readable records; the exit
+    status is then 1.
+    """
     store = ctx.store()
+    broken: list[CorruptState] = []
     if live:
         from reconciler.control import ControlUnavailable, request
 
@@ -327,12 +359,19 @@ def status(ctx: Context, name: str | None, output: str, live: bool) -> None:
                       markup=False)
         records = [ResourceStatus.model_validate(r) for r in answer["resources"]]
     else:
-        records = store.list()
+        try:
+            broken = store.check_layout((rlog.LOG_FILE_NAME,))
+            records, unreadable = store.scan()
+        except StateError as exc:
+            ctx.fail(str(exc))
+        broken += unreadable
     if name is not None:
         resource = name if "/" in name else f"Deployment/{name}"
         records = [r for r in records if r.resource == resource]
         if not records:
-            ctx.fail(f"no status recorded for {resource} in {ctx.state_dir}")
+            _report_broken(ctx, broken)
+            listed = f" ({len(broken)} unreadable state file(s) listed above)" if broken else ""
+            ctx.fail(f"no readable status for {resource} in {ctx.state_dir}{listed}")
     if output == "json":
         data: Any = [r.model_dump(mode="json") for r in records]
         if name is not None:
@@ -344,6 +383,10 @@ def status(ctx: Context, name: str | None, output: str, live: bool) -> None:
         ctx.out.print(f"no resources recorded in {safe(ctx.state_dir)}", markup=False)
     else:
         print_status_table(ctx.out, records)
+    if broken:
+        _report_broken(ctx, broken)
+        ctx.fail(f"{len(broken)} state file(s) in {ctx.state_dir} could not be read; the "
+                 "records shown are the readable ones")
 
 
 @main.command()
@@ -391,8 +434,8 @@ def events(ctx: Context, name: str | None, follow: bool, output: str) -> None:
     """Print the event log (optionally of one resource)."""
     resource = None if name is None else (name if "/" in name else f"Deployment/{name}")
     log = ctx.store().events
-    source = log.follow(resource=resource) if follow else iter(log.read(resource=resource))
     try:
+        source = log.follow(resource=resource) if follow else iter(log.read(resource=resource))
         for event in source:
             if output == "json":
                 click.echo(safe_json(event.model_dump_json()))
@@ -400,6 +443,8 @@ def events(ctx: Context, name: str | None, follow: bool, output: str) -> None:
                 # safe() escapes newlines: a message can never print as a second event line.
                 click.echo(safe(f"{event.time} {event.type:<7} {event.resource} "
                                 f"{event.reason}: {event.message}"))
+    except StateError as exc:
+        ctx.fail(str(exc))
     except KeyboardInterrupt:
         sys.exit(EXIT_OK)
 
