@@ -70,6 +70,14 @@ class Context:
             self.fail(str(exc))
         return store
 
+    def say(self, message: str) -> None:
+        """One daemon progress line on stderr, escaped (it may quote logs or services)."""
+        self.err.print(safe(message), markup=False)
+
+    def progress(self, resource: str, message: str) -> None:
+        """One apply/delete progress line on stderr, escaped like :meth:`say`."""
+        self.err.print(f"{safe(resource)}: {safe(message)}", markup=False)
+
     def fail(self, message: str) -> NoReturn:
         self.err.print(f"error: {safe_block(message)}", markup=False)
         raise SystemExit(EXIT_ERROR)
@@ -152,8 +160,7 @@ def _engine(ctx: Context, lock: bool) -> Iterator[Engine]:
             state_lock.acquire()
     except StateError as exc:
         ctx.fail(str(exc))
-    engine = Engine(store, instance, lambda res, msg: ctx.err.print(
-        f"{safe(res)}: {safe(msg)}", markup=False))
+    engine = Engine(store, instance, ctx.progress)
     try:
         yield engine
     except StateError as exc:  # e.g. a corrupt record: say which, never a traceback
@@ -287,8 +294,7 @@ def run(ctx: Context, specs_dir: Path | None, git_url: str | None, branch: str,
         rlog.configure(ctx.state_dir, ctx.verbose)
         instance = store.instance(ctx.requested_instance)
         with store.lock():
-            daemon = Daemon(store, instance, source, options,
-                            lambda msg: ctx.err.print(safe(msg), markup=False))
+            daemon = Daemon(store, instance, source, options, ctx.say)
             raise SystemExit(daemon.run())
     except StateError as exc:
         ctx.fail(str(exc))

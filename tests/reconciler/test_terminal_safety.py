@@ -16,6 +16,7 @@ from pathlib import Path
 import docker
 from rich.console import Console
 
+from reconciler.cli import Context
 from reconciler.engine import ResourcePlan
 from reconciler.output import escape_control, print_plan, print_status_detail, safe_json
 from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
@@ -96,6 +97,16 @@ def test_plan_and_detail_printers_escape_every_field() -> None:
     print_status_detail(console, status)
     _assert_clean("plan + detail", buffer.getvalue())
     assert "[red]f[/red]" in buffer.getvalue()
+
+
+def test_daemon_say_and_progress_lines_are_escaped(tmp_path: Path) -> None:
+    ctx = Context(tmp_path, None, verbose=False)
+    buffer = io.StringIO()
+    ctx.err = Console(file=buffer, width=200, highlight=False, emoji=False, soft_wrap=True)
+    ctx.say(f"reconciled: {HOSTILE}")
+    ctx.progress("Deployment/x" + OSC_TITLE, HOSTILE)
+    _assert_clean("say/progress", buffer.getvalue())
+    assert len(buffer.getvalue().splitlines()) == 2  # one line each, no forged second line
 
 
 def test_escape_helpers() -> None:
