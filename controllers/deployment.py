@@ -193,7 +193,7 @@ def _plan(desired: Desired, container: ContainerInfo | None, record: ResourceSta
         result.actions.append(Action("create", f"container {name}", cause))
         return result
     if not ownership.is_owned(container.labels, instance, desired.resource):
-        owner = container.labels.get(ownership.LABEL_RESOURCE, "no reconciler labels")
+        owner = ownership.why_not_ours(container.labels, instance)
         result.conflict = (f"a container named {name} already exists and is not ours ({owner}); "
                            "it is left untouched — rename or remove it, or rename the Deployment")
         return result

@@ -1,7 +1,16 @@
 """Ownership labels (DESIGN.md, Ownership): how we recognise what we created.
 
 A container is ours only if it carries our managed-by label *and* our instance *and* the
-resource it serves. Anything else with the name we want is a Conflict and is never touched.
+resource it serves *and* no other state directory's owner ID. Anything else with the name we
+want is a Conflict and is never touched.
+
+Why an owner ID: two state directories may use the same instance name against one engine (two
+people, a copied config); by name and labels alone each would "adopt", recreate or delete the
+other's containers. ``Store.instance()`` returns an :class:`~state.models.Owner` carrying the
+directory's ID; everything we create is labelled with it, and a container labelled with another
+ID is not ours. A container with no owner label but our instance was created before owner IDs
+existed and stays ours (migration). A caller that passes a plain ``str`` instance has no owner
+ID: it labels nothing with one and accepts only containers that carry none.
 """
 
 from __future__ import annotations
@@ -9,40 +18,71 @@ from __future__ import annotations
 import hashlib
 import re
 
+from state.models import Owner
+
 LABEL_PREFIX = "rtvi.reconciler/"
 LABEL_INSTANCE = LABEL_PREFIX + "instance"
 LABEL_RESOURCE = LABEL_PREFIX + "resource"
 LABEL_SPEC_HASH = LABEL_PREFIX + "spec-hash"
 LABEL_MANAGED_BY = LABEL_PREFIX + "managed-by"
 LABEL_SOURCE = LABEL_PREFIX + "source"  # a StreamSet source served by a publisher container
+LABEL_OWNER = LABEL_PREFIX + "owner"  # the owner ID of the state directory that created it
 LABEL_RUN_ID = "com.nvidia.rtvi.harness.run_id"
 MANAGED_BY = "rtvi-reconciler"
 CONTAINER_PREFIX = "rtvi-"
+OWNER_ID_SHOWN = 8  # hex digits of a foreign owner ID put in a Conflict message
+
+
+def owner_id_of(instance: str) -> str | None:
+    """The state directory's owner ID carried by ``instance``, or None for a plain name."""
+    return instance.owner_id if isinstance(instance, Owner) else None
 
 
 def labels_for(instance: str, resource: str, spec_hash: str,
                run_id: str | None = None) -> dict[str, str]:
+    """Labels of a container we create: ours by name, instance, resource and owner ID."""
     labels = {
         LABEL_MANAGED_BY: MANAGED_BY,
-        LABEL_INSTANCE: instance,
+        LABEL_INSTANCE: str(instance),
         LABEL_RESOURCE: resource,
         LABEL_SPEC_HASH: spec_hash,
     }
+    owner_id = owner_id_of(instance)
+    if owner_id is not None:
+        labels[LABEL_OWNER] = owner_id
     if run_id is not None:
         labels[LABEL_RUN_ID] = run_id
     return labels
 
 
 def selector(instance: str, resource: str | None = None) -> dict[str, str]:
-    """Label filter for listing what this instance (or one of its resources) owns."""
-    sel = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_INSTANCE: instance}
+    """Label filter for listing what this instance (or one of its resources) may own.
+
+    Docker's filters cannot say "owner label absent or equal", so this selects by instance
+    only: filter what it lists through :func:`is_owned` before acting on it.
+    """
+    sel = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_INSTANCE: str(instance)}
     if resource is not None:
         sel[LABEL_RESOURCE] = resource
     return sel
 
 
 def is_owned(labels: dict[str, str], instance: str, resource: str) -> bool:
-    return all(labels.get(k) == v for k, v in selector(instance, resource).items())
+    """Ours: our selector labels, and no owner label or our own (see the module docstring)."""
+    if not all(labels.get(k) == v for k, v in selector(instance, resource).items()):
+        return False
+    theirs = labels.get(LABEL_OWNER)
+    return theirs is None or theirs == owner_id_of(instance)
+
+
+def why_not_ours(labels: dict[str, str], instance: str) -> str:
+    """For a Conflict message: whose the container is, as far as its labels say."""
+    theirs = labels.get(LABEL_OWNER)
+    if (labels.get(LABEL_INSTANCE) == str(instance) and theirs is not None
+            and theirs != owner_id_of(instance)):
+        return (f"created by another state directory with the same instance name, owner ID "
+                f"{theirs[:OWNER_ID_SHOWN]}...")
+    return labels.get(LABEL_RESOURCE, "no reconciler labels")
 
 
 def container_name(instance: str, name: str) -> str:

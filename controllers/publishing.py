@@ -62,10 +62,12 @@ def check_files(sources: list[DesiredSource], publisher: PublisherSpec) -> None:
 
 def list_publishers(engine: DockerEngine, instance: str,
                     resource: str) -> dict[str, ContainerInfo]:
-    """Our publisher containers of one StreamSet, by source name."""
+    """Our publisher containers of one StreamSet, by source name (the selector matches by
+    instance name; is_owned drops another state directory's publishers of the same name)."""
     found = engine.list_containers(ownership.selector(instance, resource))
     return {c.labels[ownership.LABEL_SOURCE]: c for c in found
-            if ownership.LABEL_SOURCE in c.labels}
+            if ownership.LABEL_SOURCE in c.labels
+            and ownership.is_owned(c.labels, instance, resource)}
 
 
 def start(engine: DockerEngine, instance: str, resource: str, spec_hash: str,
@@ -78,7 +80,8 @@ def start(engine: DockerEngine, instance: str, resource: str, spec_hash: str,
     existing = engine.container(name)
     if existing is not None:
         if not ownership.is_owned(existing.labels, instance, resource):
-            raise PermanentError(f"a container named {name} already exists and is not ours; it "
+            raise PermanentError(f"a container named {name} already exists and is not ours "
+                                 f"({ownership.why_not_ours(existing.labels, instance)}); it "
                                  "is left untouched")
         engine.stop(existing.id, STOP_GRACE_S)
         engine.remove(existing.id)

@@ -2,7 +2,8 @@
 
 Exit codes: 0 success (for ``plan``: no changes), 2 ``plan`` found changes, 1 any error.
 Human output goes to stdout; progress and errors to stderr; nothing printed carries a secret
-value (everything passes the redactor).
+value (everything passes the redactor) or a raw terminal control character (everything passes
+``reconciler.output.safe``: values come from services, logs and files we do not control).
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ from reconciler.output import (
     print_status_detail,
     print_status_table,
     safe,
+    safe_block,
+    safe_json,
 )
 from specs.errors import SpecError
 from specs.loader import LoaderLimits
 from specs.models import KINDS
 from specs.validate import SpecSet, json_schema, load_spec_set
-from state.errors import StateError
+from state.errors import CorruptState, StateError
 from state.models import ResourceStatus
 from state.store import Store
 
@@ -55,14 +58,29 @@ class Context:
         self.verbose = verbose
         # Piped output gets a wide console: tables stay one row per resource for grep/awk.
         width = None if sys.stdout.isatty() else PIPE_WIDTH
-        self.out = Console(highlight=False, soft_wrap=True, width=width)
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+        # emoji=False: a ":smile:" in a value stays literal, like markup does.
+        self.out = Console(highlight=False, soft_wrap=True, width=width, emoji=False)
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
     def store(self) -> Store:
-        return Store(self.state_dir)
+        """The store of ``--state-dir``; fails (exit 1) unless the directory is private to us."""
+        store = Store(self.state_dir)
+        try:
+            store.check_root()
+        except StateError as exc:
+            self.fail(str(exc))
+        return store
+
+    def say(self, message: str) -> None:
+        """One daemon progress line on stderr, escaped (it may quote logs or services)."""
+        self.err.print(safe(message), markup=False)
+
+    def progress(self, resource: str, message: str) -> None:
+        """One apply/delete progress line on stderr, escaped like :meth:`say`."""
+        self.err.print(f"{safe(resource)}: {safe(message)}", markup=False)
 
     def fail(self, message: str) -> NoReturn:
-        self.err.print(f"error: {safe(message)}", markup=False)
+        self.err.print(f"error: {safe_block(message)}", markup=False)
         raise SystemExit(EXIT_ERROR)
 
 
@@ -100,13 +118,32 @@ def _load(ctx: Context, paths: tuple[Path, ...]) -> SpecSet:
         spec_set = load_spec_set(list(paths), limits=LoaderLimits.from_env())
     except SpecError as exc:
         for issue in exc.issues:
-            ctx.err.print(str(issue), markup=False)
+            ctx.err.print(safe_block(issue), markup=False)
         n = len(exc.issues)
         ctx.err.print(f"{n} error{'s' if n != 1 else ''}; nothing was changed.", markup=False)
         raise SystemExit(EXIT_ERROR) from None
     for warning in spec_set.warnings:
-        ctx.err.print(str(warning), markup=False)
+        ctx.err.print(safe_block(warning), markup=False)
     return spec_set
+
+
+def _report_broken(ctx: Context, broken: list[CorruptState]) -> None:
+    """Name every unusable state file and why, on stderr."""
+    for problem in broken:
+        ctx.err.print(safe_block(problem), markup=False)
+
+
+def _preflight(ctx: Context, store: Store) -> None:
+    """Refuse to act on a state directory whose fixed files are links, folders or other
+    non-files: fail before the first action, naming each, rather than halfway through."""
+    try:
+        broken = store.check_layout((rlog.LOG_FILE_NAME,))
+    except StateError as exc:
+        ctx.fail(str(exc))
+    if broken:
+        _report_broken(ctx, broken)
+        ctx.fail(f"{len(broken)} unusable file(s) in state directory {ctx.state_dir}; nothing "
+                 "was changed")
 
 
 @contextmanager
@@ -114,17 +151,17 @@ def _engine(ctx: Context, lock: bool) -> Iterator[Engine]:
     """An engine bound to the store; ``lock`` takes the single-writer lock for mutations."""
     from reconciler.engine import Engine
 
-    rlog.configure(ctx.state_dir, ctx.verbose)
     store = ctx.store()
+    _preflight(ctx, store)
     try:
+        rlog.configure(ctx.state_dir, ctx.verbose)
         instance = store.instance(ctx.requested_instance)
         state_lock = store.lock() if lock else None
         if state_lock is not None:
             state_lock.acquire()
     except StateError as exc:
         ctx.fail(str(exc))
-    engine = Engine(store, instance, lambda res, msg: ctx.err.print(
-        f"{res}: {safe(msg)}", markup=False))
+    engine = Engine(store, instance, ctx.progress)
     try:
         yield engine
     except StateError as exc:  # e.g. a corrupt record: say which, never a traceback
@@ -188,7 +225,7 @@ def apply(ctx: Context, paths: tuple[Path, ...], timeout: float | None) -> None:
         rejected = [issue for rp in plans for issue in rp.issues]
         if rejected:
             for issue in rejected:
-                ctx.err.print(safe(str(issue)), markup=False)
+                ctx.err.print(safe_block(issue), markup=False)
             ctx.fail(f"{len(rejected)} rule(s) failed against observed Host facts; nothing was "
                      "changed.")
         engine.record_observed(spec_set)
@@ -197,7 +234,7 @@ def apply(ctx: Context, paths: tuple[Path, ...], timeout: float | None) -> None:
     for outcome in outcomes:
         mark = "✓" if outcome.ok else "✗"
         failed += not outcome.ok
-        ctx.out.print(f"{mark} {outcome.resource}: {safe(outcome.message)}", markup=False)
+        ctx.out.print(f"{mark} {safe(outcome.resource)}: {safe(outcome.message)}", markup=False)
     elapsed = time.monotonic() - started
     if failed:
         ctx.err.print(f"{failed} of {len(outcomes)} not Ready ({elapsed:.1f}s)", markup=False)
@@ -280,13 +317,13 @@ def run(ctx: Context, specs_dir: Path | None, git_url: str | None, branch: str,
                          max_share=max_prune_share)
     options = DaemonOptions(resync_s=resync, workers=workers,
                             metrics_address=_address(ctx, metrics_address), prune_policy=policy)
-    rlog.configure(ctx.state_dir, ctx.verbose)
     store = ctx.store()
+    _preflight(ctx, store)
     try:
+        rlog.configure(ctx.state_dir, ctx.verbose)
         instance = store.instance(ctx.requested_instance)
         with store.lock():
-            daemon = Daemon(store, instance, source, options,
-                            lambda msg: ctx.err.print(safe(msg), markup=False))
+            daemon = Daemon(store, instance, source, options, ctx.say)
             raise SystemExit(daemon.run())
     except StateError as exc:
         ctx.fail(str(exc))
@@ -317,7 +354,7 @@ def sync(ctx: Context, approve: str | None) -> None:
                          params={"approve-prune": approve} if approve else None)
     except ControlUnavailable as exc:
         ctx.fail(str(exc))
-    ctx.out.print(str(answer.get("message", answer)), markup=False)
+    ctx.out.print(safe(answer.get("message", answer)), markup=False)
 
 
 @main.command()
@@ -331,7 +368,7 @@ def health(ctx: Context) -> None:
         answer = request(ctx.state_dir, "GET", "/health")
     except ControlUnavailable as exc:
         ctx.fail(str(exc))
-    click.echo(json.dumps(answer, indent=2))
+    click.echo(safe_json(json.dumps(answer, indent=2)))
     if answer.get("ok") is not True:
         raise SystemExit(EXIT_ERROR)
 
@@ -344,8 +381,13 @@ def health(ctx: Context) -> None:
               "store (also shows its source revision and queue).")
 @pass_ctx
 def status(ctx: Context, name: str | None, output: str, live: bool) -> None:
-    """Show status (no daemon needed). NAME: Deployment/x, Host/x, or x for detail."""
+    """Show status (no daemon needed). NAME: Deployment/x, Host/x, or x for detail.
+
+    Unreadable state files are listed on stderr with why, after the readable records; the exit
+    status is then 1.
+    """
     store = ctx.store()
+    broken: list[CorruptState] = []
     if live:
         from reconciler.control import ControlUnavailable, request
 
@@ -354,27 +396,39 @@ def status(ctx: Context, name: str | None, output: str, live: bool) -> None:
         except ControlUnavailable as exc:
             ctx.fail(str(exc))
         summary = answer["daemon"]
-        ctx.err.print(f"daemon: instance {summary['instance']}, source {summary['source']} at "
-                      f"revision {summary['revision']}, queue {summary['queue']}", markup=False)
+        ctx.err.print(safe(f"daemon: instance {summary['instance']}, source {summary['source']} "
+                           f"at revision {summary['revision']}, queue {summary['queue']}"),
+                      markup=False)
         records = [ResourceStatus.model_validate(r) for r in answer["resources"]]
     else:
-        records = store.list()
+        try:
+            broken = store.check_layout((rlog.LOG_FILE_NAME,))
+            records, unreadable = store.scan()
+        except StateError as exc:
+            ctx.fail(str(exc))
+        broken += unreadable
     if name is not None:
         resource = name if "/" in name else f"Deployment/{name}"
         records = [r for r in records if r.resource == resource]
         if not records:
-            ctx.fail(f"no status recorded for {resource} in {ctx.state_dir}")
+            _report_broken(ctx, broken)
+            listed = f" ({len(broken)} unreadable state file(s) listed above)" if broken else ""
+            ctx.fail(f"no readable status for {resource} in {ctx.state_dir}{listed}")
     if output == "json":
         data: Any = [r.model_dump(mode="json") for r in records]
         if name is not None:
             data = data[0]
-        click.echo(safe(json.dumps(data, indent=2)))
+        click.echo(safe_json(json.dumps(data, indent=2)))
     elif name is not None:
         print_status_detail(ctx.out, records[0])
     elif not records:
-        ctx.out.print(f"no resources recorded in {ctx.state_dir}")
+        ctx.out.print(f"no resources recorded in {safe(ctx.state_dir)}", markup=False)
     else:
         print_status_table(ctx.out, records)
+    if broken:
+        _report_broken(ctx, broken)
+        ctx.fail(f"{len(broken)} state file(s) in {ctx.state_dir} could not be read; the "
+                 "records shown are the readable ones")
 
 
 @main.command()
@@ -407,7 +461,7 @@ def delete(ctx: Context, targets: tuple[str, ...]) -> None:
     with _engine(ctx, lock=True) as engine:
         outcomes = engine.delete(spec_set, names)
     for outcome in outcomes:
-        ctx.out.print(f"{'✓' if outcome.ok else '!'} {outcome.resource}: "
+        ctx.out.print(f"{'✓' if outcome.ok else '!'} {safe(outcome.resource)}: "
                       f"{safe(outcome.message)}", markup=False)
     if not all(o.ok for o in outcomes):
         raise SystemExit(EXIT_ERROR)
@@ -422,14 +476,17 @@ def events(ctx: Context, name: str | None, follow: bool, output: str) -> None:
     """Print the event log (optionally of one resource)."""
     resource = None if name is None else (name if "/" in name else f"Deployment/{name}")
     log = ctx.store().events
-    source = log.follow(resource=resource) if follow else iter(log.read(resource=resource))
     try:
+        source = log.follow(resource=resource) if follow else iter(log.read(resource=resource))
         for event in source:
             if output == "json":
-                click.echo(safe(event.model_dump_json()))
+                click.echo(safe_json(event.model_dump_json()))
             else:
+                # safe() escapes newlines: a message can never print as a second event line.
                 click.echo(safe(f"{event.time} {event.type:<7} {event.resource} "
                                 f"{event.reason}: {event.message}"))
+    except StateError as exc:
+        ctx.fail(str(exc))
     except KeyboardInterrupt:
         sys.exit(EXIT_OK)
 

@@ -3,11 +3,16 @@
 CLI commands write their human output themselves; structured logs go to a file in the state
 directory (and to stderr with ``-v``), so a person's terminal stays readable while machines get
 JSON. Every event passes the redactor before it is rendered.
+
+The log file is state like any other: created 0600 (it names hosts and deployments) and opened
+without following a link, so a symlink planted as ``reconciler.log`` is refused (StateError
+naming it) instead of appending our logs to a file elsewhere.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
@@ -15,6 +20,8 @@ from typing import Any, TextIO
 
 import structlog
 
+from state.atomic import DIR_MODE, ensure_dir, open_private, os_reason
+from state.errors import StateError
 from state.redaction import DEFAULT_REDACTOR
 
 LOG_FILE_NAME = "reconciler.log"
@@ -41,11 +48,22 @@ class _Tee:
             stream.flush()
 
 
+def open_log(state_dir: Path) -> TextIO:
+    """``<state_dir>/reconciler.log`` for appending: 0600, never through a link."""
+    try:
+        ensure_dir(state_dir, DIR_MODE)
+    except OSError as exc:
+        raise StateError(f"cannot create state directory {state_dir}: {os_reason(exc)}") from None
+    fd = open_private(state_dir / LOG_FILE_NAME)
+    return os.fdopen(fd, "a", encoding="utf-8")
+
+
 def configure(state_dir: Path | None, verbose: bool) -> None:
+    """Route structlog to the state directory's log (and stderr when ``verbose``); StateError
+    names the log file if it cannot be opened safely."""
     streams: list[TextIO] = []
     if state_dir is not None:
-        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        streams.append((state_dir / LOG_FILE_NAME).open("a", encoding="utf-8"))
+        streams.append(open_log(state_dir))
     if verbose:
         streams.append(sys.stderr)
     structlog.configure(

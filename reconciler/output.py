@@ -1,8 +1,18 @@
-"""Human output: plan listings and the status table (rich), all through the redactor."""
+"""Human output: plan listings and the status table (rich), all through the redactor.
+
+Every value printed for a person also passes :func:`escape_control`: model IDs, container log
+lines, condition messages and hand-edited state files are text from outside, and a raw ESC, CSI
+(``\\x9b``) or OSC sequence in them would drive the reader's terminal (retitle it, clear it, hide
+lines, forge colours), a bidi override would reorder what is shown, and an embedded newline
+would forge a line that looks like another event. Control characters are shown as visible
+escapes (``\\x1b``, ``\\n``) instead. Values are never parsed as rich markup: they are printed
+with ``markup=False`` or wrapped in :class:`~rich.text.Text`.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -20,34 +30,85 @@ VERB_MARK = {"create": "+", "recreate": "~", "publish": "+", "register": "+",
              "register-sensor": "+", "replace": "~", "remove": "-"}
 ADDING = ("create", "publish", "register", "register-sensor")
 
+_INVISIBLE = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+"""Bidi marks, embeddings, overrides and isolates (they reorder the rest of the line) and the
+Unicode line/paragraph separators (some viewers break lines at them)."""
 
-def safe(text: str) -> str:
-    return DEFAULT_REDACTOR.scrub_text(text)
+UNSAFE_IN_LINE = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f{_INVISIBLE}]")
+"""C0 except tab, DEL, C1 (``\\x9b`` is a one-byte CSI) and the invisible reorderers."""
+
+UNSAFE_IN_BLOCK = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_INVISIBLE}]")
+"""The same but newline, for multi-line text whose line structure is kept."""
+
+UNSAFE_IN_JSON = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_INVISIBLE}]")
+"""What may still be raw in encoded JSON (encoders escape C0 inside strings but leave DEL, C1
+and bidi raw); the whitespace between JSON tokens is kept."""
+
+NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\x1b": "\\x1b"}
+
+
+def _visible(match: re.Match[str]) -> str:
+    char = match.group()
+    named = NAMED_ESCAPES.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def escape_control(text: str, keep_newlines: bool = False) -> str:
+    """``text`` with every terminal control character shown as a visible escape.
+
+    With ``keep_newlines`` a newline stays a line break (multi-line messages keep their shape);
+    otherwise it becomes ``\\n`` so one record can never print as two.
+    """
+    return (UNSAFE_IN_BLOCK if keep_newlines else UNSAFE_IN_LINE).sub(_visible, text)
+
+
+def safe(text: object) -> str:
+    """One line for a terminal: secrets redacted, control characters escaped."""
+    return escape_control(DEFAULT_REDACTOR.scrub_text(str(text)))
+
+
+def safe_block(text: object) -> str:
+    """Like :func:`safe` but keeping line breaks, for multi-line messages."""
+    return escape_control(DEFAULT_REDACTOR.scrub_text(str(text)), keep_newlines=True)
+
+
+def safe_json(encoded: str) -> str:
+    """Encoded JSON with secrets redacted and every control character still raw in it written as
+    a ``\\uXXXX`` escape: still valid JSON that decodes to the same values."""
+    return UNSAFE_IN_JSON.sub(_json_escape, DEFAULT_REDACTOR.scrub_text(encoded))
 
 
 def print_plan(console: Console, plans: list[ResourcePlan]) -> None:
     creates = recreates = removes = in_sync = 0
     for rp in plans:
         if rp.error is not None:
-            console.print(f"[red]✗[/red] {rp.resource}: cannot plan", highlight=False)
-            for line in safe(rp.error).splitlines():
+            console.print(Text.assemble(("✗", "red"), f" {safe(rp.resource)}: cannot plan"),
+                          highlight=False)
+            for line in safe_block(rp.error).splitlines():
                 console.print(f"    {line}", highlight=False, markup=False)
             continue
         assert rp.plan is not None
         if rp.plan.conflict is not None:
-            console.print(f"! {rp.resource}: Conflict: {safe(rp.plan.conflict)}",
+            console.print(f"! {safe(rp.resource)}: Conflict: {safe(rp.plan.conflict)}",
                           highlight=False, markup=False)
             continue
         if not rp.plan.actions:
             in_sync += 1
-            console.print(f"  {rp.resource}: in sync", highlight=False)
+            console.print(f"  {safe(rp.resource)}: in sync", highlight=False, markup=False)
             continue
         for action in rp.plan.actions:
             creates += action.verb in ADDING
             recreates += action.verb in ("recreate", "replace")
             removes += action.verb == "remove"
-            console.print(f"{VERB_MARK[action.verb]} {rp.resource}: {action.verb} "
-                          f"{action.target}", highlight=False, markup=False)
+            console.print(f"{VERB_MARK[action.verb]} {safe(rp.resource)}: {action.verb} "
+                          f"{safe(action.target)}", highlight=False, markup=False)
             console.print(f"    because {safe(action.cause)}", highlight=False, markup=False)
     removing = f", {removes} to remove" if removes else ""
     console.print(f"Plan: {creates} to create, {recreates} to recreate{removing}, {in_sync} in "
@@ -77,9 +138,9 @@ def print_status_table(console: Console, records: list[ResourceStatus]) -> None:
     for col in ("RESOURCE", "HOST", "READY", "SYNC", "REASON", "SINCE", "MESSAGE"):
         table.add_column(col, overflow="fold")
     for row in status_rows(records):
-        table.add_row(row["resource"], row["host"], row["ready"],
-                      "yes" if row["inSync"] else "no", row["reason"], row["since"],
-                      safe(row["message"]))
+        cells = (row["resource"], row["host"], row["ready"], "yes" if row["inSync"] else "no",
+                 row["reason"], row["since"], row["message"])
+        table.add_row(*(Text(safe(cell)) for cell in cells))  # Text: never parsed as markup
     console.print(table)
 
 
@@ -145,27 +206,29 @@ def print_sources(console: Console, st: ResourceStatus) -> None:
 
 
 def print_status_detail(console: Console, st: ResourceStatus) -> None:
-    console.print(f"[bold]{st.resource}[/bold]  (from {st.source_file or '?'})", highlight=False)
-    console.print(f"  generation: observed {st.observed_generation or '-'}  desired "
-                  f"{st.desired_generation or '-'}", highlight=False)
+    console.print(Text.assemble((safe(st.resource), "bold"),
+                                f"  (from {safe(st.source_file or '?')})"), highlight=False)
+    console.print(f"  generation: observed {safe(st.observed_generation or '-')}  desired "
+                  f"{safe(st.desired_generation or '-')}", highlight=False, markup=False)
     for cond in st.conditions:
-        console.print(f"  {cond.type:<12} {cond.status:<8} {cond.reason:<22} "
-                      f"{cond.last_transition_time}  {safe(cond.message)}",
+        console.print(f"  {cond.type:<12} {cond.status:<8} {safe(cond.reason):<22} "
+                      f"{safe(cond.last_transition_time)}  {safe(cond.message)}",
                       highlight=False, markup=False)
     for key, value in sorted(st.facts.items()):
         if key == "sources" and st.kind == "StreamSet" and isinstance(value, dict):
             continue  # shown as a table below
         shown = json.dumps(value) if isinstance(value, dict | list) else str(value)
-        console.print(f"  {key}: {safe(shown)}", highlight=False, markup=False)
+        console.print(f"  {safe(key)}: {safe(shown)}", highlight=False, markup=False)
     if st.kind == "StreamSet":
         print_sources(console, st)
     if st.inventory:
         console.print("  inventory:", highlight=False)
         for item in st.inventory:
-            console.print(f"    {item.kind} {item.name} {item.id or '(pending)'} on {item.host}",
-                          highlight=False, markup=False)
+            console.print(f"    {safe(item.kind)} {safe(item.name)} {safe(item.id or '(pending)')}"
+                          f" on {safe(item.host)}", highlight=False, markup=False)
     if st.history:
         console.print("  history (newest last):", highlight=False)
         for entry in st.history[-10:]:
-            console.print(f"    {entry.time} {entry.action} {entry.target} [{entry.result}] "
-                          f"because {safe(entry.cause)}", highlight=False, markup=False)
+            console.print(f"    {safe(entry.time)} {safe(entry.action)} {safe(entry.target)} "
+                          f"[{entry.result}] because {safe(entry.cause)}", highlight=False,
+                          markup=False)

@@ -7,14 +7,25 @@ fsynced, renamed over the target, and the directory is fsynced so the rename its
 
 Append-only logs cannot be replaced atomically without rewriting them; for those, one ``write`` of
 one line plus fsync bounds the damage of a crash to a torn last line, which readers skip.
+
+Links are never followed inside the state directory: every open uses ``O_NOFOLLOW``, so a
+symlink planted in place of ``events.jsonl`` or ``reconciler.log`` cannot make the daemon write
+(or truncate) a file elsewhere, and a reader refuses it instead of reading another file. An
+atomic replace needs no flag: ``mkstemp`` creates a new file exclusively and ``rename`` replaces
+a symlink at the target itself, never what it points to. Non-regular files (directories, FIFOs,
+devices) are refused too: reading a FIFO would block a command forever.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
+
+from state.errors import CorruptState, StateError
 
 TEMP_PREFIX = ".tmp-"
 """Prefix of in-flight temporary files; a crash can leave one behind, readers ignore them."""
@@ -24,6 +35,98 @@ FILE_MODE = 0o600
 
 DIR_MODE = 0o700
 """Directories of the state tree, private for the same reason."""
+
+SHARED_WRITE_BITS = 0o022
+"""Group or other write permission on the state directory: someone else could plant files."""
+
+READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+READ_CHUNK = 1 << 20
+
+_REASONS = {
+    errno.ELOOP: "is a symbolic link; state files are never followed through links",
+    errno.EISDIR: "is a directory, not a file",
+    errno.ENOTDIR: "lies below something that is not a directory",
+    errno.EACCES: "cannot be opened: permission denied",
+    errno.EPERM: "cannot be opened: operation not permitted",
+}
+
+
+def os_reason(exc: OSError) -> str:
+    """A short, human reason for an OSError on a state file (no path: callers name it)."""
+    return _REASONS.get(exc.errno or 0) or (exc.strerror or str(exc))
+
+
+def check_private_dir(path: Path) -> None:
+    """StateError unless ``path`` (if it exists) is a directory of ours that nobody else can
+    write: anyone who can write the state directory can plant a status, an event or a link."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return  # created with DIR_MODE on first write
+    except OSError as exc:
+        raise StateError(f"state directory {path}: {os_reason(exc)}") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise StateError(f"state directory {path} is not a directory; remove it or choose "
+                         "another --state-dir")
+    if info.st_uid != os.geteuid():
+        raise StateError(f"state directory {path} is owned by uid {info.st_uid}, not by this "
+                         f"user (uid {os.geteuid()}); use a directory of your own or "
+                         f"`chown {os.geteuid()} {path}`")
+    if info.st_mode & SHARED_WRITE_BITS:
+        raise StateError(f"state directory {path} is writable by group or others (mode "
+                         f"{stat.S_IMODE(info.st_mode):o}), so anyone could plant state in it; "
+                         f"fix it with `chmod 700 {path}`")
+
+
+def require_regular(fd: int, path: Path) -> os.stat_result:
+    """fstat of ``fd``; closes it and raises CorruptState if it is not a regular file."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise CorruptState(path, "is not a regular file")
+    return info
+
+
+def read_file(path: Path, max_bytes: int | None = None) -> bytes | None:
+    """The content of ``path``, or None if it does not exist; CorruptState (naming the file)
+    for a link, a directory, a FIFO, an unreadable file or one over ``max_bytes``."""
+    try:
+        fd = os.open(path, READ_FLAGS)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise CorruptState(path, os_reason(exc)) from None
+    info = require_regular(fd, path)
+    try:
+        if max_bytes is not None and info.st_size > max_bytes:
+            raise CorruptState(path, f"is {info.st_size} bytes, more than the {max_bytes} a "
+                               "state file may hold")
+        chunks = []
+        while chunk := os.read(fd, READ_CHUNK):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise CorruptState(path, os_reason(exc)) from None
+    finally:
+        os.close(fd)
+
+
+def open_private(path: Path, flags: int = APPEND_FLAGS) -> int:
+    """Open (creating 0600) a state file for writing without following a link; a file an
+    older version created with wider permissions is narrowed to 0600. StateError names it."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    except OSError as exc:
+        raise StateError(f"cannot open state file {path}: {os_reason(exc)}") from None
+    info = require_regular(fd, path)
+    if stat.S_IMODE(info.st_mode) & ~FILE_MODE:
+        try:
+            os.fchmod(fd, FILE_MODE)
+        except OSError:
+            os.close(fd)
+            raise
+    return fd
 
 
 def fsync_dir(directory: Path) -> None:
@@ -74,8 +177,8 @@ def append_line_durable(path: Path, line: str) -> None:
     if "\n" in line:
         raise ValueError("append_line_durable: line must not contain a newline")
     data = (line + "\n").encode("utf-8")
-    created = not path.exists()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    created = not os.path.lexists(path)
+    fd = open_private(path)
     try:
         view = memoryview(data)
         while view:

@@ -20,7 +20,18 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from state.atomic import DIR_MODE, append_line_durable, ensure_dir, fsync_dir
+from state.atomic import (
+    DIR_MODE,
+    READ_FLAGS,
+    append_line_durable,
+    ensure_dir,
+    fsync_dir,
+    open_private,
+    os_reason,
+    read_file,
+    require_regular,
+)
+from state.errors import CorruptState, StateError
 from state.models import Event, utc_now
 from state.redaction import Redactor
 
@@ -71,7 +82,11 @@ class EventLog:
             )
             # model_dump_json escapes control characters, so the line holds no newline.
             line = event.model_dump_json()
-            append_line_durable(self.path, line)
+            try:
+                append_line_durable(self.path, line)
+            except OSError as exc:
+                raise StateError(f"cannot append to event log {self.path}: "
+                                 f"{os_reason(exc)}") from None
             self._last_seq = event.seq
             return event
 
@@ -80,15 +95,16 @@ class EventLog:
 
         Without the cut, the next append would be glued onto the fragment and lost with it.
         """
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
+        data = read_file(self.path)
+        if data is None:
             return 0
         if data and not data.endswith(b"\n"):
             keep = data.rfind(b"\n") + 1
-            os.truncate(self.path, keep)
-            fd = os.open(self.path, os.O_WRONLY)
+            # Through a descriptor opened without following links: a planted symlink is refused,
+            # never the file it points to truncated.
+            fd = open_private(self.path, os.O_WRONLY)
             try:
+                os.ftruncate(fd, keep)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -109,9 +125,8 @@ class EventLog:
         With ``limit``, only the newest ``limit`` of those are returned (still oldest first), which
         is what a status display wants; to page forward, raise ``since_seq`` instead.
         """
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
+        data = read_file(self.path)
+        if data is None:
             return []
         events = [
             event
@@ -134,15 +149,13 @@ class EventLog:
         last = since_seq
         while True:
             try:
-                size = os.path.getsize(self.path)
+                size = os.lstat(self.path).st_size
             except FileNotFoundError:
                 size = 0
             if size < offset:
                 offset = 0  # truncated or replaced; the seq filter drops what we already saw
             if size > offset:
-                with open(self.path, "rb") as handle:
-                    handle.seek(offset)
-                    chunk = handle.read(size - offset)
+                chunk = self._read_from(offset, size - offset)
                 complete = chunk.rfind(b"\n") + 1
                 offset += complete
                 for raw in chunk[:complete].split(b"\n"):
@@ -153,3 +166,17 @@ class EventLog:
                 if complete:
                     continue  # more may already be there; poll again without sleeping
             time.sleep(poll_s)
+
+    def _read_from(self, offset: int, length: int) -> bytes:
+        """``length`` bytes at ``offset``, opened without following a link (CorruptState)."""
+        try:
+            fd = os.open(self.path, READ_FLAGS)
+        except FileNotFoundError:
+            return b""
+        except OSError as exc:
+            raise CorruptState(self.path, os_reason(exc)) from None
+        require_regular(fd, self.path)
+        try:
+            return os.pread(fd, length, offset)
+        finally:
+            os.close(fd)

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from types import TracebackType
 
-from state.atomic import DIR_MODE, FILE_MODE, ensure_dir
+from state.atomic import DIR_MODE, ensure_dir, open_private
 from state.errors import LockHeld, StateError
 from state.models import utc_now
 
@@ -64,8 +64,9 @@ class StateLock:
         if self._fd is not None:
             raise StateError(f"state lock {self.path} is already held by this object")
         ensure_dir(self.root, DIR_MODE)
-        # os.open descriptors are close-on-exec (PEP 446): children we spawn don't inherit it.
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        # Close-on-exec, so children we spawn don't inherit the lock; O_NOFOLLOW (in
+        # open_private), so a symlink planted as the lock file is refused, not written through.
+        fd = open_private(self.path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

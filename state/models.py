@@ -177,3 +177,31 @@ class Event(BaseModel):
     type: Literal["Normal", "Warning"]
     reason: str
     message: str
+
+
+OWNER_ID_RE = r"^[0-9a-f]{32}$"
+"""A state directory's owner ID: 128 random bits as lowercase hex (``uuid4().hex``)."""
+
+
+class Owner(str):
+    """A reconciler instance name that also carries the owner ID of its state directory.
+
+    Two state directories may use the same instance name (two people, one shared engine), so
+    the name alone cannot tell whose a container is; the owner ID, recorded once per directory
+    in ``instance.json``, can. It is a ``str`` so every place that only needs the name
+    (container names, stream IDs, sensor names, log fields) keeps working unchanged, while
+    ``controllers.ownership`` reads :attr:`owner_id` to label what we create and to refuse what
+    another directory created. A plain ``str`` instance has no owner ID: ownership then judges
+    by the name alone, as before owner IDs existed.
+    """
+
+    owner_id: str
+
+    def __new__(cls, name: str, owner_id: str) -> Owner:
+        value = super().__new__(cls, name)
+        value.owner_id = owner_id
+        return value
+
+    def __getnewargs__(self) -> tuple[str, str]:  # type: ignore[override]
+        """Pickle/copy with the owner ID (a plain str would lose it)."""
+        return str(self), self.owner_id

@@ -11,6 +11,15 @@ Layout under the state directory (created with mode 0700 on first write)::
 One file per resource keeps a save proportional to one resource and lets a person read or
 remove a single status by hand. Everything written passes through the redactor first.
 
+Everything here is read from outside our control (a hand edit, a disk fault, another user): a
+file that cannot be used is reported as :class:`CorruptState` naming it and why, never as a
+traceback; :meth:`Store.scan` returns the good records beside the broken files so ``status`` can
+still show what it knows. The directory must be private (:func:`check_private_dir`) and no link
+inside it is followed (see ``state.atomic``).
+
+``instance.json`` also records the directory's owner ID (:class:`~state.models.Owner`): two state
+directories that share an instance name must not take each other's containers for their own.
+
 Within one process, ``update`` is serialised by a lock so concurrent controller threads do not
 lose each other's changes; across processes the ``StateLock`` keeps a single writer. Create one
 ``Store`` per state directory per process: the in-process lock and event sequence live on it.
@@ -22,23 +31,28 @@ import builtins
 import json
 import os
 import re
+import stat
 import threading
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from state.atomic import (
     DIR_MODE,
+    check_private_dir,
     create_exclusive,
     ensure_dir,
     fsync_dir,
+    os_reason,
+    read_file,
     write_atomic,
 )
 from state.errors import CorruptState, StateError
 from state.events import EventLog
-from state.lock import StateLock
-from state.models import HISTORY_LIMIT, HistoryEntry, ResourceStatus, utc_now
+from state.lock import LOCK_FILE, StateLock
+from state.models import HISTORY_LIMIT, OWNER_ID_RE, HistoryEntry, Owner, ResourceStatus, utc_now
 from state.redaction import DEFAULT_REDACTOR, Redactor
 
 RESOURCES_DIR = "resources"
@@ -47,6 +61,16 @@ EVENTS_FILE = "events.jsonl"
 INSTANCE_FILE = "instance.json"
 STATUS_SUFFIX = ".json"
 DEFAULT_INSTANCE = "default"
+FIXED_FILES = (EVENTS_FILE, INSTANCE_FILE, LOCK_FILE)
+"""Files at the top of the state directory; each must be a regular file when it exists."""
+
+MAX_STATUS_BYTES = 16 * 1024 * 1024
+"""A status keeps bounded history; a bigger file is not one of ours and is not read whole."""
+
+OWNER_MIGRATION_NS = uuid.UUID("6f0d1c52-4a8e-4d51-9a55-2f1f3b7f0c11")
+"""Namespace of owner IDs derived for an ``instance.json`` written before owner IDs existed."""
+
+LINK_REASON = "is a symbolic link; links inside the state directory are never followed"
 
 INSTANCE_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
 """Instance names end up in container labels and names: short, lowercase, DNS-label-like."""
@@ -67,6 +91,32 @@ def split_resource(resource: str) -> tuple[str, str]:
             f"invalid resource name {name!r} in {resource!r}: refusing it as a file name"
         )
     return kind, name
+
+
+def _tree_problem(path: Path) -> str | None:
+    """Why a folder inside the state tree cannot be used, or None (also when it is missing)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return os_reason(exc)
+    if stat.S_ISLNK(mode):
+        return LINK_REASON
+    return None if stat.S_ISDIR(mode) else "is not a directory"
+
+
+def _fixed_file_problem(path: Path) -> str | None:
+    """Why a top-level state file (events, instance, lock, log) cannot be used, or None."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return os_reason(exc)
+    if stat.S_ISLNK(mode):
+        return LINK_REASON
+    return None if stat.S_ISREG(mode) else "is not a regular file"
 
 
 def _summary(exc: ValidationError) -> str:
@@ -98,41 +148,111 @@ class Store:
 
     # -- statuses ----------------------------------------------------------------------------
 
+    def _check_tree(self, path: Path) -> None:
+        """CorruptState if ``resources/`` or the kind folder above ``path`` is a link or not a
+        folder: O_NOFOLLOW guards only the last component of a path."""
+        for folder in (self.root / RESOURCES_DIR, path.parent):
+            problem = _tree_problem(folder)
+            if problem is not None:
+                raise CorruptState(folder, problem)
+
     def load(self, resource: str) -> ResourceStatus | None:
-        """The saved status of ``resource``, or None; CorruptState names an unparsable file."""
-        return self._load_path(self._status_path(resource))
+        """The saved status of ``resource``, or None; CorruptState names an unusable file."""
+        path = self._status_path(resource)
+        self._check_tree(path)
+        return self._load_path(path, resource)
 
     @staticmethod
-    def _load_path(path: Path) -> ResourceStatus | None:
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
+    def _load_path(path: Path, resource: str) -> ResourceStatus | None:
+        data = read_file(path, MAX_STATUS_BYTES)
+        if data is None:
             return None
         try:
-            return ResourceStatus.model_validate_json(data)
+            status = ResourceStatus.model_validate_json(data)
         except ValidationError as exc:
-            raise CorruptState(path, _summary(exc)) from exc
+            raise CorruptState(path, _summary(exc)) from None
+        if (status.resource, status.kind, status.name) != (resource, *split_resource(resource)):
+            # Saving it would write another resource's file; trusting it would show a lie.
+            raise CorruptState(path, f"holds resource {status.resource!r} (kind {status.kind!r},"
+                               f" name {status.name!r}), but its path says {resource!r}")
+        return status
 
     def list(self, kind: str | None = None) -> builtins.list[ResourceStatus]:
-        """All saved statuses (of ``kind`` if given), sorted by resource."""
+        """All saved statuses (of ``kind`` if given), sorted by resource; raises the first
+        CorruptState found (use :meth:`scan` to get good records despite broken files)."""
+        found, broken = self.scan(kind)
+        if broken:
+            raise broken[0]
+        return found
+
+    def scan(
+        self, kind: str | None = None
+    ) -> tuple[builtins.list[ResourceStatus], builtins.list[CorruptState]]:
+        """Good statuses (of ``kind`` if given, sorted by resource) and every file or folder of
+        the resource tree that cannot be used, each naming its path and why."""
+        if kind is not None and not KIND_RE.match(kind):
+            raise StateError(f"invalid kind {kind!r}")
         base = self.root / RESOURCES_DIR
+        broken: builtins.list[CorruptState] = []
         if kind is not None:
-            if not KIND_RE.match(kind):
-                raise StateError(f"invalid kind {kind!r}")
             kind_dirs = [base / kind]
         else:
-            kind_dirs = sorted(p for p in base.glob("*") if p.is_dir()) if base.is_dir() else []
+            kind_dirs = [base / name for name in self._entries(base, broken)]
         found: builtins.list[ResourceStatus] = []
         for kind_dir in kind_dirs:
-            if not kind_dir.is_dir():
-                continue
-            for path in kind_dir.glob("*" + STATUS_SUFFIX):
-                if path.name.startswith("."):
-                    continue  # temporary files of an interrupted write
-                status = self._load_path(path)
+            for name in self._entries(kind_dir, broken):
+                if not name.endswith(STATUS_SUFFIX):
+                    continue
+                path = kind_dir / name
+                try:
+                    resource = f"{kind_dir.name}/{name[: -len(STATUS_SUFFIX)]}"
+                    split_resource(resource)
+                    status = self._load_path(path, resource)
+                except CorruptState as exc:
+                    broken.append(exc)
+                    continue
+                except StateError as exc:
+                    broken.append(CorruptState(path, f"is not a valid resource file name ({exc})"))
+                    continue
                 if status is not None:
                     found.append(status)
-        return sorted(found, key=lambda s: s.resource)
+        return sorted(found, key=lambda s: s.resource), broken
+
+    @staticmethod
+    def _entries(folder: Path, broken: builtins.list[CorruptState]) -> builtins.list[str]:
+        """Sorted names in ``folder`` (none if missing), skipping dotfiles (temporary files of
+        an interrupted write); a folder that is a link, a file or unreadable goes to ``broken``."""
+        problem = _tree_problem(folder)
+        if problem is not None:
+            broken.append(CorruptState(folder, problem))
+            return []
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            broken.append(CorruptState(folder, os_reason(exc)))
+            return []
+        return sorted(name for name in names if not name.startswith("."))
+
+    def check_root(self) -> None:
+        """StateError unless the state directory is private to this user (or absent)."""
+        check_private_dir(self.root)
+
+    def check_layout(self, extra_files: Iterable[str] = ()) -> builtins.list[CorruptState]:
+        """Problems of the directory's top-level files (``events.jsonl``, ``instance.json``,
+        ``lock`` and ``extra_files``) and the ``resources`` folder: links, folders or other
+        non-files where a file belongs. Raises StateError for a directory not private to us."""
+        self.check_root()
+        problems = []
+        for name in (*FIXED_FILES, *extra_files):
+            problem = _fixed_file_problem(self.root / name)
+            if problem is not None:
+                problems.append(CorruptState(self.root / name, problem))
+        problem = _tree_problem(self.root / RESOURCES_DIR)
+        if problem is not None:
+            problems.append(CorruptState(self.root / RESOURCES_DIR, problem))
+        return problems
 
     def save(self, status: ResourceStatus) -> None:
         """Stamp ``updated_at``, scrub secrets and replace the status file atomically."""
@@ -146,8 +266,12 @@ class Store:
             status.updated_at = utc_now()
             payload = self.redactor.scrub(status.model_dump(mode="json"))
             data = json.dumps(payload, indent=2, ensure_ascii=False).encode("utf-8") + b"\n"
-            ensure_dir(path.parent, DIR_MODE)
-            write_atomic(path, data)
+            self._check_tree(path)
+            try:
+                ensure_dir(path.parent, DIR_MODE)
+                write_atomic(path, data)
+            except OSError as exc:
+                raise StateError(f"cannot write state file {path}: {os_reason(exc)}") from None
 
     def update(
         self,
@@ -249,47 +373,75 @@ class Store:
         """A new (not yet acquired) single-writer lock on this directory."""
         return StateLock(self.root)
 
-    def instance(self, requested: str | None) -> str:
-        """The reconciler instance that owns this directory, recorded on first use.
+    def instance(self, requested: str | None) -> Owner:
+        """The reconciler instance that owns this directory, recorded on first use, with the
+        directory's owner ID.
 
-        First use stores ``requested`` (or ``"default"``); afterwards a different non-None
-        ``requested`` is refused, because pruning by labels would then judge another
-        instance's containers as ours or ours as foreign.
+        First use stores ``requested`` (or ``"default"``) and a random owner ID; afterwards a
+        different non-None ``requested`` is refused, because pruning by labels would then judge
+        another instance's containers as ours or ours as foreign. A file written before owner
+        IDs existed gets one added, once and atomically.
         """
         if requested is not None and not INSTANCE_RE.match(requested):
             raise StateError(
                 f"invalid instance name {requested!r}: use 1-32 lowercase letters, digits "
                 "and '-', starting and ending with a letter or digit"
             )
+        self.check_root()
         path = self.root / INSTANCE_FILE
         stored = self._read_instance(path)
         if stored is None:
             wanted = requested or DEFAULT_INSTANCE
+            new_id = uuid.uuid4().hex
             ensure_dir(self.root, DIR_MODE)
-            data = json.dumps({"instance": wanted, "created_at": utc_now()}).encode() + b"\n"
+            data = json.dumps({"instance": wanted, "owner": new_id,
+                               "created_at": utc_now()}).encode() + b"\n"
             # Exclusive create: of two processes racing here only one name can win.
             if create_exclusive(path, data):
-                return wanted
+                return Owner(wanted, new_id)
             stored = self._read_instance(path)
             if stored is None:
                 raise CorruptState(path, "disappeared while being read")
-        if requested is not None and requested != stored:
+        name, owner_id, info, raw = stored
+        if requested is not None and requested != name:
             raise StateError(
-                f"state dir {self.root} belongs to instance {stored!r}, not {requested!r}"
+                f"state dir {self.root} belongs to instance {name!r}, not {requested!r}"
             )
-        return stored
+        if owner_id is None:
+            owner_id = self._add_owner_id(path, info, raw)
+        return Owner(name, owner_id)
+
+    def _add_owner_id(self, path: Path, info: dict[str, object], raw: bytes) -> str:
+        """Record an owner ID in an ``instance.json`` that has none (written before they
+        existed). The ID is derived from this directory's real path and the file's bytes, so
+        processes migrating at once all write the same file and none of them uses an ID the
+        file does not keep; a second directory gets another ID even with the same content."""
+        seed = f"{os.path.realpath(self.root)}\0{raw.hex()}"
+        owner_id = uuid.uuid5(OWNER_MIGRATION_NS, seed).hex
+        data = json.dumps({**info, "owner": owner_id}).encode() + b"\n"
+        try:
+            write_atomic(path, data)
+        except OSError as exc:
+            raise StateError(f"cannot record an owner ID in {path}: {os_reason(exc)}") from None
+        return owner_id
 
     @staticmethod
-    def _read_instance(path: Path) -> str | None:
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
+    def _read_instance(path: Path) -> tuple[str, str | None, dict[str, object], bytes] | None:
+        """(instance name, owner ID or None, the whole record, its bytes), or None if absent."""
+        raw = read_file(path, MAX_STATUS_BYTES)
+        if raw is None:
             return None
         try:
             info = json.loads(raw)
-        except ValueError as exc:
-            raise CorruptState(path, f"not JSON: {exc}") from exc
-        name = info.get("instance") if isinstance(info, dict) else None
+        except ValueError as exc:  # also invalid UTF-8
+            raise CorruptState(path, f"not JSON: {exc}") from None
+        if not isinstance(info, dict):
+            raise CorruptState(path, f"holds a JSON {type(info).__name__}, not an object")
+        name = info.get("instance")
         if not isinstance(name, str) or not INSTANCE_RE.match(name):
             raise CorruptState(path, "no valid 'instance' name")
-        return name
+        owner_id = info.get("owner")
+        if owner_id is not None and (not isinstance(owner_id, str)
+                                     or not re.match(OWNER_ID_RE, owner_id)):
+            raise CorruptState(path, "'owner' is not an owner ID (32 lowercase hex digits)")
+        return name, owner_id, info, raw

@@ -118,7 +118,7 @@ RTSP_MOUNTS: dict[str, tuple[str, str | None]] = {
 
 
 @pytest.fixture(scope="session")
-def rtsp_source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RtspSource]:
+def rtsp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RtspSource]:
     """One real GStreamer RTSP server on loopback for the session, polled ready per mount."""
     log = tmp_path_factory.mktemp("rtsp") / "rtsp-source.log"
     source = RtspSource(free_port(), dict(RTSP_MOUNTS), log)
@@ -127,3 +127,15 @@ def rtsp_source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RtspSource
         yield source
     finally:
         source.stop()
+
+
+@pytest.fixture
+def rtsp_source(rtsp_server: RtspSource) -> RtspSource:
+    """The session's RTSP server, checked alive and serving every mount before each test: if it
+    died in an earlier test, this test fails at once with the server's log instead of every
+    later test timing out on a silent port."""
+    try:
+        rtsp_server.assert_serving()
+    except AssertionError as exc:
+        pytest.fail(str(exc))
+    return rtsp_server
