@@ -211,8 +211,11 @@ class Daemon:
     def _note_death(self, name: str, why: str) -> None:
         self.thread_states[name] = "restarting"
         self.thread_deaths[name] = self.thread_deaths.get(name, 0) + 1
-        self.store.events.append(DAEMON_RESOURCE, "Warning", "ThreadDied",
-                                 f"thread {name} died ({why}); restarting it")
+        try:  # best effort: a full disk may be why the thread died
+            self.store.events.append(DAEMON_RESOURCE, "Warning", "ThreadDied",
+                                     f"thread {name} died ({why}); restarting it")
+        except Exception:
+            log.exception("thread.death_unrecorded", thread=name)
 
     def healthy(self) -> bool:
         """False while any thread is dead or waiting to be restarted, or the daemon is ending
@@ -246,8 +249,22 @@ class Daemon:
         self._approved.add(revision)
         self.source.poke()
 
+    def _recorded(self) -> list[str]:
+        """Every resource with a status file, readable or not: a record that cannot be parsed
+        still stands for something we may own (it is moved aside when its key is worked)."""
+        records, broken = self.store.scan()
+        keys = [r.resource for r in records]
+        keys += [f"{b.path.parent.name}/{b.path.name.removesuffix('.json')}" for b in broken
+                 if b.path.name.endswith(".json") and b.path.parent.parent.name == "resources"]
+        return keys
+
     def _owned(self) -> list[str]:
-        return [r.resource for r in self.store.list() if r.kind in OWNING_KINDS]
+        """What the guard protects: recorded resources of owning kinds, and those of the
+        revision in force (a create may be in flight before its record exists)."""
+        with self._snapshot_lock:
+            in_force = list(self._hashes)
+        return sorted({k for k in self._recorded() + in_force
+                       if k.split("/", 1)[0] in OWNING_KINDS})
 
     def _guard(self, snapshot: Snapshot, new: dict[str, str]) -> SourceError | None:
         """Hold a revision that would delete too much of what we own (pruneguard)."""
@@ -270,6 +287,7 @@ class Daemon:
         if held is not None:
             self._record_source_failure(held)
             return
+        self._approved.discard(snapshot.revision)  # an approval is good for one application
         with self._snapshot_lock:
             old_revision = self.snapshot.revision if self.snapshot else None
             old = self._hashes
@@ -303,10 +321,9 @@ class Daemon:
 
     def _enqueue_recorded(self) -> None:
         """Resources recorded by an earlier run but absent now must be pruned."""
-        for record in self.store.list():
-            if record.kind in PRUNABLE_KINDS and (
-                    record.resource not in self._hashes):
-                self.queue.add(record.resource, Priority.CHANGE)
+        for key in self._recorded():
+            if key.split("/", 1)[0] in PRUNABLE_KINDS and key not in self._hashes:
+                self.queue.add(key, Priority.CHANGE)
 
     def _record_source_ready(self, snapshot: Snapshot, old_revision: str | None) -> None:
         def mutate(st: ResourceStatus) -> None:
@@ -361,28 +378,33 @@ class Daemon:
             key = self.queue.get()
             if key is None:
                 return
-            started = time.monotonic()
-            kind = key.split("/", 1)[0]
-            try:
-                ok, retry, reason = self.reconcile(key)
-            except CorruptState as exc:
-                ok, retry, reason = False, True, "CorruptState"
-                self._quarantine(key, exc)
-            except Exception as exc:
-                log.exception("reconcile.crashed", key=key)
-                ok, retry, reason = False, True, type(exc).__name__
+            try:  # whatever happens below, the key is handed back to the queue
+                self._work(key)
             finally:
-                self.metrics.observe(kind, time.monotonic() - started)
-            if ok:
-                self.queue.forget(key)
-            else:
-                self.metrics.error(kind, reason)
-                if retry and not self.stop.is_set():
-                    delay = self.queue.retry(key)
-                    self.store.events.append(key, "Normal", "Backoff",
-                                             f"retrying in {delay:.1f}s (attempt "
-                                             f"{self.queue.failures(key) + 1})")
-            self.queue.done(key)
+                self.queue.done(key)
+
+    def _work(self, key: str) -> None:
+        started = time.monotonic()
+        kind = key.split("/", 1)[0]
+        try:
+            ok, retry, reason = self.reconcile(key)
+        except CorruptState as exc:
+            ok, retry, reason = False, True, "CorruptState"
+            self._quarantine(key, exc)
+        except Exception as exc:
+            log.exception("reconcile.crashed", key=key)
+            ok, retry, reason = False, True, type(exc).__name__
+        finally:
+            self.metrics.observe(kind, time.monotonic() - started)
+        if ok:
+            self.queue.forget(key)
+            return
+        self.metrics.error(kind, reason)
+        if retry and not self.stop.is_set():
+            delay = self.queue.retry(key)
+            self.store.events.append(key, "Normal", "Backoff",
+                                     f"retrying in {delay:.1f}s (attempt "
+                                     f"{self.queue.failures(key) + 1})")
 
     def _quarantine(self, key: str, exc: CorruptState) -> None:
         """A status file that does not parse (a hand edit, a disk fault) must not leave its

@@ -58,7 +58,7 @@ class LoaderLimits:
 
     max_file_bytes: int = 1024 * 1024
     max_aliases: int = 1000  # alias references (``*name``) per document
-    max_nodes: int = 100_000  # values built per document, counting every alias expansion
+    max_nodes: int = 20_000  # values per file, counting every alias expansion
     max_depth: int = 64  # nesting of mappings and sequences
 
     @classmethod
@@ -119,12 +119,16 @@ def _collect(paths: list[Path]) -> tuple[list[Path], list[SpecIssue]]:
     found: list[Path] = []
     issues: list[SpecIssue] = []
     for path in paths:
-        if path.is_dir():
-            found.extend(_walk(path, issues))
-        elif path.exists():
-            found.append(path)
-        else:
-            issues.append(_refusal(path, "no such file or folder", R_INPUT))
+        try:
+            if path.is_dir():
+                found.extend(_walk(path, issues))
+            elif path.exists():
+                found.append(path)
+            else:
+                issues.append(_refusal(path, "no such file or folder", R_INPUT))
+        except OSError as exc:  # e.g. a parent folder we may not search
+            issues.append(_refusal(path, f"cannot inspect: {exc.strerror or exc}",
+                                   R_UNREADABLE))
     return sorted(found), issues
 
 
@@ -260,6 +264,8 @@ class _LimitedLoader(yaml.SafeLoader):
         self.limits = limits
         self.depth = 0
         self.aliases = 0
+        self.nodes = 0  # per file, not per document: many small documents add up
+        self.built = 0  # values built from the nodes, aliases expanded, per file
 
     def compose_document(self) -> Any:
         self.aliases = 0
@@ -272,6 +278,10 @@ class _LimitedLoader(yaml.SafeLoader):
             if self.aliases > self.limits.max_aliases:
                 raise _LimitExceeded(event.start_mark, f"more than {self.limits.max_aliases} "
                                      "alias references in one document", LIMIT_ALIASES)
+        self.nodes += 1
+        if self.nodes > self.limits.max_nodes:
+            raise _LimitExceeded(event.start_mark, f"more than {self.limits.max_nodes} values "
+                                 "in one file", LIMIT_NODES)
         self.depth += 1
         try:
             if self.depth > self.limits.max_depth:
@@ -357,13 +367,12 @@ class _Builder:
     the tree can expand to far more values than the text holds (and, with an anchor inside
     itself, forever); the budget and the depth check stop both."""
 
-    def __init__(self, loader: yaml.SafeLoader, doc: Document, limits: LoaderLimits) -> None:
+    def __init__(self, loader: _LimitedLoader, doc: Document, limits: LoaderLimits) -> None:
         self.loader, self.doc, self.limits = loader, doc, limits
-        self.built = 0
 
     def build(self, node: yaml.Node, path: PathKey) -> Any:
-        self.built += 1
-        if self.built > self.limits.max_nodes:
+        self.loader.built += 1
+        if self.loader.built > self.limits.max_nodes:
             raise _LimitExceeded(node.start_mark, f"expands to more than "
                                  f"{self.limits.max_nodes} values (aliases count each time "
                                  "they are used)", LIMIT_NODES)
@@ -400,7 +409,7 @@ class _Builder:
         February) is refused where it stands rather than escaping as a traceback."""
         try:
             return self.loader.construct_object(node)
-        except (ValueError, OverflowError) as exc:
+        except Exception as exc:  # PyYAML's constructors fail in many ways on bad tagged values
             raise SpecError([SpecIssue(_loc(self.doc, node), _dotted(path),
                                        f"cannot read this value: {exc}", R_SYNTAX)]) from None
 

@@ -325,12 +325,12 @@ class Store:
         its bytes for a person to inspect, so the resource can be reconciled again from what
         the engines show; None if ``path`` is not a status file of this store or is gone."""
         base = (self.root / RESOURCES_DIR).resolve()
-        try:
-            if not path.resolve().is_relative_to(base) or path.resolve() == base:
+        try:  # the entry itself (a link is moved, not followed), one level below a kind
+            if path.parent.resolve().parent != base or (path.is_dir() and not path.is_symlink()):
                 return None
         except OSError:
             return None
-        stamp = utc_now().replace(":", "").replace("-", "")
+        stamp = utc_now().replace(":", "").replace("-", "") + f"-{os.getpid()}-{id(path)}"
         target = path.with_name(f"{path.name}.corrupt-{stamp}")
         with self._mutex:
             try:

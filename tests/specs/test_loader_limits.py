@@ -56,6 +56,10 @@ HOSTILE = {
     "huge-int": ("a: " + "9" * 5000 + "\n", "yaml-syntax"),
     "bad-date": ("a: 2024-02-31\n", "yaml-syntax"),
     "nul-byte": ("a: b\x00c\n", "yaml-syntax"),
+    "bool-tag": ("a: !!bool abc\n", "yaml-syntax"),
+    "timestamp-tag": ("a: !!timestamp abc\n", "yaml-syntax"),
+    "empty-int-tag": ("a: !!int ''\n", "yaml-syntax"),
+    "many-documents": ("--- {a: 1}\n" * 30000, LIMIT_NODES),
     "python-tag": ("a: !!python/object/apply:os.system ['true']\n", "yaml-syntax"),
 }
 
