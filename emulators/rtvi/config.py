@@ -45,6 +45,7 @@ from dataclasses import dataclass
 DEFAULT_HOST = "0.0.0.0"
 DEFAULT_PORT = 8000
 DEFAULT_MODEL_ID = "emulated-vlm"
+ESCAPED_PREFIX = "escaped:"
 DEFAULT_FATAL_AFTER_S = 0.5
 DEFAULT_MAX_MODEL_LEN = 32768
 DEFAULT_KV_CACHE_DTYPE = "auto"
@@ -123,7 +124,13 @@ def _integer(env: Mapping[str, str], name: str, default: int, low: int, high: in
 
 
 def _text(env: Mapping[str, str], name: str) -> str | None:
+    """A text knob; ``escaped:`` + Python escapes (``\\x1b``) stands for control bytes, which a
+    reconciler refuses to put in a container's environment but a real service may still print
+    (tests of terminal safety need them)."""
     raw = env.get(name, "").strip()
+    if raw.startswith(ESCAPED_PREFIX):
+        raw = raw[len(ESCAPED_PREFIX):].encode("ascii", "backslashreplace").decode(
+            "unicode_escape")
     return raw or None
 
 

@@ -119,16 +119,22 @@ def test_escape_helpers() -> None:
     assert json.loads(encoded) == {"m": HOSTILE}
 
 
+def _escaped(text: str) -> str:
+    """The emulator's ``escaped:`` form: env values may not carry control bytes (validate
+    refuses them), but what a service prints may."""
+    return "escaped:" + text.encode("unicode_escape").decode("ascii")
+
+
 def test_real_model_id_log_line_and_label_reach_no_terminal_raw(
         cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
         tmp_path: Path) -> None:
     """Through the real CLI: a service whose /v1/models lists a hostile model ID, one whose log
     carries a fatal marker with control bytes, and a foreign container with a hostile label."""
     specs = tmp_path / "specs"
-    fatal = {"RTVI_EMU_FATAL": f"CUDA out of memory {OSC_TITLE}{CSI_CLEAR}{BIDI}",
+    fatal = {"RTVI_EMU_FATAL": _escaped(f"CUDA out of memory {OSC_TITLE}{CSI_CLEAR}{BIDI}"),
              "RTVI_EMU_STARTUP_DELAY_S": 600}
     write(specs, deployment("model", pinned(emulator_image), free_port(),
-                            env={"RTVI_EMU_MODEL_ID": f"evil{OSC_TITLE}{ESC_RED}{BIDI}"}),
+                            env={"RTVI_EMU_MODEL_ID": _escaped(f"evil{OSC_TITLE}{ESC_RED}{BIDI}")}),
           deployment("logs", pinned(emulator_image), free_port(), env=fatal),
           deployment("taken", pinned(emulator_image), free_port()))
     foreign = docker_client.containers.run(
