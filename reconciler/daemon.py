@@ -28,7 +28,6 @@ from types import FrameType
 from typing import Any
 
 import structlog
-import tenacity
 
 from controllers import ownership
 from controllers.docker_client import ContainerEvent, EventStream
@@ -39,6 +38,7 @@ from reconciler.engine import Engine
 from reconciler.metrics import Metrics
 from reconciler.pruneguard import PrunePolicy, judge
 from reconciler.sources import Snapshot, Source, SourceError
+from reconciler.supervisor import RestartPolicy, Supervisor
 from reconciler.workqueue import Priority, WorkQueue, jittered
 from specs.models import Deployment, Host, StreamSet
 from specs.validate import spec_hash
@@ -56,12 +56,7 @@ SHUTDOWN_GRACE_S = 60.0
 OWNING_KINDS = ("Deployment", "StreamSet")
 PRUNABLE_KINDS = ("Deployment", "Host", "StreamSet")
 DAEMON_RESOURCE = "Daemon/threads"
-# A thread that dies is restarted this many times (backoff doubling from the base, capped),
-# then the daemon exits non-zero: a supervisor outside (systemd, Docker) restarts it whole.
-THREAD_RESTARTS = 5
-THREAD_RESTART_BASE_S = 1.0
-THREAD_RESTART_MAX_S = 30.0
-EXIT_THREAD_DIED = 3
+EXIT_THREAD_DIED = 3  # a thread kept dying (reconciler.supervisor)
 log = structlog.get_logger("reconciler.daemon")
 
 
@@ -75,8 +70,7 @@ class DaemonOptions:
     max_backoff_s: float = 60.0
     metrics_address: tuple[str, int] | None = ("127.0.0.1", 9464)
     prune_policy: PrunePolicy = field(default_factory=PrunePolicy)
-    thread_restarts: int = THREAD_RESTARTS
-    thread_restart_base_s: float = THREAD_RESTART_BASE_S
+    restart_policy: RestartPolicy = field(default_factory=RestartPolicy)
 
 
 class Daemon:
@@ -98,15 +92,12 @@ class Daemon:
         self._snapshot_lock = threading.Lock()
         self._watchers: dict[str, threading.Event] = {}
         self._streams: dict[str, EventStream] = {}
-        self._threads: list[threading.Thread] = []
-        # Supervision: each thread's state ("running", "restarting", "dead") and deaths so far.
-        self.thread_states: dict[str, str] = {}
-        self.thread_deaths: dict[str, int] = {}
-        self.fatal: str | None = None
+        self.supervisor = Supervisor(self.stop, options.restart_policy, self._thread_died)
         # Revisions a person approved once (``sync --approve-prune``) despite the prune guard.
         self._approved: set[str] = set()
         # Resources whose container name is held by a foreign container (a Conflict).
         self._conflicts: set[str] = set()
+        self._names_freed = 0  # counts name-freeing events, to close the plan/add race
         self.metrics = Metrics(self)
         self.started = time.time()
 
@@ -120,10 +111,10 @@ class Daemon:
         control = ControlServer(self.store.root, self)
         control.start()
         self._load_source(first=True)
-        self._spawn("source", lambda: self.source.watch(self.stop, self._source_changed))
-        self._spawn("resync", self._resync_loop)
+        self.supervisor.spawn("source", lambda: self.source.watch(self.stop, self._source_changed))
+        self.supervisor.spawn("resync", self._resync_loop)
         for i in range(self.options.workers + 2):
-            self._spawn(f"worker-{i}", self._worker)
+            self.supervisor.spawn(f"worker-{i}", self._worker)
         self.say(f"reconciler running (instance {self.instance}, source {self.source.name})")
         self.stop.wait()
         control.close()
@@ -143,85 +134,21 @@ class Daemon:
         self.queue.shut_down()
         for name in list(self._watchers):
             self._stop_watcher(name)
-        deadline = time.monotonic() + SHUTDOWN_GRACE_S
-        for thread in self._threads:
-            thread.join(timeout=max(0.1, deadline - time.monotonic()))
+        self.supervisor.join(time.monotonic() + SHUTDOWN_GRACE_S)
         self.metrics.close()
         self.engine.close()
-        if self.fatal is not None:
-            self.say(f"reconciler stopped: {self.fatal}")
+        if self.supervisor.fatal is not None:
+            self.say(f"reconciler stopped: {self.supervisor.fatal}")
             return EXIT_THREAD_DIED
         self.say("reconciler stopped")
         return 0
 
-    # --- thread supervision ------------------------------------------------------------------
-
-    def _spawn(self, name: str, target: Callable[[], None],
-               forever: bool = True) -> threading.Thread:
-        """Start ``target`` in a supervised thread. ``forever``: returning while the daemon
-        still runs is a death too (a watcher that gave up is as dead as one that raised)."""
-        thread = threading.Thread(target=self._supervise, args=(name, target, forever),
-                                  name=name, daemon=True)
-        self.thread_states[name] = "running"
-        thread.start()
-        self._threads.append(thread)
-        return thread
-
-    def _supervise(self, name: str, target: Callable[[], None], forever: bool) -> None:
-        retrying = tenacity.Retrying(
-            stop=tenacity.stop_any(tenacity.stop_after_attempt(self.options.thread_restarts + 1),
-                                   _StopWhenSet(self.stop)),
-            wait=tenacity.wait_exponential(multiplier=self.options.thread_restart_base_s,
-                                           max=THREAD_RESTART_MAX_S),
-            sleep=self._pause, retry=tenacity.retry_if_exception_type(_ThreadDied),
-            reraise=True)
-        try:
-            for attempt in retrying:
-                with attempt:
-                    self._run_thread(name, target, forever)
-        except _ThreadDied as exc:
-            if self.stop.is_set():
-                return
-            self.thread_states[name] = "dead"
-            self.fatal = (f"thread {name} died {self.thread_deaths.get(name, 0)} times; "
-                          f"last: {exc}")
-            log.error("daemon.fatal", thread=name, error=str(exc))
-            self.stop.set()
-
-    def _pause(self, seconds: float) -> None:
-        """tenacity's sleep between restarts; ends early when the daemon stops."""
-        self.stop.wait(seconds)
-
-    def _run_thread(self, name: str, target: Callable[[], None], forever: bool) -> None:
-        self.thread_states[name] = "running"
-        try:
-            target()
-        except Exception as exc:
-            if self.stop.is_set():
-                return
-            log.exception("thread.died", thread=name)
-            self._note_death(name, f"{type(exc).__name__}: {exc}")
-            raise _ThreadDied(f"{type(exc).__name__}: {exc}") from exc
-        if forever and not self.stop.is_set():
-            self._note_death(name, "returned while the daemon runs")
-            raise _ThreadDied("returned while the daemon runs")
-        if not forever:
-            self.thread_states.pop(name, None)  # done with its work (e.g. its Host is gone)
-
-    def _note_death(self, name: str, why: str) -> None:
-        self.thread_states[name] = "restarting"
-        self.thread_deaths[name] = self.thread_deaths.get(name, 0) + 1
-        try:  # best effort: a full disk may be why the thread died
-            self.store.events.append(DAEMON_RESOURCE, "Warning", "ThreadDied",
-                                     f"thread {name} died ({why}); restarting it")
-        except Exception:
-            log.exception("thread.death_unrecorded", thread=name)
+    def _thread_died(self, name: str, why: str) -> None:
+        self.store.events.append(DAEMON_RESOURCE, "Warning", "ThreadDied",
+                                 f"thread {name} died ({why}); restarting it")
 
     def healthy(self) -> bool:
-        """False while any thread is dead or waiting to be restarted, or the daemon is ending
-        because one kept dying."""
-        return self.fatal is None and all(state == "running"
-                                          for state in list(self.thread_states.values()))
+        return self.supervisor.healthy()
 
     def _progress(self, resource: str, message: str) -> None:
         log.info("progress", resource=resource, message=message)
@@ -312,7 +239,10 @@ class Daemon:
                 self.queue.add(key, Priority.CHANGE)
 
     def _converged(self, key: str, digest: str | None) -> bool:
-        record = self.store.load(key)
+        try:
+            record = self.store.load(key)
+        except StateError:
+            return False  # its worker moves a corrupt record aside and reconciles afresh
         if record is None or digest is None:
             return False
         ready = record.condition("Ready")
@@ -332,7 +262,7 @@ class Daemon:
             st.facts["resources"] = len(snapshot.spec_set.resources)
             st.set_condition("Ready", "True", "Loaded", f"revision {snapshot.revision}")
             st.set_condition("Stalled", "False", "Loaded", "")
-        self.store.update(SOURCE_RESOURCE, "Source", "specs", mutate)
+        self._update_source(mutate)
         if snapshot.revision != old_revision:
             self.store.events.append(SOURCE_RESOURCE, "Normal", "Revision",
                                      f"loaded revision {snapshot.revision} "
@@ -348,15 +278,30 @@ class Daemon:
             st.facts["rejectedRevision"] = exc.revision
             st.set_condition("Stalled", "True", reason, f"keeping revision {keep}: {message}")
             st.set_condition("Ready", "False", reason, message)
-        before = self.store.load(SOURCE_RESOURCE)
+        before = self._update_source(None)
         stalled = before is not None and (c := before.condition("Stalled")) is not None and (
             c.status == "True" and c.message.endswith(message))
-        self.store.update(SOURCE_RESOURCE, "Source", "specs", mutate)
+        self._update_source(mutate)
         if not stalled:
             self.store.events.append(SOURCE_RESOURCE, "Warning", reason,
                                      f"revision {exc.revision or '?'} refused, keeping {keep}: "
                                      f"{message}")
         self.say(f"source refused (keeping revision {keep}):\n{message}")
+
+    def _update_source(self, mutate: Callable[[ResourceStatus], None] | None
+                       ) -> ResourceStatus | None:
+        """Read (``mutate`` None) or update the Source record. It holds only facts about the
+        source, nothing we own, so a corrupt one is moved aside and started afresh rather
+        than killing the thread that watches the source."""
+        try:
+            if mutate is None:
+                return self.store.load(SOURCE_RESOURCE)
+            return self.store.update(SOURCE_RESOURCE, "Source", "specs", mutate)
+        except CorruptState as exc:
+            self._quarantine(SOURCE_RESOURCE, exc)
+            if mutate is None:
+                return None
+            return self.store.update(SOURCE_RESOURCE, "Source", "specs", mutate)
 
     # --- work --------------------------------------------------------------------------------
 
@@ -433,9 +378,12 @@ class Daemon:
             return self._reconcile_host(resource)
         if isinstance(resource, Deployment):
             assert snapshot is not None
+            freed = self._names_freed
             rp = self.engine.plan_one(resource, snapshot.spec_set)
             if rp.plan is not None and rp.plan.conflict:
                 self._conflicts.add(key)  # retried when a container on its Host goes
+                if self._names_freed != freed:  # one went while we planned: look again
+                    self.queue.add(key, Priority.CHANGE)
             else:
                 self._conflicts.discard(key)
             outcome = self.engine.apply_one(rp, None)
@@ -505,8 +453,9 @@ class Daemon:
             return
         stop = threading.Event()
         self._watchers[name] = stop
-        self._spawn(f"events-{name}", lambda: self._watch_events(host, stop), forever=False)
-        self._spawn(f"names-{name}", lambda: self._watch_names(host, stop), forever=False)
+        spawn = self.supervisor.spawn
+        spawn(f"events-{name}", lambda: self._watch_events(host, stop), forever=False)
+        spawn(f"names-{name}", lambda: self._watch_names(host, stop), forever=False)
 
     def _stop_watcher(self, name: str) -> None:
         stop = self._watchers.pop(name, None)
@@ -535,6 +484,7 @@ class Daemon:
         a resource held in Conflict by a foreign container is tried again at once rather
         than at the next resync."""
         def wake_all() -> None:
+            self._names_freed += 1
             for resource in self._conflicted(host.metadata.name):
                 self.queue.add(resource, Priority.CHANGE)
 
@@ -600,22 +550,8 @@ class Daemon:
                       "delayed": stats.delayed},
             "hosts": {n: ("unreachable" if n in self.engine.host_errors else "ok")
                       for n in self.engine.sessions},
-            "threads": {name: state for name, state in sorted(self.thread_states.items())
-                        if state != "running" or self.thread_deaths.get(name)},
-            "threadDeaths": sum(self.thread_deaths.values()),
-            "fatal": self.fatal,
+            "threads": {name: state for name, state in sorted(self.supervisor.states.items())
+                        if state != "running" or self.supervisor.deaths.get(name)},
+            "threadDeaths": sum(self.supervisor.deaths.values()),
+            "fatal": self.supervisor.fatal,
         }
-
-
-class _StopWhenSet(tenacity.stop.stop_base):
-    """tenacity stop condition: the daemon is shutting down (no more restarts)."""
-
-    def __init__(self, event: threading.Event) -> None:
-        self.event = event
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
-        return self.event.is_set()
-
-
-class _ThreadDied(Exception):
-    """A supervised thread raised or returned while the daemon runs."""

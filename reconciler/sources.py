@@ -40,6 +40,7 @@ from typing import IO, Protocol
 import tenacity
 import watchfiles
 
+from reconciler.gitlinks import unread_entries
 from specs.errors import SpecError, SpecIssue
 from specs.loader import (
     DEFAULT_LIMITS,
@@ -507,18 +508,16 @@ class GitSource:
 
     def _refuse_unread(self, sha: str) -> None:
         """Symlinks and submodules are not materialized (see _materialize). One that may hold
-        specs (a ``.yaml`` link, a link that may be a folder, any submodule) under the loaded
-        folder refuses the revision: what it holds would otherwise look deleted."""
+        specs under the loaded folder (see gitlinks.unread_entries) refuses the revision:
+        what it holds would otherwise look deleted."""
+        prefix = f"{self.path}/" if self.path else ""
         try:
-            entries = self._tree(sha)
+            with self._cat_file() as (stdin, stdout):
+                unread = unread_entries(self._tree(sha), prefix,
+                                        lambda oid: _read_blob(stdin, stdout, oid))
         except _GitFailed as exc:
             raise SourceError(f"cannot list revision {sha} of {self.name}: {exc}",
                               revision=sha) from None
-        prefix = f"{self.path}/" if self.path else ""
-        unread = [path for mode, kind, _, path in entries
-                  if path.startswith(prefix) and (kind == "commit" or (
-                      kind == "blob" and mode not in (MODE_FILE, MODE_EXECUTABLE)
-                      and (PurePosixPath(path).suffix in (*SPEC_SUFFIXES, ""))))]
         if unread:
             raise SourceError(f"revision {sha} of {self.name} has symlinks or submodules that "
                               f"may hold specs: {', '.join(unread)}; they are never read (a "
@@ -534,12 +533,7 @@ class GitSource:
             files.append((mode, oid, _safe_relative(path)))
         with self._cat_file() as (stdin, stdout):
             for mode, oid, rel in files:
-                stdin.write(oid.encode() + b"\n")
-                stdin.flush()
-                header = stdout.readline().split()
-                if len(header) != 3 or header[1] != b"blob":
-                    raise _GitFailed(f"object {oid} for {rel} cannot be read")
-                data = _read_exact(stdout, int(header[2]) + 1)[:-1]  # blob then a newline
+                data = _read_blob(stdin, stdout, oid, f"for {rel} ")
                 target = into / rel
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with open(target, "xb") as out:
@@ -721,6 +715,16 @@ def _safe_relative(path: str) -> str:
     if path.startswith("/") or any(p in ("", ".", "..") for p in parts):
         raise _GitFailed(f"refusing unsafe path {path!r} in the tree")
     return path
+
+
+def _read_blob(stdin: IO[bytes], stdout: IO[bytes], oid: str, shown: str = "") -> bytes:
+    """One blob through a ``git cat-file --batch`` pipe pair."""
+    stdin.write(oid.encode() + b"\n")
+    stdin.flush()
+    header = stdout.readline().split()
+    if len(header) != 3 or header[1] != b"blob":
+        raise _GitFailed(f"object {oid} {shown}cannot be read")
+    return _read_exact(stdout, int(header[2]) + 1)[:-1]  # blob then a newline
 
 
 def _read_exact(stream: IO[bytes], size: int) -> bytes:

@@ -95,19 +95,16 @@ def split_resource(resource: str) -> tuple[str, str]:
 
 def _tree_problem(path: Path) -> str | None:
     """Why a folder inside the state tree cannot be used, or None (also when it is missing)."""
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return os_reason(exc)
-    if stat.S_ISLNK(mode):
-        return LINK_REASON
-    return None if stat.S_ISDIR(mode) else "is not a directory"
+    return _entry_problem(path, stat.S_ISDIR, "is not a directory")
 
 
 def _fixed_file_problem(path: Path) -> str | None:
     """Why a top-level state file (events, instance, lock, log) cannot be used, or None."""
+    return _entry_problem(path, stat.S_ISREG, "is not a regular file")
+
+
+def _entry_problem(path: Path, right_type: Callable[[int], bool], wrong: str) -> str | None:
+    """Never follows a link: a symlink in the state tree could redirect our writes."""
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
@@ -116,7 +113,7 @@ def _fixed_file_problem(path: Path) -> str | None:
         return os_reason(exc)
     if stat.S_ISLNK(mode):
         return LINK_REASON
-    return None if stat.S_ISREG(mode) else "is not a regular file"
+    return None if right_type(mode) else wrong
 
 
 def _summary(exc: ValidationError) -> str:

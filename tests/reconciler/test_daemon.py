@@ -197,6 +197,26 @@ def test_a_conflict_is_retried_as_soon_as_the_foreign_container_goes(
         assert daemon.terminate() == 0, daemon.log()
 
 
+def test_a_corrupt_source_record_is_moved_aside_and_the_next_revision_still_applies(
+        cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
+        specs: Path, tmp_path: Path) -> None:
+    daemon = _start(cli, tmp_path, "--specs", str(specs), "--resync", RESYNC_NEVER)
+    try:
+        record = cli.state_dir / "resources" / "Source" / "specs.json"
+        wait_for("the Source record", record.is_file, 10)
+        record.write_bytes(b"\x00not json")
+        write(specs, deployment("vlm", pinned(emulator_image), free_port()), name="vlm.yaml",
+              host=False)
+        wait_for("a container for the new spec", lambda: owned(docker_client, instance), 10)
+        assert len(list(record.parent.glob("specs.json.corrupt-*"))) == 1
+        source = status_of(cli, "Source/specs")
+        ready = condition(source, "Ready")
+        assert ready is not None and ready["status"] == "True", source
+        assert cli("health").returncode == 0
+    finally:
+        assert daemon.terminate() == 0, daemon.log()
+
+
 def test_a_record_corrupted_while_running_is_moved_aside_and_the_container_repaired(
         cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
         specs: Path, tmp_path: Path) -> None:

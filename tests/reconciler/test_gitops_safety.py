@@ -20,6 +20,7 @@ import pytest
 
 from reconciler.daemon import EXIT_THREAD_DIED, Daemon, DaemonOptions
 from reconciler.sources import FolderSource, folder_digest
+from reconciler.supervisor import RestartPolicy
 from state.store import Store
 from tests.conftest import Cli, free_port
 from tests.reconciler.daemon_helpers import (
@@ -156,7 +157,8 @@ def test_a_revision_that_prunes_everything_is_held_until_approved(
                  "rejectedRevision") == marker, 10)
     assert sorted(running_ids(docker_client, instance)) == ids
 
-    approve = cli("sync", "--approve-prune", folder_digest(specs))
+    approved = folder_digest(specs)
+    approve = cli("sync", "--approve-prune", approved)
     assert approve.returncode == 0, approve.stderr
     wait_for("both pruned", lambda: not running_ids(docker_client, instance), 30)
     wait_for("records gone", lambda: status_of(cli, "Deployment/a") is None, 10)
@@ -168,6 +170,13 @@ def test_a_revision_that_prunes_everything_is_held_until_approved(
     history = [e["action"] for e in status_of(cli, "Deployment/a")["history"]]  # type: ignore
     assert history[:len(created)] == created and "delete" in history
     assert history.index("delete") < len(history) - 1  # and the new life after it
+
+    # The approval was used once: the very same content again is held again.
+    (specs / "a.yaml").unlink()
+    assert folder_digest(specs) == approved
+    cond = wait_for("the same revision to be held again", lambda: _held(cli, "MassPrune"), 10)
+    assert "would delete 1 of 1 owned resources: Deployment/a" in cond["message"]
+    assert len(running_ids(docker_client, instance)) == 1
 
 
 class _BrokenWatch(FolderSource):
@@ -182,8 +191,8 @@ def test_a_dying_daemon_thread_makes_health_fail_and_ends_the_daemon(
     specs = tmp_path / "empty-specs"
     specs.mkdir()
     store = Store(cli.state_dir)
-    options = DaemonOptions(metrics_address=None, workers=1, thread_restarts=2,
-                            thread_restart_base_s=1.0)
+    options = DaemonOptions(metrics_address=None, workers=1,
+                            restart_policy=RestartPolicy(restarts=2, base_s=1.0))
     daemon = Daemon(store, store.instance(cli.instance), _BrokenWatch(specs), options,
                     lambda _: None)
     result: list[int] = []
@@ -197,7 +206,8 @@ def test_a_dying_daemon_thread_makes_health_fail_and_ends_the_daemon(
         assert '"source": "restarting"' in done.stdout
         runner.join(timeout=30)
         assert result == [EXIT_THREAD_DIED]
-        assert daemon.fatal is not None and "thread source died 3 times" in daemon.fatal
+        fatal = daemon.supervisor.fatal
+        assert fatal is not None and "thread source died 3 times" in fatal
         died = [e for e in events_of(cli) if e.reason == "ThreadDied"]
         assert len(died) == 3 and "watcher broke" in died[0].message
     finally:

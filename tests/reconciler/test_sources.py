@@ -342,16 +342,19 @@ def test_git_symlinks_are_not_materialized_and_a_spec_link_refuses_the_revision(
     outside = tmp_path / "outside.yaml"
     outside.write_text(BROKEN)
     repo.symlink("deploy/link.yaml", str(outside))
-    repo.symlink("deploy/README.md", "../README.md")  # not a spec: harmless
-    sha = repo.commit({"deploy/vlm.yaml": SPECS})
+    repo.symlink("deploy/README.md", "../README.md")  # a file, not a spec: harmless
+    repo.symlink("deploy/team.v2", "../teams/v2")  # a folder behind a dotted name
+    sha = repo.commit({"deploy/vlm.yaml": SPECS, "README.md": "docs\n",
+                       "teams/v2/notes.txt": "a folder\n"})
     source = git_source(repo, tmp_path)
     with pytest.raises(SourceError) as info:
         source.load()
-    assert "deploy/link.yaml" in str(info.value) and "README" not in str(info.value)
+    assert "deploy/link.yaml" in str(info.value) and "deploy/team.v2" in str(info.value)
+    assert "README" not in str(info.value)
     assert info.value.revision == sha
     assert not (tmp_path / "state" / "git" / SNAPSHOTS_DIR / sha / "deploy" / "link.yaml"
                 ).exists()
-    repo.commit({"deploy/link.yaml": None})
+    repo.commit({"deploy/link.yaml": None, "deploy/team.v2": None})
     snapshot = source.load()
     assert names(snapshot) == ["Deployment/vlm", "Host/local"]
     assert not (snapshot.root / "deploy" / "README.md").exists()

@@ -1,0 +1,150 @@
+"""Supervised daemon threads: a thread that dies is reported, restarted, and never a zombie.
+
+A daemon whose source watcher died but whose ``health`` still says ok is the worst failure a
+GitOps tool can have: commits are silently ignored. So every long-lived thread runs under a
+supervisor. A death (an exception, or returning while the daemon runs) marks the thread
+"restarting" — ``health`` fails — and it is restarted with exponential backoff (tenacity). A
+thread that dies more than ``restarts`` times within ``window_s`` is beyond repair here: the
+supervisor records why and sets the stop event, and the daemon exits non-zero so that the
+supervisor outside (systemd, Docker) restarts the whole process. Deaths older than the window
+are forgiven: a thread that fails once a day should not end the daemon after a week.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+import tenacity
+
+THREAD_RESTARTS = 5
+THREAD_RESTART_BASE_S = 1.0
+THREAD_RESTART_MAX_S = 30.0
+THREAD_DEATH_WINDOW_S = 600.0
+log = structlog.get_logger("reconciler.supervisor")
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    restarts: int = THREAD_RESTARTS
+    base_s: float = THREAD_RESTART_BASE_S
+    max_s: float = THREAD_RESTART_MAX_S
+    window_s: float = THREAD_DEATH_WINDOW_S
+
+
+class StopWhenSet(tenacity.stop.stop_base):
+    """tenacity stop condition: an event is set (the daemon is shutting down)."""
+
+    def __init__(self, event: threading.Event) -> None:
+        self.event = event
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        return self.event.is_set()
+
+
+class StopAfterRecentDeaths(tenacity.stop.stop_base):
+    """tenacity stop condition: more than ``limit`` deaths within the last ``window_s``."""
+
+    def __init__(self, limit: int, window_s: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.limit, self.window_s, self.clock = limit, window_s, clock
+        self.deaths: deque[float] = deque()
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        now = self.clock()
+        self.deaths.append(now)
+        while self.deaths and self.deaths[0] < now - self.window_s:
+            self.deaths.popleft()
+        return len(self.deaths) > self.limit
+
+
+class ThreadDied(Exception):
+    """A supervised thread raised or returned while the daemon runs."""
+
+
+class Supervisor:
+    """Starts named threads and keeps their state for ``health`` and ``describe``."""
+
+    def __init__(self, stop: threading.Event, policy: RestartPolicy,
+                 on_death: Callable[[str, str], None]) -> None:
+        self.stop = stop
+        self.policy = policy
+        self.on_death = on_death  # (thread name, why): record it somewhere a person looks
+        self.states: dict[str, str] = {}  # "running", "restarting", "dead"
+        self.deaths: dict[str, int] = {}  # over the daemon's life, for people and metrics
+        self.fatal: str | None = None
+        self.threads: list[threading.Thread] = []
+
+    def spawn(self, name: str, target: Callable[[], None],
+              forever: bool = True) -> threading.Thread:
+        """Start ``target`` in a supervised thread. ``forever``: returning while the daemon
+        still runs is a death too (a watcher that gave up is as dead as one that raised)."""
+        thread = threading.Thread(target=self._supervise, args=(name, target, forever),
+                                  name=name, daemon=True)
+        self.states[name] = "running"
+        thread.start()
+        self.threads.append(thread)
+        return thread
+
+    def healthy(self) -> bool:
+        """False while any thread is dead or waiting to be restarted, or the daemon is ending
+        because one kept dying."""
+        return self.fatal is None and all(state == "running"
+                                          for state in list(self.states.values()))
+
+    def join(self, deadline: float) -> None:
+        for thread in self.threads:
+            thread.join(timeout=max(0.1, deadline - time.monotonic()))
+
+    def _supervise(self, name: str, target: Callable[[], None], forever: bool) -> None:
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_any(StopAfterRecentDeaths(self.policy.restarts,
+                                                          self.policy.window_s),
+                                   StopWhenSet(self.stop)),
+            wait=tenacity.wait_exponential(multiplier=self.policy.base_s,
+                                           max=self.policy.max_s),
+            sleep=self._pause, retry=tenacity.retry_if_exception_type(ThreadDied),
+            reraise=True)
+        try:
+            for attempt in retrying:
+                with attempt:
+                    self._run(name, target, forever)
+        except ThreadDied as exc:
+            if self.stop.is_set():
+                return
+            self.states[name] = "dead"
+            self.fatal = f"thread {name} died {self.deaths.get(name, 0)} times; last: {exc}"
+            log.error("daemon.fatal", thread=name, error=str(exc))
+            self.stop.set()
+
+    def _pause(self, seconds: float) -> None:
+        """tenacity's sleep between restarts; ends early when the daemon stops."""
+        self.stop.wait(seconds)
+
+    def _run(self, name: str, target: Callable[[], None], forever: bool) -> None:
+        self.states[name] = "running"
+        try:
+            target()
+        except Exception as exc:
+            if self.stop.is_set():
+                return
+            log.exception("thread.died", thread=name)
+            self._note_death(name, f"{type(exc).__name__}: {exc}")
+            raise ThreadDied(f"{type(exc).__name__}: {exc}") from exc
+        if forever and not self.stop.is_set():
+            self._note_death(name, "returned while the daemon runs")
+            raise ThreadDied("returned while the daemon runs")
+        if not forever:
+            self.states.pop(name, None)  # done with its work (e.g. its Host is gone)
+
+    def _note_death(self, name: str, why: str) -> None:
+        self.states[name] = "restarting"
+        self.deaths[name] = self.deaths.get(name, 0) + 1
+        try:  # best effort: a full disk may be why the thread died
+            self.on_death(name, why)
+        except Exception:
+            log.exception("thread.death_unrecorded", thread=name)

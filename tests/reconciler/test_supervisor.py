@@ -1,0 +1,56 @@
+"""Thread supervision: deaths are reported, restarted, and only recent ones count."""
+
+from __future__ import annotations
+
+import threading
+
+import tenacity
+
+from reconciler.supervisor import RestartPolicy, StopAfterRecentDeaths, Supervisor
+from tests.reconciler.daemon_helpers import wait_for
+
+
+def _state() -> tenacity.RetryCallState:
+    return tenacity.RetryCallState(tenacity.Retrying(), fn=None, args=(), kwargs={})
+
+
+def test_only_deaths_within_the_window_count() -> None:
+    now = [0.0]
+    stop = StopAfterRecentDeaths(limit=2, window_s=60.0, clock=lambda: now[0])
+    verdicts = []
+    for at in (0.0, 100.0, 200.0, 300.0):  # one death every 100 s: always forgiven
+        now[0] = at
+        verdicts.append(stop(_state()))
+    assert verdicts == [False] * 4
+    now[0] = 310.0
+    assert stop(_state()) is False  # two within 60 s
+    now[0] = 320.0
+    assert stop(_state()) is True  # three within 60 s: beyond repair
+
+
+def test_a_thread_that_keeps_dying_ends_the_daemon_and_one_that_recovers_does_not() -> None:
+    stop = threading.Event()
+    recorded: list[tuple[str, str]] = []
+    supervisor = Supervisor(stop, RestartPolicy(restarts=2, base_s=0.01, max_s=0.01),
+                            lambda name, why: recorded.append((name, why)))
+    runs = {"flaky": 0}
+
+    def flaky() -> None:
+        runs["flaky"] += 1
+        if runs["flaky"] == 1:
+            raise RuntimeError("first run fails")
+        stop.wait()  # then serves until the daemon stops
+
+    def broken() -> None:
+        raise RuntimeError("always fails")
+
+    supervisor.spawn("flaky", flaky)
+    wait_for("flaky to be restarted", lambda: runs["flaky"] == 2, 10, 0.01)
+    assert supervisor.healthy() and supervisor.states["flaky"] == "running"
+    supervisor.spawn("broken", broken)
+    wait_for("the daemon to be stopped", stop.is_set, 10, 0.01)
+    assert supervisor.fatal is not None and "thread broken died 3 times" in supervisor.fatal
+    assert not supervisor.healthy() and supervisor.states["broken"] == "dead"
+    assert recorded[0] == ("flaky", "RuntimeError: first run fails")
+    assert [name for name, _ in recorded].count("broken") == 3
+    supervisor.join(deadline=0)
