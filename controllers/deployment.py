@@ -17,6 +17,7 @@ next apply removes a leftover staged container (by name and our labels) before s
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,19 +31,29 @@ from controllers.errors import (
     PermanentError,
     PlanError,
     ReadinessFailed,
+    ReadinessTimedOut,
     SecretRefused,
     SecretUnavailable,
+    StillProgressing,
     TemporaryError,
 )
 from controllers.hostports import port_holders
-from controllers.readiness import ReadinessResult, paused_message, service_url, wait_ready
+from controllers.readiness import (
+    ReadinessResult,
+    paused_message,
+    service_url,
+    started_epoch,
+    still_serving,
+    wait_ready,
+)
 from controllers.secrets import resolve, resolve_all
 from controllers.session import HostSession
+from controllers.waiting import until
 from specs.environment import effective_env
 from specs.errors import SpecIssue
 from specs.facts import HostFacts
 from specs.hostrules import R_IMAGE_PRESENT, check_against_host, check_gpu_exclusivity
-from specs.models import Deployment
+from specs.models import Deployment, DeploymentSpec
 from specs.rules import R4, R10, R_PORT_FREE, R_SECRET_VALUE, Finding, covering_mount
 from specs.validate import SpecSet, spec_hash
 from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
@@ -50,8 +61,12 @@ from state.store import Store
 
 Verb = Literal["create", "recreate"]
 GPU_RELEASE_TIMEOUT_S = 120
-DEFAULT_STOP_GRACE_S = 10
+# One source for every default: the spec model's (a record from an older release may lack it).
+DEFAULT_STOP_GRACE_S = int(DeploymentSpec.model_fields["stopGraceSeconds"].default)
 GPU_RELEASE_POLL_S = 1.0
+# The daemon waits for readiness this long per pass, then frees the worker and looks again.
+READINESS_SLICE_S = 5.0
+PROGRESS_STEP_S = 5
 KIND_CONTAINER = "container"
 STAGED_SUFFIX = ".next"  # the replacement's name until the old container is gone
 Progress = Callable[[str], None]
@@ -278,8 +293,10 @@ class DeploymentController:
     """Acts on one Host for a set of Deployments, recording everything in the store."""
 
     def __init__(self, session: HostSession, store: Store, instance: str,
-                 progress: Callable[[str, str], None]) -> None:
+                 progress: Callable[[str, str], None],
+                 stop: threading.Event | None = None) -> None:
         self.session = session
+        self.stop = stop  # set: every wait ends at once (Stopped); the daemon is shutting down
         self.engine = session.engine()
         self.facts = session.facts or session.observe()
         self.store = store
@@ -294,8 +311,13 @@ class DeploymentController:
                     self.instance)
 
     def apply(self, desired: Desired, the_plan: Plan, timeout_s: float | None,
-              revision: str | None = None) -> ReadinessResult:
-        """Carry out the plan, then wait for readiness; raises ReadinessFailed/ControllerError."""
+              revision: str | None = None, phased: bool = False) -> ReadinessResult:
+        """Carry out the plan, then wait for readiness; raises ReadinessFailed/ControllerError.
+
+        ``phased`` (the daemon): wait at most READINESS_SLICE_S, then raise StillProgressing
+        so the worker is free while a model loads; the budget counts from the container's
+        start, across passes. A service already proven ready at this spec, with nothing to
+        do, is only checked (``still_serving``) and nothing is written."""
         resource = desired.resource
         if the_plan.paused is not None:
             self._record_paused(desired, the_plan.paused)
@@ -313,19 +335,56 @@ class DeploymentController:
             self._history(resource, action, "ok", detail=container_id[:12])
             self.store.events.append(resource, "Normal", action.verb.capitalize() + "d",
                                      str(action))
-        container = self.engine.container(desired.container_name)
+        container = (the_plan.container if not the_plan.changes
+                     else self.engine.container(desired.container_name))
         if container is None:
             raise TemporaryError(f"container {desired.container_name} vanished after apply")
-        budget = float(desired.deployment.spec.readiness.timeoutSeconds)
-        if timeout_s is not None:
-            budget = min(budget, timeout_s)
-        self._set(resource, "Progressing", "True", "WaitingForReadiness",
-                  f"waiting up to {budget:g}s for {desired.url}")
-        result = wait_ready(self.engine, container.id, desired.probe_url, budget,
-                            desired.deployment.spec.readiness.pollSeconds,
-                            lambda msg: self._progress(resource, msg))
+        if not the_plan.changes and (proven := self._proven(desired, container)) is not None:
+            return proven
+        result = self._wait_ready(desired, container, timeout_s, phased)
         self._record_ready(desired, container, result, revision)
         return result
+
+    def _proven(self, desired: Desired, container: ContainerInfo) -> ReadinessResult | None:
+        """The steady state: proven ready at this spec in this very container, still serving."""
+        record = self.store.load(desired.resource)
+        ready = record.condition("Ready") if record is not None else None
+        if (record is None or ready is None or ready.status != "True"
+                or record.observed_generation != desired.spec_hash
+                or record.facts.get("containerId") != container.id
+                or not still_serving(container, desired.probe_url)):
+            return None
+        return ReadinessResult(str(record.facts.get("model", "")), 0.0)
+
+    def _wait_ready(self, desired: Desired, container: ContainerInfo, timeout_s: float | None,
+                    phased: bool) -> ReadinessResult:
+        resource = desired.resource
+        readiness = desired.deployment.spec.readiness
+        budget = float(readiness.timeoutSeconds)
+        if timeout_s is not None:
+            budget = min(budget, timeout_s)
+        elapsed = 0.0
+        if phased:
+            started = started_epoch(container)
+            elapsed = max(0.0, time.time() - started) if started is not None else 0.0
+        left = max(0.0, budget - elapsed)
+        window = min(left, READINESS_SLICE_S) if phased else left
+        self._set(resource, "Progressing", "True", "WaitingForReadiness",
+                  f"waiting up to {budget:g}s for {desired.url}")
+        try:
+            return wait_ready(self.engine, container.id, desired.probe_url, window,
+                              readiness.pollSeconds, lambda msg: self._progress(resource, msg),
+                              self.stop)
+        except ReadinessTimedOut as exc:
+            if window >= left:
+                raise ReadinessTimedOut(budget, exc.detail) from None
+            # Shown by `status` while the model loads; in steps, so the record is rewritten
+            # every PROGRESS_STEP_S at most, not at every poll.
+            waited = int((elapsed + window) // PROGRESS_STEP_S * PROGRESS_STEP_S)
+            self._set(resource, "Progressing", "True", "WaitingForReadiness",
+                      f"waiting for readiness: over {waited}s of {budget:g}s; {exc.detail}")
+            raise StillProgressing(f"waiting for readiness ({elapsed + window:.0f}s/"
+                                   f"{budget:g}s): {exc.detail}", readiness.pollSeconds) from None
 
     # --- acting ----------------------------------------------------------------------------
 
@@ -411,15 +470,17 @@ class DeploymentController:
 
     def _wait_gpu_release(self, uuids: list[str]) -> None:
         """Rule 10: the successor starts only once the old container's GPU memory is free."""
-        deadline = time.monotonic() + GPU_RELEASE_TIMEOUT_S
-        while True:
-            busy = {u: mib for u, mib in self.session.gpu_processes().items() if u in uuids}
-            if not busy:
-                return
-            if time.monotonic() > deadline:
-                raise TemporaryError(f"GPU memory not released after {GPU_RELEASE_TIMEOUT_S}s: "
-                                     f"{busy}")
-            time.sleep(GPU_RELEASE_POLL_S)
+        busy: dict[str, int] = {}
+
+        def released() -> bool | None:
+            busy.clear()
+            busy.update({u: mib for u, mib in self.session.gpu_processes().items()
+                         if u in uuids})
+            return True if not busy else None
+        if until(released, timeout_s=GPU_RELEASE_TIMEOUT_S, pace=GPU_RELEASE_POLL_S,
+                 stop=self.stop) is None:
+            raise TemporaryError(f"GPU memory not released after {GPU_RELEASE_TIMEOUT_S}s: "
+                                 f"{busy}")
 
     def _gpu_uuid(self, ref: int | str) -> str:
         gpu = self.facts.gpu(ref)

@@ -4,6 +4,8 @@
   - ``TemporaryError``     retry with backoff (engine unreachable, API hiccup, busy server).
     - ``HostUnreachable``  the Host's engine does not answer; its resources are Degraded, never
                            deleted.
+  - ``StillProgressing``   not failed, not done: a phase under way (a model loading); look
+                           again after ``after_s`` rather than hold a worker while it runs.
   - ``PermanentError``     retrying will not help until the spec or the world changes: the
                            resource goes ``Stalled`` with this message.
     - ``PlanError``        a rule judged against observed facts failed; carries SpecIssues.
@@ -32,6 +34,14 @@ class HostUnreachable(TemporaryError):
     """A Host's Docker engine did not answer."""
 
 
+class StillProgressing(ControllerError):
+    """A phase is under way (e.g. readiness); the pass ends here and is re-checked later."""
+
+    def __init__(self, message: str, after_s: float) -> None:
+        self.after_s = after_s
+        super().__init__(message)
+
+
 class PermanentError(ControllerError):
     """Not worth retrying until something changes."""
 
@@ -50,6 +60,14 @@ class ReadinessFailed(PermanentError):
     def __init__(self, reason: str, message: str) -> None:
         self.reason = reason
         super().__init__(message)
+
+
+class ReadinessTimedOut(ReadinessFailed):
+    """Not ready within the budget; ``detail`` is what the last probe saw."""
+
+    def __init__(self, budget_s: float, detail: str) -> None:
+        self.detail = detail
+        super().__init__("ReadinessTimeout", f"not ready after {budget_s:g}s: {detail}")
 
 
 class ContainerPaused(ReadinessFailed):

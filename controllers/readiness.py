@@ -10,20 +10,24 @@ long for a container that already told us it is dead.
 from __future__ import annotations
 
 import queue
+import re
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import httpx
 
-from controllers.docker_client import DockerEngine, LogFollower
-from controllers.errors import ContainerPaused, ReadinessFailed
+from controllers.docker_client import ContainerInfo, DockerEngine, LogFollower
+from controllers.errors import ContainerPaused, ReadinessFailed, ReadinessTimedOut
 from controllers.runtime_facts import fatal_marker, update_facts
+from controllers.waiting import until
 
 PROGRESS_EVERY_S = 5.0
 HTTP_TIMEOUT_S = 3.0
 LOG_TAIL_LINES = 20
+STARTED_AT = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?Z$")
 
 Progress = Callable[[str], None]
 
@@ -40,6 +44,7 @@ class _Probe:
     ok: bool
     detail: str
     model_id: str = ""
+    at: float = 0.0
 
 
 def service_url(address: str, port: int) -> str:
@@ -61,8 +66,10 @@ def paused_message(name: str, pending: list[str]) -> str:
 
 
 def wait_ready(engine: DockerEngine, container_id: str, url: str, timeout_s: float,
-               poll_s: float, progress: Progress) -> ReadinessResult:
-    """Block until ready or raise ReadinessFailed with a reason naming what went wrong."""
+               poll_s: float, progress: Progress,
+               stop: threading.Event | None = None) -> ReadinessResult:
+    """Block until ready or raise ReadinessFailed with a reason naming what went wrong, or
+    Stopped as soon as ``stop`` is set."""
     started = time.monotonic()
     lines: queue.Queue[str] = queue.Queue()
     stream = engine.follow_logs(container_id)
@@ -70,44 +77,80 @@ def wait_ready(engine: DockerEngine, container_id: str, url: str, timeout_s: flo
                                 name=f"logs-{container_id[:12]}")
     follower.start()
     try:
-        return _wait(engine, container_id, url, timeout_s, poll_s, progress, lines, started)
+        return _wait(engine, container_id, url, timeout_s, poll_s, progress, lines, started,
+                     stop)
     finally:
         stream.close()
 
 
 def _wait(engine: DockerEngine, container_id: str, url: str, timeout_s: float, poll_s: float,
-          progress: Progress, lines: queue.Queue[str], started: float) -> ReadinessResult:
-    deadline = started + timeout_s
+          progress: Progress, lines: queue.Queue[str], started: float,
+          stop: threading.Event | None) -> ReadinessResult:
     runtime: dict[str, str] = {}
-    last_detail, last_report = "", 0.0
+    seen = _Probe(False, "")  # the last detail reported, and when
+
     with httpx.Client(timeout=HTTP_TIMEOUT_S) as http:
-        while True:
+        def check() -> ReadinessResult | None:
             _scan(lines, runtime)
-            info = engine.container(container_id)
-            if info is None:
-                raise ReadinessFailed("ContainerGone", "the container disappeared while starting")
-            if info.paused:
-                raise ContainerPaused(paused_message(info.name, []))
-            if not info.running:
-                _scan_tail(engine, container_id, runtime)
-                tail = engine.logs(container_id, tail=LOG_TAIL_LINES).strip()
-                raise ReadinessFailed("ContainerExited", f"container exited with code "
-                                      f"{info.exit_code} before becoming ready; last log lines:"
-                                      f"\n{tail}")
-            if info.health == "unhealthy":
-                raise ReadinessFailed("Unhealthy", "the container's healthcheck reports unhealthy")
-            probe = _probe(http, url)
-            if probe.ok and info.health in (None, "healthy"):
+            probe = _check_once(engine, container_id, url, http, runtime)
+            if probe.ok:
                 return ReadinessResult(probe.model_id, time.monotonic() - started, runtime)
-            detail = probe.detail if not probe.ok else f"health {info.health}"
             now = time.monotonic()
-            if now >= deadline:
-                raise ReadinessFailed("ReadinessTimeout", f"not ready after {timeout_s:g}s: "
-                                      f"{detail}")
-            if detail != last_detail or now - last_report >= PROGRESS_EVERY_S:
-                progress(f"waiting for readiness ({now - started:.0f}s/{timeout_s:g}s): {detail}")
-                last_detail, last_report = detail, now
-            time.sleep(min(poll_s, max(0.0, deadline - now)))
+            if probe.detail != seen.detail or now - seen.at >= PROGRESS_EVERY_S:
+                progress(f"waiting for readiness ({now - started:.0f}s/{timeout_s:g}s): "
+                         f"{probe.detail}")
+                seen.detail, seen.at = probe.detail, now
+            return None
+        result = until(check, timeout_s=timeout_s, pace=poll_s, stop=stop)
+    if result is None:
+        raise ReadinessTimedOut(timeout_s, seen.detail)
+    return result
+
+
+def still_serving(info: ContainerInfo, url: str) -> bool:
+    """The steady-state check of a service that was proven ready at this spec: running, not
+    paused, Docker's health fine (where it has a check) and one ``/v1/health/ready`` 200. No
+    log following and no model listing: full readiness is proven again only after a change
+    (or when this check fails)."""
+    if not info.running or info.paused or info.health not in (None, "healthy"):
+        return False
+    try:
+        with httpx.Client(timeout=HTTP_TIMEOUT_S) as http:
+            return http.get(f"{url}/v1/health/ready").status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def started_epoch(info: ContainerInfo) -> float | None:
+    """When the container last started (Unix seconds), from Docker's RFC 3339 ``StartedAt``
+    (nanoseconds, which Python does not parse: cut to microseconds); None if never."""
+    match = STARTED_AT.match(info.started_at)
+    if match is None or match.group(1).startswith("0001-"):
+        return None
+    stamp = datetime.fromisoformat(match.group(1) + (match.group(2) or "")[:7] + "+00:00")
+    return stamp.timestamp()
+
+
+def _check_once(engine: DockerEngine, container_id: str, url: str, http: httpx.Client,
+                runtime: dict[str, str]) -> _Probe:
+    """One look: raises ReadinessFailed when it never will be ready, else the probe."""
+    info = engine.container(container_id)
+    if info is None:
+        raise ReadinessFailed("ContainerGone", "the container disappeared while starting")
+    if info.paused:
+        raise ContainerPaused(paused_message(info.name, []))
+    if not info.running:
+        _scan_tail(engine, container_id, runtime)
+        tail = engine.logs(container_id, tail=LOG_TAIL_LINES).strip()
+        raise ReadinessFailed("ContainerExited", f"container exited with code "
+                              f"{info.exit_code} before becoming ready; last log lines:"
+                              f"\n{tail}")
+    if info.health == "unhealthy":
+        raise ReadinessFailed("Unhealthy", "the container's healthcheck reports unhealthy")
+    probe = _probe(http, url)
+    if probe.ok and info.health not in (None, "healthy"):
+        return _Probe(False, f"health {info.health}")
+    return probe
 
 
 def _pump(stream: LogFollower, sink: queue.Queue[str]) -> None:

@@ -13,11 +13,14 @@ left registered.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
+
+import tenacity
 
 from controllers import publishing
 from controllers.captions import CaptionHub
@@ -46,6 +49,7 @@ from controllers.streamplan import (
 )
 from controllers.streamteardown import Teardown, adoptable
 from controllers.vst_client import VstClient
+from controllers.waiting import until
 from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
 from state.store import Store
 
@@ -70,13 +74,15 @@ class StreamSetController:
 
     def __init__(self, store: Store, instance: str, engine_for: Callable[[str], DockerEngine],
                  hub: CaptionHub, progress: Progress,
-                 count: Callable[[str], None] | None = None) -> None:
+                 count: Callable[[str], None] | None = None,
+                 stop: threading.Event | None = None) -> None:
         self.store, self.instance, self.hub = store, instance, hub
+        self.stop = stop  # set: every wait ends at once (Stopped)
         self._engine_for = engine_for
         self._progress = progress
         self._count = count
         self._teardown = Teardown(store, instance, hub, engine_for, progress, self._rtvi,
-                                  self._vst)
+                                  self._vst, stop)
 
     # --- observe and plan ----------------------------------------------------------------------
 
@@ -245,24 +251,27 @@ class StreamSetController:
                    ids: dict[str, str]) -> dict[str, str]:
         """Wait (with backoff) until VST publishes every sensor's ``/live/`` URL."""
         assert desired.streamset.spec.vst is not None
-        deadline = time.monotonic() + desired.streamset.spec.vst.urlTimeoutSeconds
+        budget = desired.streamset.spec.vst.urlTimeoutSeconds
         urls: dict[str, str] = {}
-        delay = VST_POLL_FIRST_S
-        while True:
+
+        def missing() -> list[str]:
+            return sorted(set(ids) - set(urls))
+
+        def all_published() -> bool | None:
             for name, sensor in ids.items():
                 if name not in urls and (url := vst.live_url(sensor)) is not None:
                     urls[name] = url
-            missing = sorted(set(ids) - set(urls))
-            if not missing:
-                for name, url in urls.items():
-                    self._source_fact(desired, name, {"sensorId": ids[name], "vstUrl": url})
-                return urls
-            if time.monotonic() + delay > deadline:
-                raise TemporaryError(f"VST has not published a /live/ URL for {', '.join(missing)}"
-                                     f" within {desired.streamset.spec.vst.urlTimeoutSeconds:g}s")
-            self._progress(desired.resource, f"waiting for VST /live/ URLs: {', '.join(missing)}")
-            time.sleep(delay)
-            delay = min(delay * 2, VST_POLL_MAX_S)
+            return True if not missing() else None
+        if until(all_published, timeout_s=budget, stop=self.stop,
+                 pace=tenacity.wait_exponential(multiplier=VST_POLL_FIRST_S,
+                                                max=VST_POLL_MAX_S),
+                 waiting=lambda _: self._progress(desired.resource, "waiting for VST /live/ "
+                                                  f"URLs: {', '.join(missing())}")) is None:
+            raise TemporaryError(f"VST has not published a /live/ URL for "
+                                 f"{', '.join(missing())} within {budget:g}s")
+        for name, url in urls.items():
+            self._source_fact(desired, name, {"sensorId": ids[name], "vstUrl": url})
+        return urls
 
     def _register(self, desired: StreamSetDesired, urls: dict[str, str]) -> None:
         """Make RTVI's stream list match: add missing IDs, replace IDs with a stale URL (their
@@ -361,7 +370,8 @@ class StreamSetController:
             for src in desired.sources.values():
                 self.hub.forget_stream(src.stream_id)
         result = StreamSetResult({n: SourceReport(n) for n in desired.sources})
-        while True:
+
+        def healthy() -> StreamSetResult | None:
             pending = [n for n, r in result.sources.items() if not r.fresh]
             # Probes run MAX_PARALLEL at a time under one deadline: give every wave its time.
             waves = -(-len(pending) // MAX_PARALLEL)
@@ -388,7 +398,13 @@ class StreamSetController:
             if not (waiting or first) or time.monotonic() + VERIFY_POLL_S > deadline:
                 self._record_sources(desired, result)
                 raise SourcesDegraded(degraded_message(bad, result), sorted(bad))
-            time.sleep(VERIFY_POLL_S)
+            return None
+        # healthy() itself raises once the deadline is near: the budget here is a backstop.
+        done = until(healthy, timeout_s=max(0.0, deadline - time.monotonic()) + VERIFY_POLL_S,
+                     pace=VERIFY_POLL_S, stop=self.stop)
+        if done is None:
+            raise SourcesDegraded("sources not verified in time", sorted(result.sources))
+        return done
 
     def _captions(self, desired: StreamSetDesired, model: str, result: StreamSetResult) -> None:
         captions = desired.streamset.spec.captions

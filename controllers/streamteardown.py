@@ -14,9 +14,12 @@ entry, a publisher on the Host recorded in its entry -- not wherever the current
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+
+import tenacity
 
 from controllers import publishing
 from controllers.captions import CaptionHub
@@ -25,6 +28,7 @@ from controllers.errors import ControllerError
 from controllers.rtvi_client import MAX_BATCH, BatchResult, RtviClient
 from controllers.streamplan import KIND_PUBLISHER, KIND_SENSOR, KIND_STREAM, sensor_name
 from controllers.vst_client import VstClient
+from controllers.waiting import until
 from state.models import InventoryItem, ResourceStatus
 from state.store import Store
 
@@ -40,8 +44,10 @@ class Teardown:
 
     def __init__(self, store: Store, instance: str, hub: CaptionHub,
                  engine_for: Callable[[str], DockerEngine], progress: Progress,
-                 rtvi: Callable[[str], RtviClient], vst: Callable[[str], VstClient]) -> None:
+                 rtvi: Callable[[str], RtviClient], vst: Callable[[str], VstClient],
+                 stop: threading.Event | None = None) -> None:
         self.store, self.instance, self.hub = store, instance, hub
+        self.stop = stop
         self._engine_for, self._progress = engine_for, progress
         self._rtvi, self._vst = rtvi, vst
 
@@ -86,6 +92,7 @@ class Teardown:
             self._progress(resource, f"deleting {len(streams)} RTVI stream(s) "
                                      f"(drain timeout {drain_timeout_s}s)")
             still = set(delete_streams(rtvi, [str(i.id) for i in streams], drain_timeout_s,
+                                       self.stop,
                                        deadline))
         except ControllerError as exc:
             return [f"{i.name}: RTVI stream {i.id} not deleted ({exc})" for i in streams]
@@ -157,33 +164,38 @@ def adoptable(vst: VstClient, name: str) -> list[str]:
 
 
 def delete_streams(rtvi: RtviClient, ids: list[str], drain_timeout_s: int,
-                   deadline: float) -> list[str]:
+                   stop: threading.Event | None, deadline: float) -> list[str]:
     """Blocking batch deletes (≤256 IDs each, batches in parallel) until every ID is absent
     from the list or the shared deadline passes; returns the IDs still listed.
 
     Per-stream 400/404 means already gone. ``ResourceInUse`` (and any other per-stream error)
     is asked again after a growing pause -- never in a tight loop. The drain timeout sent is
-    cut to the time left, so the whole teardown keeps one deadline."""
+    cut to the time left, so the whole teardown keeps one deadline. ``stop`` ends every
+    pause at once (Stopped)."""
     remaining = list(dict.fromkeys(ids))
-    pause = RETRY_FIRST_S
-    while remaining:
-        left_s = deadline - time.monotonic()
-        if left_s <= 0:
-            return remaining
-        drain = max(0, min(drain_timeout_s, int(left_s)))
+
+    def one_round() -> list[str] | None:
+        nonlocal remaining
+        drain = max(0, min(drain_timeout_s, int(deadline - time.monotonic())))
         batches = [remaining[i:i + MAX_BATCH] for i in range(0, len(remaining), MAX_BATCH)]
         with ThreadPoolExecutor(max_workers=len(batches)) as pool:
             results: list[BatchResult] = list(pool.map(
                 rtvi.delete_batch, batches, [drain] * len(batches)))
         refused = {e.id for r in results for e in r.errors if not e.gone}
-        while True:  # the call can return before bookkeeping drains: poll the list
+
+        def settled() -> list[str] | None:  # the call can return before bookkeeping drains
             listed = {s.id for s in rtvi.list_streams()}
             still = [sid for sid in remaining if sid in listed]
-            if all(sid in refused for sid in still) or time.monotonic() > deadline:
-                break
-            time.sleep(LIST_POLL_S)
+            return still if all(sid in refused for sid in still) else None
+        left = max(0.0, deadline - time.monotonic())
+        still = until(settled, timeout_s=left, pace=LIST_POLL_S, stop=stop)
+        if still is None:
+            listed = {s.id for s in rtvi.list_streams()}
+            still = [sid for sid in remaining if sid in listed]
         remaining = still
-        if remaining:  # refused (e.g. ResourceInUse) or not drained yet: pause, then ask again
-            time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
-            pause = min(pause * 2, RETRY_MAX_S)
-    return []
+        return [] if not remaining else None  # refused or not drained yet: pause, ask again
+    # Whatever the pace, the rounds share the one deadline.
+    done = until(one_round, timeout_s=max(0.0, deadline - time.monotonic()),
+                 pace=tenacity.wait_exponential(multiplier=RETRY_FIRST_S, max=RETRY_MAX_S),
+                 stop=stop)
+    return [] if done is not None else remaining

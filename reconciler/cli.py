@@ -31,7 +31,6 @@ from reconciler.output import (
 )
 from specs.errors import SpecError
 from specs.loader import LoaderLimits
-from specs.models import KINDS
 from specs.validate import SpecSet, json_schema, load_spec_set
 from state.errors import CorruptState, StateError
 from state.models import ResourceStatus
@@ -228,7 +227,6 @@ def apply(ctx: Context, paths: tuple[Path, ...], timeout: float | None) -> None:
                 ctx.err.print(safe_block(issue), markup=False)
             ctx.fail(f"{len(rejected)} rule(s) failed against observed Host facts; nothing was "
                      "changed.")
-        engine.record_observed(spec_set)
         outcomes = engine.apply(plans, timeout, spec_set)
     failed = 0
     for outcome in outcomes:
@@ -260,6 +258,10 @@ def apply(ctx: Context, paths: tuple[Path, ...], timeout: float | None) -> None:
 @click.option("--quiet-period", type=click.FloatRange(min=0), default=0.5, show_default=True,
               metavar="SECONDS", help="A saved folder must read the same before and after "
               "this long before it is used (--specs), so a half-written file is never acted on.")
+@click.option("--shutdown-timeout", type=click.FloatRange(min=1), default=10.0,
+              show_default=True, metavar="SECONDS",
+              help="On SIGTERM, stop within this long: waits end at once, in-flight passes "
+              "are left where they stand (recorded first, so the next run adopts them).")
 @click.option("--allow-empty", is_flag=True,
               help="Apply a revision with no resources even though resources are owned "
                    "(deletes them all). Off by default: an emptied folder is held, Stalled.")
@@ -273,8 +275,8 @@ def apply(ctx: Context, paths: tuple[Path, ...], timeout: float | None) -> None:
 @pass_ctx
 def run(ctx: Context, specs_dir: Path | None, git_url: str | None, branch: str,
         git_path: str | None, interval: float, resync: float, workers: int,
-        metrics_address: str, quiet_period: float, allow_empty: bool, allow_mass_prune: bool,
-        max_prune_share: float) -> None:
+        metrics_address: str, quiet_period: float, shutdown_timeout: float, allow_empty: bool,
+        allow_mass_prune: bool, max_prune_share: float) -> None:
     """Run the reconciler daemon: watch a folder or follow a Git branch, converge every
     revision, repair drift, until SIGTERM.
 
@@ -316,7 +318,8 @@ def run(ctx: Context, specs_dir: Path | None, git_url: str | None, branch: str,
     policy = PrunePolicy(allow_empty=allow_empty, allow_mass_prune=allow_mass_prune,
                          max_share=max_prune_share)
     options = DaemonOptions(resync_s=resync, workers=workers,
-                            metrics_address=_address(ctx, metrics_address), prune_policy=policy)
+                            metrics_address=_address(ctx, metrics_address), prune_policy=policy,
+                            shutdown_timeout_s=shutdown_timeout)
     store = ctx.store()
     _preflight(ctx, store)
     try:
@@ -440,25 +443,24 @@ def delete(ctx: Context, targets: tuple[str, ...]) -> None:
     Only containers that our inventory lists AND that carry our labels are removed; anything
     else with a matching name is left untouched and reported.
     """
+    from reconciler.kinds import REGISTRY, key_of
+
     spec_set = None
     names: list[str] = []
     paths = [Path(t) for t in targets if Path(t).exists()]
     if paths:
         spec_set = _load(ctx, tuple(paths))
-        # Dependents first: a StreamSet's streams are deleted while its RTVI service still runs.
-        names += [f"StreamSet/{s.metadata.name}" for s in spec_set.streamsets]
-        names += [f"Deployment/{d.metadata.name}" for d in spec_set.deployments]
+        owning = REGISTRY.owning()  # a Host's record is forgotten only when named
+        names += [key_of(r) for r in spec_set.resources if r.kind in owning]
     for target in (t for t in targets if not Path(t).exists()):
         kind, _, rest = target.rpartition("/")
-        if kind and (kind not in KINDS or not rest):
-            ctx.fail(f"{target}: no such file or folder, and not a resource name "
-                     f"(NAME or KIND/NAME, KIND one of {', '.join(KINDS)}); nothing was deleted")
+        if kind and (kind not in REGISTRY or not rest):
+            ctx.fail(f"{target}: no such file or folder, and not a resource name (NAME or "
+                     f"KIND/NAME, KIND one of {', '.join(REGISTRY.names)}); nothing was deleted")
         if target.endswith((".yaml", ".yml")):
             ctx.fail(f"{target}: no such file; nothing was deleted")
         names.append(target if kind else f"Deployment/{target}")
-    order = {"StreamSet": 0, "Deployment": 1, "Host": 2}  # dependents before what they use
-    names.sort(key=lambda n: order.get(n.split("/", 1)[0], 1))
-    with _engine(ctx, lock=True) as engine:
+    with _engine(ctx, lock=True) as engine:  # it deletes dependents before what they use
         outcomes = engine.delete(spec_set, names)
     for outcome in outcomes:
         ctx.out.print(f"{'✓' if outcome.ok else '!'} {safe(outcome.resource)}: "

@@ -28,33 +28,29 @@ from types import FrameType
 from typing import Any
 
 import structlog
+from pydantic import BaseModel
 
-from controllers import ownership
-from controllers.docker_client import ContainerEvent, EventStream
-from controllers.errors import ControllerError
-from reconciler import streamsets
+from controllers.waiting import Stopped
 from reconciler.control import ControlServer
 from reconciler.engine import Engine
+from reconciler.kinds import REGISTRY, PassContext, Result
 from reconciler.metrics import Metrics
 from reconciler.pruneguard import PrunePolicy, judge
 from reconciler.sources import Snapshot, Source, SourceError
 from reconciler.supervisor import RestartPolicy, Supervisor
+from reconciler.watchers import HostWatchers
 from reconciler.workqueue import Priority, WorkQueue, jittered
-from specs.models import Deployment, Host, StreamSet
+from specs.models import Host
 from specs.validate import spec_hash
 from state.errors import CorruptState, StateError
 from state.models import ResourceStatus
 from state.store import Store
 
 SOURCE_RESOURCE = "Source/specs"
-EVENT_WAKE_ACTIONS = ("die", "stop", "kill", "destroy", "oom", "pause", "health_status")
-# Events that free a container name (a foreign container in our way was removed or renamed).
-NAME_FREED_ACTIONS = ("destroy", "rename")
-EVENT_RECONNECT_S = 1.0
-SHUTDOWN_GRACE_S = 60.0
-# Kinds whose records stand for things we created; their count is what the prune guard protects.
-OWNING_KINDS = ("Deployment", "StreamSet")
-PRUNABLE_KINDS = ("Deployment", "Host", "StreamSet")
+# SIGTERM → exit within this long (``docker stop`` kills after 10 s): every wait of a pass
+# ends at once (controllers.waiting.Stopped); what a pass had done is recorded write-ahead.
+SHUTDOWN_TIMEOUT_S = 10.0
+SHUTDOWN_CLOSE_S = 1.5  # of which kept for closing engines and tunnels
 DAEMON_RESOURCE = "Daemon/threads"
 EXIT_THREAD_DIED = 3  # a thread kept dying (reconciler.supervisor)
 log = structlog.get_logger("reconciler.daemon")
@@ -69,6 +65,7 @@ class DaemonOptions:
     base_backoff_s: float = 0.5
     max_backoff_s: float = 60.0
     metrics_address: tuple[str, int] | None = ("127.0.0.1", 9464)
+    shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S
     prune_policy: PrunePolicy = field(default_factory=PrunePolicy)
     restart_policy: RestartPolicy = field(default_factory=RestartPolicy)
 
@@ -86,18 +83,16 @@ class Daemon:
                                default_limit=options.workers,
                                base_backoff_s=options.base_backoff_s,
                                max_backoff_s=options.max_backoff_s)
-        self.engine = Engine(store, instance, self._progress)
+        self.engine = Engine(store, instance, self._progress, stop=self.stop)
         self.snapshot: Snapshot | None = None
         self._hashes: dict[str, str] = {}
         self._snapshot_lock = threading.Lock()
-        self._watchers: dict[str, threading.Event] = {}
-        self._streams: dict[str, EventStream] = {}
         self.supervisor = Supervisor(self.stop, options.restart_policy, self._thread_died)
+        self.watchers = HostWatchers(self.engine.services, self.supervisor, self.stop,
+                                     self._wake, self._wake_host)
+        self._last_ok: dict[str, bool] = {}  # each key's last pass: dependents wake on a flip
         # Revisions a person approved once (``sync --approve-prune``) despite the prune guard.
         self._approved: set[str] = set()
-        # Resources whose container name is held by a foreign container (a Conflict).
-        self._conflicts: set[str] = set()
-        self._names_freed = 0  # counts name-freeing events, to close the plan/add race
         self.metrics = Metrics(self)
         self.started = time.time()
 
@@ -132,9 +127,14 @@ class Daemon:
 
     def _shutdown(self) -> int:
         self.queue.shut_down()
-        for name in list(self._watchers):
-            self._stop_watcher(name)
-        self.supervisor.join(time.monotonic() + SHUTDOWN_GRACE_S)
+        self.watchers.close()
+        budget = max(0.1, self.options.shutdown_timeout_s - SHUTDOWN_CLOSE_S)
+        self.supervisor.join(time.monotonic() + budget)
+        busy = self.queue.stats().processing
+        if busy:  # a Docker call outlived the budget; the engine finishes it, a restart adopts
+            log.warning("shutdown.abandoned", passes=busy)
+            self.say(f"stopping with {busy} pass(es) still in a Docker call; the next run "
+                     "picks them up")
         self.metrics.close()
         self.engine.close()
         if self.supervisor.fatal is not None:
@@ -164,6 +164,8 @@ class Daemon:
         except SourceError as exc:
             self._record_source_failure(exc)
             return
+        except Stopped:
+            return  # shutting down while the folder settled: nothing was read
         except Exception as exc:  # a loader bug must refuse one revision, not kill the watcher
             log.exception("source.load_crashed")
             self._record_source_failure(SourceError(f"reading the source failed: "
@@ -190,8 +192,8 @@ class Daemon:
         revision in force (a create may be in flight before its record exists)."""
         with self._snapshot_lock:
             in_force = list(self._hashes)
-        return sorted({k for k in self._recorded() + in_force
-                       if k.split("/", 1)[0] in OWNING_KINDS})
+        owning = REGISTRY.owning()
+        return sorted({k for k in self._recorded() + in_force if k.split("/", 1)[0] in owning})
 
     def _guard(self, snapshot: Snapshot, new: dict[str, str]) -> SourceError | None:
         """Hold a revision that would delete too much of what we own (pruneguard)."""
@@ -219,19 +221,14 @@ class Daemon:
             old_revision = self.snapshot.revision if self.snapshot else None
             old = self._hashes
             self.snapshot, self._hashes = snapshot, new
-            self.engine.revision = snapshot.revision
         self._record_source_ready(snapshot, old_revision)
         if old_revision is None:  # the first revision in force: prune what it left out
             self._enqueue_recorded()
         changed = {k for k in set(old) | set(new) if old.get(k) != new.get(k)}
-        hosts_changed = {k.split("/", 1)[1] for k in changed if k.startswith("Host/")}
-        for dep in snapshot.spec_set.deployments:
-            if dep.spec.host in hosts_changed:
-                changed.add(f"Deployment/{dep.metadata.name}")
-        for ss in snapshot.spec_set.streamsets:  # a changed Deployment may forget its streams
-            if f"Deployment/{ss.spec.deployment}" in changed:
-                changed.add(f"StreamSet/{ss.metadata.name}")
-        for key in sorted(changed, key=lambda k: (not k.startswith("Host/"), k)):
+        # What depends on a changed resource is looked at too (a changed Host moves its
+        # Deployments; a changed Deployment may forget its streams).
+        changed = REGISTRY.closure(changed, snapshot.spec_set)
+        for key in REGISTRY.converge_order(changed):
             if first and self._converged(key, new.get(key)):
                 self.queue.add(key, Priority.RESYNC)  # already done before the restart
             else:
@@ -252,7 +249,7 @@ class Daemon:
     def _enqueue_recorded(self) -> None:
         """Resources recorded by an earlier run but absent now must be pruned."""
         for key in self._recorded():
-            if key.split("/", 1)[0] in PRUNABLE_KINDS and key not in self._hashes:
+            if key.split("/", 1)[0] in REGISTRY and key not in self._hashes:
                 self.queue.add(key, Priority.CHANGE)
 
     def _record_source_ready(self, snapshot: Snapshot, old_revision: str | None) -> None:
@@ -332,20 +329,37 @@ class Daemon:
         started = time.monotonic()
         kind = key.split("/", 1)[0]
         try:
-            ok, retry, reason = self.reconcile(key)
+            result = self.reconcile(key)
         except CorruptState as exc:
-            ok, retry, reason = False, True, "CorruptState"
+            result = Result(key, False, str(exc), "CorruptState")
             self._quarantine(key, exc)
-        except Exception as exc:
+        except Exception as exc:  # guarded() already turns a kind's errors into results
             log.exception("reconcile.crashed", key=key)
-            ok, retry, reason = False, True, type(exc).__name__
+            result = Result(key, False, f"{type(exc).__name__}: {exc}", type(exc).__name__)
         finally:
             self.metrics.observe(kind, time.monotonic() - started)
-        if ok:
+        self._follow_up(key, result)
+
+    def _follow_up(self, key: str, result: Result) -> None:
+        """What a pass's result asks for: forget its backoff, back off, re-check later, or
+        wait to be woken; and wake what depends on it when it changed or its state flipped."""
+        for other in result.wake:
+            self.queue.add(other, Priority.CHANGE)
+        was_ok = self._last_ok.get(key)
+        self._last_ok[key] = result.ok
+        if (result.ok and (result.changed or was_ok is not True)) or (
+                not result.ok and was_ok is True):
+            self._wake_dependents(key)
+        if result.ok:
             self.queue.forget(key)
             return
-        self.metrics.error(kind, reason)
-        if retry and not self.stop.is_set():
+        if result.waiting:
+            return  # its dependency's success (or deletion) wakes it; no backoff
+        if result.requeue_after is not None:
+            self.queue.add(key, Priority.CHANGE, delay_s=result.requeue_after)
+            return
+        self.metrics.error(key.split("/", 1)[0], result.reason or "Failed")
+        if result.retry and not self.stop.is_set():
             delay = self.queue.retry(key)
             self.store.events.append(key, "Normal", "Backoff",
                                      f"retrying in {delay:.1f}s (attempt "
@@ -366,176 +380,45 @@ class Daemon:
                                  "shows")
         self.say(f"{key}: corrupt state file {exc.path} moved aside to {moved.name}")
 
-    def reconcile(self, key: str) -> tuple[bool, bool, str]:
-        """One pass over one key → (ok, retry, reason)."""
-        kind, name = key.split("/", 1)
+    def reconcile(self, key: str) -> Result:
+        """One pass over one key, from the snapshot in force when it starts."""
         with self._snapshot_lock:
             snapshot = self.snapshot
-        resources = snapshot.spec_set.resources if snapshot else []
-        resource = next((r for r in resources if r.kind == kind and r.metadata.name == name),
-                        None)
-        if isinstance(resource, Host):
-            return self._reconcile_host(resource)
-        if isinstance(resource, Deployment):
-            assert snapshot is not None
-            freed = self._names_freed
-            rp = self.engine.plan_one(resource, snapshot.spec_set)
-            if rp.plan is not None and rp.plan.conflict:
-                self._conflicts.add(key)  # retried when a container on its Host goes
-                if self._names_freed != freed:  # one went while we planned: look again
-                    self.queue.add(key, Priority.CHANGE)
-            else:
-                self._conflicts.discard(key)
-            outcome = self.engine.apply_one(rp, None)
-            if outcome.ok:  # a new or recreated service knows no streams: re-check them
-                self._wake_streamsets(resource.metadata.name)
-            return outcome.ok, outcome.retry, rp.error_reason or "ApplyFailed"
-        if isinstance(resource, StreamSet):
-            assert snapshot is not None
-            waiting = streamsets.deployment_ready(self.engine, resource, snapshot.spec_set)
-            rp = streamsets.plan_one(self.engine, resource, snapshot.spec_set, waiting)
-            if waiting is not None:  # no backoff: the Deployment's success wakes it
-                self.engine.fail(rp, "WaitingForDeployment", waiting, stalled=False)
-                return True, False, ""
-            outcome = self.engine.apply_streamset(rp, snapshot.spec_set, None)
-            return outcome.ok, outcome.retry, outcome.message.split(":", 1)[0]
-        if snapshot is None:
-            return True, False, ""  # nothing loaded yet: never prune on no information
-        if kind == "Deployment" and (users := self._streamsets_using(name)):
-            # Dependents first: their streams are deleted while the service still runs.
-            return False, True, f"waiting for {', '.join(users)} to be torn down"
-        record = self.store.load(key)
-        outcome = self.engine.delete_one(snapshot.spec_set, key)
-        if kind == "Host":
-            self._stop_watcher(name)
-        elif outcome.ok and record is not None and record.facts.get("host"):
-            # What it held (GPUs, rule 10) is free now: a Deployment refused for it may go.
-            self._wake_deployments(str(record.facts["host"]))
-        return outcome.ok, outcome.retry, "PruneFailed"
+        ctx = self._context(snapshot)
+        self.watchers.pass_started(key)
+        return self.engine.reconcile(ctx, key)
 
-    def _reconcile_host(self, host: Host) -> tuple[bool, bool, str]:
-        name = host.metadata.name
-        was_down = name in self.engine.host_errors
-        if not self.engine.observe_host(host):
-            self._wake_deployments(name)  # they turn Degraded (HostUnavailable), never deleted
-            record = self.store.load(f"Host/{name}")
-            refused = record is not None and (c := record.condition("Stalled")) is not None and (
-                c.status == "True")
-            return False, not refused, "HostUnreachable"
-        self._ensure_watcher(host)
-        if was_down:
-            self._wake_deployments(name)
-        return True, False, ""
+    def _context(self, snapshot: Snapshot | None) -> PassContext:
+        return self.engine.context(snapshot.revision if snapshot else None,
+                                   snapshot.spec_set if snapshot else None, hooks=self,
+                                   wait_ready=False)  # a model load must not hold a worker
 
-    def _wake_deployments(self, host_name: str) -> None:
+    def _wake(self, key: str) -> None:
+        self.queue.add(key, Priority.CHANGE)
+
+    def _wake_dependents(self, key: str) -> None:
         with self._snapshot_lock:
-            deployments = self.snapshot.spec_set.deployments if self.snapshot else []
-        for dep in deployments:
-            if dep.spec.host == host_name:
-                self.queue.add(f"Deployment/{dep.metadata.name}", Priority.CHANGE)
+            snapshot = self.snapshot
+        if snapshot is not None:
+            for other in REGISTRY.dependents(snapshot.spec_set).get(key, []):
+                self.queue.add(other, Priority.CHANGE)
 
-    def _streamsets_using(self, deployment: str) -> list[str]:
-        return [r.resource for r in self.store.list("StreamSet")
-                if r.facts.get("deployment") == deployment]
+    def _wake_host(self, name: str) -> None:
+        """A Host's event stream came back: look at it and at everything on it."""
+        self._wake(f"Host/{name}")
+        self._wake_dependents(f"Host/{name}")
 
-    def _wake_streamsets(self, deployment: str) -> None:
-        with self._snapshot_lock:
-            sets = self.snapshot.spec_set.streamsets if self.snapshot else []
-        for ss in sets:
-            if ss.spec.deployment == deployment:
-                self.queue.add(f"StreamSet/{ss.metadata.name}", Priority.CHANGE)
+    # --- hooks for the kinds (reconciler.kinds.Hooks) -----------------------------------------
 
-    # --- Docker events -----------------------------------------------------------------------
+    def watch_host(self, host: BaseModel) -> None:
+        assert isinstance(host, Host)
+        self.watchers.watch(host)
 
-    def _ensure_watcher(self, host: Host) -> None:
-        name = host.metadata.name
-        if name in self._watchers and not self._watchers[name].is_set():
-            return
-        stop = threading.Event()
-        self._watchers[name] = stop
-        spawn = self.supervisor.spawn
-        spawn(f"events-{name}", lambda: self._watch_events(host, stop), forever=False)
-        spawn(f"names-{name}", lambda: self._watch_names(host, stop), forever=False)
+    def unwatch_host(self, name: str) -> None:
+        self.watchers.unwatch(name)
 
-    def _stop_watcher(self, name: str) -> None:
-        stop = self._watchers.pop(name, None)
-        if stop is not None:
-            stop.set()
-        for key in (name, f"names:{name}"):
-            stream = self._streams.pop(key, None)
-            if stream is not None:
-                stream.close()  # unblocks the watcher's read
-
-    def _watch_events(self, host: Host, stop: threading.Event) -> None:
-        """Our containers' events: a killed container is repaired within seconds, without
-        waiting for a resync."""
-        selector = ownership.selector(self.instance)
-
-        def wake(event: ContainerEvent) -> None:
-            resource = event.labels.get(ownership.LABEL_RESOURCE)
-            if resource and event.action.split(":")[0] in EVENT_WAKE_ACTIONS:
-                log.info("docker.event", host=host.metadata.name, action=event.action,
-                         resource=resource)
-                self.queue.add(resource, Priority.CHANGE)
-        self._follow(host, stop, host.metadata.name, selector, (), wake)
-
-    def _watch_names(self, host: Host, stop: threading.Event) -> None:
-        """Any container removed or renamed on the Host: a name we wanted may be free now, so
-        a resource held in Conflict by a foreign container is tried again at once rather
-        than at the next resync."""
-        def wake_all() -> None:
-            self._names_freed += 1
-            for resource in self._conflicted(host.metadata.name):
-                self.queue.add(resource, Priority.CHANGE)
-
-        def wake(event: ContainerEvent) -> None:
-            if ownership.LABEL_RESOURCE not in event.labels:  # ours: the other stream's
-                log.info("docker.name_freed", host=host.metadata.name,
-                         container=event.labels.get("name"))
-                wake_all()
-        # A name freed before we subscribed would be missed: look again once subscribed.
-        self._follow(host, stop, f"names:{host.metadata.name}", {}, NAME_FREED_ACTIONS, wake,
-                     on_subscribe=wake_all)
-
-    def _conflicted(self, host_name: str) -> list[str]:
-        with self._snapshot_lock:
-            deployments = self.snapshot.spec_set.deployments if self.snapshot else []
-        return [f"Deployment/{d.metadata.name}" for d in deployments
-                if d.spec.host == host_name and f"Deployment/{d.metadata.name}" in self._conflicts]
-
-    def _follow(self, host: Host, stop: threading.Event, key: str, labels: dict[str, str],
-                actions: tuple[str, ...], handle: Callable[[ContainerEvent], None],
-                on_subscribe: Callable[[], None] | None = None) -> None:
-        """Subscribe, then relist (wake every resource of the Host on a reconnect, and call
-        ``on_subscribe``), then follow; on any break, resume from the last event's time."""
-        name = host.metadata.name
-        since: float | None = None
-        while not (stop.is_set() or self.stop.is_set()):
-            try:
-                engine = self.engine.session(host).engine()
-                stream = engine.events(labels, since=since if since else time.time(),
-                                       actions=actions)
-            except ControllerError as exc:
-                log.info("events.unavailable", host=name, error=str(exc))
-                self.queue.add(f"Host/{name}", Priority.CHANGE)
-                if stop.wait(EVENT_RECONNECT_S * 3):
-                    return
-                continue
-            self._streams[key] = stream
-            if stop.is_set():
-                stream.close()
-            if on_subscribe is not None:
-                on_subscribe()
-            if since is not None:  # reconnected: what happened while we were away?
-                self.queue.add(f"Host/{name}", Priority.CHANGE)
-                self._wake_deployments(name)
-            for event in stream:
-                since = event.time
-                handle(event)
-            since = since or time.time()
-            if stop.wait(EVENT_RECONNECT_S):
-                return
-            self.queue.add(f"Host/{name}", Priority.CHANGE)  # the stream broke: is it down?
+    def conflict(self, key: str, host: str, held: bool) -> None:
+        self.watchers.conflict(key, host, held)
 
     # --- introspection (control socket) ------------------------------------------------------
 
@@ -548,8 +431,8 @@ class Daemon:
             "uptimeSeconds": round(time.time() - self.started, 1),
             "queue": {"depth": stats.depth, "processing": stats.processing,
                       "delayed": stats.delayed},
-            "hosts": {n: ("unreachable" if n in self.engine.host_errors else "ok")
-                      for n in self.engine.sessions},
+            "hosts": {n: ("unreachable" if n in self.engine.services.host_errors else "ok")
+                      for n in self.engine.services.sessions},
             "threads": {name: state for name, state in sorted(self.supervisor.states.items())
                         if state != "running" or self.supervisor.deaths.get(name)},
             "threadDeaths": sum(self.supervisor.deaths.values()),

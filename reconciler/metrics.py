@@ -28,7 +28,7 @@ class _ApiCalls(Collector):
     def collect(self) -> Iterator[Metric]:
         family = CounterMetricFamily("rtvi_reconciler_api_calls",
                                      "API calls made, per target", labels=["target"])
-        for name, session in list(self.daemon.engine.sessions.items()):
+        for name, session in list(self.daemon.engine.services.sessions.items()):
             family.add_metric([f"docker:{name}"], session.api_calls)
         yield family
 

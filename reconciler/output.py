@@ -24,7 +24,7 @@ from state.models import ResourceStatus
 from state.redaction import DEFAULT_REDACTOR
 
 if TYPE_CHECKING:
-    from reconciler.engine import ResourcePlan
+    from reconciler.kinds import ResourcePlan
 
 VERB_MARK = {"create": "+", "recreate": "~", "publish": "+", "register": "+",
              "register-sensor": "+", "replace": "~", "remove": "-"}
@@ -94,7 +94,8 @@ def print_plan(console: Console, plans: list[ResourcePlan]) -> None:
             for line in safe_block(rp.error).splitlines():
                 console.print(f"    {line}", highlight=False, markup=False)
             continue
-        assert rp.plan is not None
+        if rp.plan is None:
+            continue  # nothing of it to change (a Host is only observed)
         if rp.plan.conflict is not None:
             console.print(f"! {safe(rp.resource)}: Conflict: {safe(rp.plan.conflict)}",
                           highlight=False, markup=False)

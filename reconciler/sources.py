@@ -40,6 +40,7 @@ from typing import IO, Protocol
 import tenacity
 import watchfiles
 
+from controllers.waiting import pause, until
 from reconciler.gitlinks import unread_entries
 from specs.errors import SpecError, SpecIssue
 from specs.loader import (
@@ -181,6 +182,7 @@ class FolderSource:
         # The last revision that load() read or watch() reported; watch() stays quiet while
         # the folder still hashes to it.
         self._seen: str | None = None
+        self._stop: threading.Event | None = None  # the watcher's: ends the quiet wait
 
     def load(self) -> Snapshot:
         """Read the folder once it has settled: its content must hash the same before and after
@@ -203,7 +205,7 @@ class FolderSource:
         before, newest = self._state_or_raise()
         quiet_left = self.quiet_s - (time.time() - newest)
         if quiet_left > 0:  # written just now: wait, then it must still read the same
-            time.sleep(min(quiet_left, self.quiet_s))
+            pause(self._stop, min(quiet_left, self.quiet_s))  # Stopped when shutting down
             settled, _ = self._state_or_raise()
             if settled != before:
                 raise _StillChanging
@@ -225,6 +227,7 @@ class FolderSource:
         """Watch in the caller's thread; re-arm when the folder appears, vanishes or is
         replaced, and re-check the content on each arming so that nothing changed in between
         goes unnoticed."""
+        self._stop = stop
         while not stop.is_set():
             if self._poke.is_set():
                 self._poke.clear()
@@ -356,13 +359,9 @@ def _identity(path: Path) -> tuple[int, int] | None:
 
 
 def _wait(stop: threading.Event, wake: threading.Event, seconds: float) -> None:
-    """Wait up to ``seconds`` or until either event is set."""
-    deadline = time.monotonic() + seconds
-    while not (stop.is_set() or wake.is_set()):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return
-        wake.wait(min(remaining, STOP_CHECK_S))
+    """Wait up to ``seconds`` or until either event is set (looked at every STOP_CHECK_S)."""
+    until(lambda: True if stop.is_set() or wake.is_set() else None, timeout_s=seconds,
+          pace=STOP_CHECK_S, stop=None)
 
 
 # --- git ---------------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import structlog
 import tenacity
 
+from controllers.waiting import StopWhenSet
+
 THREAD_RESTARTS = 5
 THREAD_RESTART_BASE_S = 1.0
 THREAD_RESTART_MAX_S = 30.0
@@ -34,16 +36,6 @@ class RestartPolicy:
     base_s: float = THREAD_RESTART_BASE_S
     max_s: float = THREAD_RESTART_MAX_S
     window_s: float = THREAD_DEATH_WINDOW_S
-
-
-class StopWhenSet(tenacity.stop.stop_base):
-    """tenacity stop condition: an event is set (the daemon is shutting down)."""
-
-    def __init__(self, event: threading.Event) -> None:
-        self.event = event
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
-        return self.event.is_set()
 
 
 class StopAfterRecentDeaths(tenacity.stop.stop_base):

@@ -7,10 +7,17 @@ parse instead of failing: a torn tail must never make ``reconciler status`` unus
 
 Sequence numbers are assigned by the single writer (the process holding the state lock): the
 next number is the largest one in the file plus one, scanned once and then tracked in memory.
+
+The log rotates: when an append would take ``events.jsonl`` past ``max_bytes`` it becomes
+``events.jsonl.1`` (``.1`` becomes ``.2`` ..., the oldest beyond ``keep`` is dropped) and a new
+file starts. Readers read the files oldest first, so ``events`` and ``status`` see one log;
+sequence numbers carry on across files. Limits: ``RECONCILER_EVENTS_MAX_BYTES`` (10 MiB) and
+``RECONCILER_EVENTS_KEEP`` (5 rotated files).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -37,6 +44,8 @@ from state.redaction import Redactor
 
 DEFAULT_POLL_S = 0.2
 """How often ``follow`` checks the file for growth."""
+DEFAULT_MAX_BYTES = 10 * 1024 * 1024
+DEFAULT_KEEP = 5
 
 EventType = Literal["Normal", "Warning"]
 
@@ -52,6 +61,20 @@ def _parse(line: bytes) -> Event | None:
         return None
 
 
+def _max_seq(data: bytes) -> int:
+    return max((e.seq for e in map(_parse, data.split(b"\n")) if e is not None), default=0)
+
+
+def _env_int(name: str, default: int) -> int:
+    """A positive integer from the environment, else ``default`` (a typo must not disable
+    the limit)."""
+    try:
+        value = int(os.environ.get(name, ""))
+    except ValueError:
+        return default
+    return value if value >= 0 else default
+
+
 def _matches(event: Event, resource: str | None, since_seq: int) -> bool:
     return event.seq > since_seq and (resource is None or event.resource == resource)
 
@@ -59,11 +82,25 @@ def _matches(event: Event, resource: str | None, since_seq: int) -> bool:
 class EventLog:
     """Append and read ``events.jsonl``; appends are scrubbed by ``redactor`` and thread-safe."""
 
-    def __init__(self, path: Path, redactor: Redactor) -> None:
+    def __init__(self, path: Path, redactor: Redactor, max_bytes: int | None = None,
+                 keep: int | None = None) -> None:
         self.path = Path(path)
         self._redactor = redactor
         self._lock = threading.Lock()
         self._last_seq: int | None = None
+        self._size = 0
+        self.max_bytes = max_bytes if max_bytes is not None else _env_int(
+            "RECONCILER_EVENTS_MAX_BYTES", DEFAULT_MAX_BYTES)
+        self.keep = keep if keep is not None else _env_int("RECONCILER_EVENTS_KEEP",
+                                                            DEFAULT_KEEP)
+
+    def rotated(self, n: int) -> Path:
+        return self.path.with_name(f"{self.path.name}.{n}")
+
+    def files(self) -> list[Path]:
+        """The log's files, oldest first (rotated ones that exist, then the current one)."""
+        old = [self.rotated(n) for n in range(self.keep, 0, -1)]
+        return [p for p in old if os.path.lexists(p)] + [self.path]
 
     def append(self, resource: str, type: EventType, reason: str, message: str) -> Event:
         """Record one event durably and return it (as written, i.e. scrubbed)."""
@@ -83,12 +120,30 @@ class EventLog:
             # model_dump_json escapes control characters, so the line holds no newline.
             line = event.model_dump_json()
             try:
+                if self._size and self._size + len(line) + 1 > self.max_bytes:
+                    self._rotate()
                 append_line_durable(self.path, line)
             except OSError as exc:
                 raise StateError(f"cannot append to event log {self.path}: "
                                  f"{os_reason(exc)}") from None
+            self._size += len(line.encode("utf-8")) + 1
             self._last_seq = event.seq
             return event
+
+    def _rotate(self) -> None:
+        """Shift ``.N`` to ``.N+1`` (dropping the oldest beyond ``keep``), the current file to
+        ``.1``. Renames only: a reader holding a file keeps reading it whole."""
+        if self.keep <= 0:
+            os.unlink(self.path)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.rotated(self.keep))
+            for n in range(self.keep - 1, 0, -1):
+                with contextlib.suppress(FileNotFoundError):
+                    os.rename(self.rotated(n), self.rotated(n + 1))
+            os.rename(self.path, self.rotated(1))
+        fsync_dir(self.path.parent)
+        self._size = 0
 
     def _recover(self) -> int:
         """Drop a torn last line left by a crash and return the largest sequence number.
@@ -97,7 +152,7 @@ class EventLog:
         """
         data = read_file(self.path)
         if data is None:
-            return 0
+            return self._last_rotated_seq()
         if data and not data.endswith(b"\n"):
             keep = data.rfind(b"\n") + 1
             # Through a descriptor opened without following links: a planted symlink is refused,
@@ -110,12 +165,16 @@ class EventLog:
                 os.close(fd)
             fsync_dir(self.path.parent)
             data = data[:keep]
-        last = 0
-        for raw in data.split(b"\n"):
-            event = _parse(raw)
-            if event is not None and event.seq > last:
-                last = event.seq
-        return last
+        self._size = len(data)
+        return _max_seq(data) or self._last_rotated_seq()
+
+    def _last_rotated_seq(self) -> int:
+        """Just after a rotation the current file is empty: the numbers go on from ``.1``."""
+        for path in reversed(self.files()[:-1]):
+            data = read_file(path)
+            if data and (last := _max_seq(data)):
+                return last
+        return 0
 
     def read(
         self, resource: str | None = None, since_seq: int = 0, limit: int | None = None
@@ -125,17 +184,22 @@ class EventLog:
         With ``limit``, only the newest ``limit`` of those are returned (still oldest first), which
         is what a status display wants; to page forward, raise ``since_seq`` instead.
         """
-        data = read_file(self.path)
-        if data is None:
+        if limit is not None and limit <= 0:
             return []
-        events = [
-            event
-            for event in map(_parse, data.split(b"\n"))
-            if event is not None and _matches(event, resource, since_seq)
-        ]
-        if limit is not None:
-            events = events[-limit:] if limit > 0 else []
-        return events
+        found: list[list[Event]] = []
+        count = 0
+        for path in reversed(self.files()):  # newest first: a limit reads only what it needs
+            data = read_file(path)
+            if data is None:
+                continue
+            events = [event for event in map(_parse, data.split(b"\n"))
+                      if event is not None and _matches(event, resource, since_seq)]
+            found.append(events)
+            count += len(events)
+            if limit is not None and count >= limit:
+                break
+        ordered = [event for events in reversed(found) for event in events]
+        return ordered[-limit:] if limit is not None else ordered
 
     def follow(
         self, resource: str | None = None, since_seq: int = 0, poll_s: float = DEFAULT_POLL_S
@@ -147,13 +211,23 @@ class EventLog:
         """
         offset = 0
         last = since_seq
+        inode: int | None = None
         while True:
             try:
-                size = os.lstat(self.path).st_size
+                info = os.lstat(self.path)
+                size, current = info.st_size, info.st_ino
             except FileNotFoundError:
-                size = 0
-            if size < offset:
-                offset = 0  # truncated or replaced; the seq filter drops what we already saw
+                size, current = 0, None
+            if inode is not None and (current != inode or size < offset):
+                # Rotated (or replaced): what we missed is in the rotated files; the seq
+                # filter drops what we already yielded.
+                for path in self.files()[:-1]:
+                    for old in self._read_path(path):
+                        if _matches(old, resource, last):
+                            last = old.seq
+                            yield old
+                offset = 0
+            inode = current
             if size > offset:
                 chunk = self._read_from(offset, size - offset)
                 complete = chunk.rfind(b"\n") + 1
@@ -166,6 +240,10 @@ class EventLog:
                 if complete:
                     continue  # more may already be there; poll again without sleeping
             time.sleep(poll_s)
+
+    def _read_path(self, path: Path) -> list[Event]:
+        data = read_file(path) or b""
+        return [event for event in map(_parse, data.split(b"\n")) if event is not None]
 
     def _read_from(self, offset: int, length: int) -> bytes:
         """``length`` bytes at ``offset``, opened without following a link (CorruptState)."""

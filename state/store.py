@@ -280,17 +280,21 @@ class Store:
         """Load (or create) ``resource``, let ``fn`` change it in place, save and return it.
 
         Serialised within the process, so read-modify-write from several threads is safe. If
-        ``fn`` raises, nothing is saved.
+        ``fn`` raises, nothing is saved; if it changed nothing, nothing is written either (a
+        pass over a converged resource leaves its file, and its mtime, alone).
         """
         if resource != f"{kind}/{name}":
             raise StateError(f"resource {resource!r} does not match kind {kind!r}, name {name!r}")
         with self._mutex:
             status = self.load(resource)
             restored = status is None and self._history_path(resource).exists()
+            before = status.model_copy(deep=True) if status is not None else None
             if status is None:
                 status = ResourceStatus(resource=resource, kind=kind, name=name,
                                         history=self.archived_history(resource))
             fn(status)
+            if status == before:
+                return status
             self.save(status)
             if restored:  # the record holds it now; the archive would only repeat it
                 self._history_path(resource).unlink(missing_ok=True)

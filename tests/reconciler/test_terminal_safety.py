@@ -17,7 +17,7 @@ import docker
 from rich.console import Console
 
 from reconciler.cli import Context
-from reconciler.engine import ResourcePlan
+from reconciler.kinds import ResourcePlan
 from reconciler.output import escape_control, print_plan, print_status_detail, safe_json
 from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
 from state.store import Store

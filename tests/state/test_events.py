@@ -162,3 +162,38 @@ def test_follow_since_seq(tmp_path: Path) -> None:
     events = log.follow(since_seq=2, poll_s=0.01)
     assert _next_within(events).reason == "C"
     events.close()
+
+
+def test_the_log_rotates_at_its_size_limit_and_reads_as_one(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "events.jsonl"
+    log = EventLog(path, Redactor(), max_bytes=600, keep=2)
+    for n in range(40):
+        log.append("Deployment/a", "Normal", "Step", f"step {n:02d}")
+    rotated = sorted(p.name for p in path.parent.iterdir())
+    assert rotated == ["events.jsonl", "events.jsonl.1", "events.jsonl.2"]  # .3 was dropped
+    assert all(p.stat().st_size <= 600 for p in path.parent.iterdir())
+    events = log.read()
+    seqs = [e.seq for e in events]
+    assert seqs == sorted(seqs) and seqs[-1] == 40 and len(seqs) < 40  # oldest dropped
+    assert [e.seq for e in log.read(limit=3)] == [38, 39, 40]
+    # A new writer (a restart) numbers on from the files, even with no current file.
+    assert EventLog(path, Redactor(), max_bytes=600, keep=2).append(
+        "Deployment/a", "Normal", "Step", "after").seq == 41
+    path.unlink()
+    newest_rotated = max(e.seq for e in log.read())
+    assert EventLog(path, Redactor(), max_bytes=600, keep=2).append(
+        "Deployment/a", "Normal", "Step", "again").seq == newest_rotated + 1
+
+
+def test_follow_crosses_a_rotation_without_losing_an_event(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "events.jsonl"
+    log = EventLog(path, Redactor(), max_bytes=500, keep=4)  # room for all 13
+    log.append("Deployment/a", "Normal", "Step", "first")
+    follower = log.follow(poll_s=0.01)
+    assert next(follower).message == "first"
+    for n in range(12):
+        log.append("Deployment/a", "Normal", "Step", f"step {n}")
+    assert len(list(path.parent.glob("events.jsonl.*"))) >= 2  # it rotated more than once
+    seen = [next(follower).message for _ in range(12)]
+    assert seen == [f"step {n}" for n in range(12)]
+    follower.close()

@@ -1,0 +1,31 @@
+"""Every kind the reconciler knows, registered once in dependency order.
+
+``REGISTRY`` is what the daemon, the engine and the CLI iterate; a new kind is one more
+``register`` call here (or, in a test, a toy kind registered for the test's duration).
+"""
+
+from __future__ import annotations
+
+from reconciler.kinds.contract import (
+    Hooks,
+    Kind,
+    NoHooks,
+    PassContext,
+    ResourcePlan,
+    Result,
+    SpecResource,
+    guarded,
+    key_of,
+)
+from reconciler.kinds.deployment import DeploymentKind
+from reconciler.kinds.host import HostKind
+from reconciler.kinds.registry import Registry, RegistryError
+from reconciler.kinds.services import Services
+from reconciler.kinds.streamset import StreamSetKind
+
+REGISTRY = Registry()
+for _kind in (HostKind(), DeploymentKind(), StreamSetKind()):
+    REGISTRY.register(_kind)
+
+__all__ = ["REGISTRY", "Hooks", "Kind", "NoHooks", "PassContext", "Registry", "RegistryError",
+           "ResourcePlan", "Result", "Services", "SpecResource", "guarded", "key_of"]

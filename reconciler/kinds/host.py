@@ -1,0 +1,108 @@
+"""Host: a Docker engine (local or over SSH). Observed, never changed: nothing of it is ours.
+
+A pass observes the engine and records its facts; an unreachable Host is Degraded (its
+resources wait, never deleted), a refused one (e.g. an unknown SSH host key) Stalled. Its
+Docker events are followed while it answers (``Hooks.watch_host``).
+"""
+
+from __future__ import annotations
+
+from controllers.errors import ControllerError, PermanentError
+from reconciler.kinds.contract import PassContext, ResourcePlan, Result, SpecResource
+from reconciler.kinds.services import Services
+from specs.models import Host, Strict
+from specs.validate import spec_hash
+from state.models import ResourceStatus
+
+
+class HostKind:
+    name = "Host"
+    model: type[Strict] = Host
+    depends_on: tuple[str, ...] = ()
+    owns = False
+
+    def references(self, resource: SpecResource) -> list[str]:
+        return []
+
+    def recorded_references(self, record: ResourceStatus) -> list[str]:
+        return []
+
+    def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
+        """Observe the Host (kept in memory for its dependents' plans; recorded by act)."""
+        assert isinstance(resource, Host)
+        observe(ctx.services, resource)
+        return ResourcePlan(f"Host/{resource.metadata.name}", resource.metadata.name,
+                            desired=resource)
+
+    def act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
+        host = rp.desired
+        assert isinstance(host, Host)
+        services, name = ctx.services, host.metadata.name
+        error = services.host_errors.get(name)
+        session = services.sessions.get(name)
+        if error is not None or session is None or session.facts is None:
+            message = error or "not observed"
+            refused = name in services.hosts_refused
+            _record(ctx, host, None, message, refused)
+            reason = "Refused" if refused else "HostUnreachable"
+            return Result(rp.resource, False, f"{reason}: {message}", reason, terminal=refused)
+        facts = session.facts.model_dump(mode="json")
+        _record(ctx, host, facts, "", False)
+        ctx.hooks.watch_host(host)
+        return Result(rp.resource, True, f"Docker {facts['engine_version']} answers")
+
+    def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
+        ctx.services.store.delete(record.resource)
+        ctx.hooks.unwatch_host(record.name)
+        return Result(record.resource, True, "forgot the Host (nothing of it is ours to delete)")
+
+
+def observe(services: Services, host: Host) -> bool:
+    """Observe one Host into its session (facts) or ``host_errors``; False if unreachable."""
+    name = host.metadata.name
+    try:
+        services.session(host).observe()
+    except ControllerError as exc:
+        services.host_errors[name] = str(exc)
+        if isinstance(exc, PermanentError):
+            services.hosts_refused.add(name)
+        return False
+    services.host_errors.pop(name, None)
+    services.hosts_refused.discard(name)
+    return True
+
+
+def _record(ctx: PassContext, host: Host, facts: dict[str, object] | None, error: str,
+            permanent: bool) -> None:
+    store = ctx.services.store
+    resource = f"Host/{host.metadata.name}"
+    before = store.load(resource)
+    was_ready = before is not None and (c := before.condition("Ready")) is not None and (
+        c.status == "True")
+    digest = spec_hash(host)
+
+    def mutate(st: ResourceStatus) -> None:
+        st.applied_revision = ctx.revision or st.applied_revision
+        st.applied_spec = host.spec.model_dump(mode="json")
+        st.desired_generation = digest
+        if facts is not None:  # observed at this spec: in sync
+            st.observed_generation = digest
+        st.facts["docker"] = host.spec.docker
+        if facts is not None:
+            st.facts.update({"reachable": True, "engineVersion": facts["engine_version"],
+                             "apiVersion": facts["api_version"], "os": facts["os"],
+                             "gpus": facts["gpus"] or "none", "gpuProbe": facts["gpu_probe"]})
+            st.set_condition("Ready", "True", "Reachable",
+                             f"Docker {facts['engine_version']} answers")
+            st.set_condition("Degraded", "False", "Reachable", "")
+            st.set_condition("Stalled", "False", "Reachable", "")
+        else:
+            st.facts["reachable"] = False
+            reason = "Refused" if permanent else "Unreachable"
+            st.set_condition("Ready", "False", reason, error)
+            st.set_condition("Stalled" if permanent else "Degraded", "True", reason, error)
+    store.update(resource, "Host", host.metadata.name, mutate)
+    if facts is None and (was_ready or before is None):
+        store.events.append(resource, "Warning", "Unreachable", error)
+    elif facts is not None and not was_ready and before is not None:
+        store.events.append(resource, "Normal", "Reachable", "Host answers again")

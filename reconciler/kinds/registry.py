@@ -1,0 +1,113 @@
+"""The registry of kinds, and the order and dependencies that follow from it.
+
+Order is never written in code: it is derived from each kind's ``depends_on`` (a topological
+order, checked for cycles and unknown kinds when a kind is registered). Dependencies between
+resources come from each kind's ``references`` (specs) and ``recorded_references`` (records,
+for pruning): converge what is depended on first, delete dependents first, and wake the
+dependents of a resource that changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from reconciler.kinds.contract import Kind, key_of
+from specs.models import Strict
+
+if TYPE_CHECKING:
+    from specs.validate import SpecSet
+    from state.store import Store
+
+
+class RegistryError(Exception):
+    """A kind that cannot be registered (duplicate, unknown dependency, cycle)."""
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._kinds: dict[str, Kind] = {}
+        self._levels: dict[str, int] = {}
+
+    def register(self, kind: Kind, spec_models: dict[str, type[Strict]] | None = None) -> None:
+        """Add ``kind``; its spec model is added to ``spec_models`` (the loader's table of
+        kinds) so that its documents validate."""
+        if kind.name in self._kinds:
+            raise RegistryError(f"kind {kind.name} is already registered")
+        unknown = [d for d in kind.depends_on if d not in self._kinds]
+        if unknown:  # registering in dependency order also rules out cycles
+            raise RegistryError(f"kind {kind.name} depends on unregistered kind(s) "
+                                f"{', '.join(unknown)}")
+        self._kinds[kind.name] = kind
+        self._levels[kind.name] = 1 + max((self._levels[d] for d in kind.depends_on),
+                                          default=-1)
+        if spec_models is not None:
+            spec_models[kind.name] = kind.model
+
+    def unregister(self, name: str, spec_models: dict[str, type[Strict]] | None = None
+                   ) -> None:
+        """Remove a kind nobody depends on (tests register toy kinds and take them away)."""
+        users = [k.name for k in self._kinds.values() if name in k.depends_on]
+        if users:
+            raise RegistryError(f"kind {name} is needed by {', '.join(users)}")
+        self._kinds.pop(name, None)
+        self._levels.pop(name, None)
+        if spec_models is not None:
+            spec_models.pop(name, None)
+
+    def get(self, name: str) -> Kind | None:
+        return self._kinds.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._kinds
+
+    def __iter__(self) -> Iterator[Kind]:
+        """Kinds in dependency order (what is depended on first)."""
+        return iter(sorted(self._kinds.values(), key=lambda k: (self._levels[k.name], k.name)))
+
+    @property
+    def names(self) -> list[str]:
+        return [k.name for k in self]
+
+    def level(self, key_or_kind: str) -> int:
+        """0 for kinds that depend on nothing, then one more than the deepest dependency."""
+        return self._levels.get(key_or_kind.split("/", 1)[0], 0)
+
+    def converge_order(self, keys: Iterable[str]) -> list[str]:
+        return sorted(keys, key=lambda k: (self.level(k), k))
+
+    def delete_order(self, keys: Iterable[str]) -> list[str]:
+        return sorted(keys, key=lambda k: (-self.level(k), k))
+
+    def dependents(self, spec_set: SpecSet) -> dict[str, list[str]]:
+        """key → keys of the resources in ``spec_set`` that reference it."""
+        out: dict[str, list[str]] = {}
+        for resource in spec_set.resources:
+            kind = self._kinds.get(resource.kind)
+            if kind is None:
+                continue
+            for ref in kind.references(resource):
+                out.setdefault(ref, []).append(key_of(resource))
+        return out
+
+    def closure(self, keys: Iterable[str], spec_set: SpecSet) -> set[str]:
+        """``keys`` and everything that depends on them, transitively."""
+        dependents = self.dependents(spec_set)
+        found, todo = set(keys), list(keys)
+        while todo:
+            for dep in dependents.get(todo.pop(), []):
+                if dep not in found:
+                    found.add(dep)
+                    todo.append(dep)
+        return found
+
+    def recorded_dependents(self, store: Store, key: str) -> list[str]:
+        """Recorded resources that depend on ``key`` (they must be deleted first)."""
+        kind_name = key.split("/", 1)[0]
+        users = [k for k in self._kinds.values() if kind_name in k.depends_on]
+        return sorted(record.resource for k in users for record in store.list(k.name)
+                      if key in k.recorded_references(record))
+
+    def owning(self) -> list[str]:
+        """Kinds whose records stand for things we created."""
+        return [k.name for k in self if k.owns]

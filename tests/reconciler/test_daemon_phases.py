@@ -1,0 +1,123 @@
+"""A pass that can be stopped, and a readiness wait that does not hold a worker.
+
+Readiness is a phase the daemon re-checks (requeue-after), not a wait inside one pass: a model
+that takes a minute to load must neither starve other resources nor keep SIGTERM waiting.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import docker
+import httpx
+
+from tests.conftest import Cli, free_port
+from tests.reconciler.daemon_helpers import (
+    DaemonProcess,
+    condition,
+    is_ready,
+    owned,
+    status_of,
+    wait_for,
+)
+from tests.specs_factory import deployment, pinned, write
+
+RESYNC_NEVER = "3600"
+SLOW = {"RTVI_EMU_STARTUP_DELAY_S": 600}  # never ready within the tests' budgets
+
+
+def _progressing(cli: Cli, resource: str) -> bool:
+    cond = condition(status_of(cli, resource), "Progressing")
+    return cond is not None and cond["status"] == "True" and (
+        cond["reason"] == "WaitingForReadiness")
+
+
+def _progress_message(cli: Cli) -> str:
+    cond = condition(status_of(cli, "Deployment/slow"), "Progressing")
+    return str(cond["message"]) if cond else ""
+
+
+def _daemon(cli: Cli, tmp_path: Path, specs: Path, *args: str) -> DaemonProcess:
+    daemon = DaemonProcess(cli, ["--specs", str(specs), "--resync", RESYNC_NEVER, *args],
+                           tmp_path / f"daemon-{time.monotonic_ns()}.log")
+    daemon.wait_healthy()
+    return daemon
+
+
+def test_a_slow_deployment_does_not_delay_another(
+        cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    write(specs, deployment("slow", pinned(emulator_image), free_port(), env=SLOW,
+                            readiness={"timeoutSeconds": 60, "pollSeconds": 0.5}))
+    daemon = _daemon(cli, tmp_path, specs, "--workers", "1")  # one worker for Deployments
+    try:
+        wait_for("the slow one to be loading", lambda: _progressing(cli, "Deployment/slow"), 30)
+        write(specs, deployment("quick", pinned(emulator_image), free_port()), name="quick.yaml",
+              host=False)
+        wait_for("the quick one Ready while the slow one loads",
+                 lambda: is_ready(cli, "Deployment/quick"), 30)  # not after the slow one's 60 s
+        assert not is_ready(cli, "Deployment/slow") and _progressing(cli, "Deployment/slow")
+    finally:
+        assert daemon.terminate() == 0, daemon.log()
+
+
+def test_sigterm_during_a_readiness_wait_ends_the_daemon_within_10_s(
+        cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    write(specs, deployment("slow", pinned(emulator_image), free_port(), env=SLOW,
+                            readiness={"timeoutSeconds": 120, "pollSeconds": 0.5}))
+    daemon = _daemon(cli, tmp_path, specs)
+    wait_for("the readiness wait", lambda: _progressing(cli, "Deployment/slow"), 30)
+    [container] = owned(docker_client, instance)
+    message = _progress_message(cli)
+    signalled = time.monotonic()
+    assert daemon.terminate() == 0, daemon.log()
+    assert time.monotonic() - signalled < 10
+
+    # A restart adopts the container it left loading: no duplicate, no recreate.
+    again = _daemon(cli, tmp_path, specs)
+    try:
+        wait_for("the readiness wait to resume", lambda: _progressing(cli, "Deployment/slow")
+                 and _progress_message(cli) != message, 30)  # a pass ran: it counts on
+        assert [c.id for c in owned(docker_client, instance)] == [container.id]
+    finally:
+        assert again.terminate() == 0, again.log()
+
+
+def _metric(port: int, name: str, **labels: str) -> float:
+    """One sample from the daemon's /metrics (0 if absent)."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in text.splitlines():
+        if line.startswith(f"{name}{{{want}}} ") or (not labels and line.startswith(f"{name} ")):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_a_no_op_pass_writes_no_state_file(
+        cli: Cli, instance: str, emulator_image: str, tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    write(specs, *(deployment(n, pinned(emulator_image), free_port()) for n in ("a", "b", "c")))
+    port = free_port()
+    daemon = _daemon(cli, tmp_path, specs, "--metrics-address", f"127.0.0.1:{port}")
+    passes = "rtvi_reconciler_reconcile_duration_seconds_count"
+    try:
+        for name in ("a", "b", "c"):
+            wait_for(f"{name} Ready", lambda n=name: is_ready(cli, f"Deployment/{n}"), 60)
+        wait_for("the queue to drain", lambda: _metric(
+            port, "rtvi_reconciler_queue_depth") == 0, 10)
+        files = [p for p in cli.state_dir.rglob("*") if p.is_file() and p.suffix != ".log"]
+        before = {p: p.stat().st_mtime_ns for p in files}
+        done = _metric(port, passes, kind="Deployment")
+        hosts = _metric(port, passes, kind="Host")
+        assert cli("sync").returncode == 0  # re-check every resource now
+        wait_for("a pass over each Deployment",
+                 lambda: _metric(port, passes, kind="Deployment") >= done + 3, 30)
+        wait_for("the Host pass too", lambda: _metric(port, passes, kind="Host") > hosts, 30)
+        changed = [str(p) for p in files if p.stat().st_mtime_ns != before[p]]
+        assert changed == [], changed
+    finally:
+        assert daemon.terminate() == 0, daemon.log()

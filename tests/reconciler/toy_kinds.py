@@ -1,0 +1,176 @@
+"""Two toy kinds that exist only in tests: a Switch and a Lamp that depends on it.
+
+They prove the kind contract: registered here, they are planned, applied, deleted, ordered and
+woken by the daemon, the engine and the CLI without a line of those knowing them. Their
+"world" is a folder: a Switch is a file ``switch-NAME`` (it turns on only once the file
+``power`` exists), a Lamp a file ``lamp-NAME`` holding its colour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal
+
+from reconciler.kinds import REGISTRY, PassContext, ResourcePlan, Result, SpecResource
+from specs.models import KINDS, Metadata, Strict
+from state.models import ResourceStatus
+
+
+class SwitchSpec(Strict):
+    label: str = "main"
+
+
+class Switch(Strict):
+    apiVersion: Literal["rtvi.reconciler/v1"]
+    kind: Literal["Switch"]
+    metadata: Metadata
+    spec: SwitchSpec
+
+
+class LampSpec(Strict):
+    switch: str
+    colour: str
+
+
+class Lamp(Strict):
+    apiVersion: Literal["rtvi.reconciler/v1"]
+    kind: Literal["Lamp"]
+    metadata: Metadata
+    spec: LampSpec
+
+
+class _Plan:
+    def __init__(self, verb: str | None, target: str, cause: str) -> None:
+        self.actions = [_Action(verb, target, cause)] if verb else []
+        self.conflict: str | None = None
+
+    @property
+    def changes(self) -> bool:
+        return bool(self.actions)
+
+
+class _Action:
+    def __init__(self, verb: str, target: str, cause: str) -> None:
+        self.verb, self.target, self.cause = verb, target, cause
+
+
+def _ready(ctx: PassContext, key: str, message: str) -> None:
+    def mutate(st: ResourceStatus) -> None:
+        st.applied_revision = ctx.revision
+        st.set_condition("Ready", "True", "On", message)
+    kind, name = key.split("/", 1)
+    ctx.services.store.update(key, kind, name, mutate)
+
+
+class SwitchKind:
+    name = "Switch"
+    model: type[Strict] = Switch
+    depends_on: tuple[str, ...] = ()
+    owns = True
+
+    def __init__(self, world: Path) -> None:
+        self.world = world
+
+    def references(self, resource: SpecResource) -> list[str]:
+        return []
+
+    def recorded_references(self, record: ResourceStatus) -> list[str]:
+        return []
+
+    def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
+        name = resource.metadata.name
+        on = (self.world / f"switch-{name}").exists()
+        return ResourcePlan(f"Switch/{name}", name, desired=resource,
+                            plan=_Plan(None if on else "create", f"switch {name}", "new Switch"))
+
+    def act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
+        if not (self.world / "power").exists():
+            return Result(rp.resource, False, "no power yet", "NoPower")  # backoff retry
+        changed = rp.changes
+        (self.world / f"switch-{rp.name}").write_text("on")
+        _ready(ctx, rp.resource, "switched on")
+        return Result(rp.resource, True, "on", changed=changed)
+
+    def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
+        (self.world / f"switch-{record.name}").unlink(missing_ok=True)
+        ctx.services.store.delete(record.resource)
+        return Result(record.resource, True, "switched off", changed=True)
+
+
+class LampKind:
+    name = "Lamp"
+    model: type[Strict] = Lamp
+    depends_on: tuple[str, ...] = ("Switch",)
+    owns = True
+
+    def __init__(self, world: Path) -> None:
+        self.world = world
+
+    def references(self, resource: SpecResource) -> list[str]:
+        assert isinstance(resource, Lamp)
+        return [f"Switch/{resource.spec.switch}"]
+
+    def recorded_references(self, record: ResourceStatus) -> list[str]:
+        return [f"Switch/{record.facts['switch']}"] if record.facts.get("switch") else []
+
+    def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
+        assert isinstance(resource, Lamp)
+        name = resource.metadata.name
+        lamp = self.world / f"lamp-{name}"
+        have = lamp.read_text() if lamp.exists() else None
+        switch = f"Switch/{resource.spec.switch}"
+        waiting = f"after {switch} is on" if switch in ctx.pending else None
+        verb = None if have == resource.spec.colour else "create"
+        return ResourcePlan(f"Lamp/{name}", name, desired=resource, waiting=waiting,
+                            plan=_Plan(verb, f"lamp {name}", f"colour {resource.spec.colour}"))
+
+    def act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
+        lamp = rp.desired
+        assert isinstance(lamp, Lamp)
+        if lamp.spec.colour == "boom":
+            raise RuntimeError("the bulb exploded")  # a bug no kind expected
+        hold = self.world / f"hold-{rp.name}"
+        while hold.exists() and not ctx.stop.is_set():  # the test holds this pass mid-way
+            ctx.stop.wait(0.02)
+        switch = ctx.services.store.load(f"Switch/{lamp.spec.switch}")
+        ready = switch.condition("Ready") if switch is not None else None
+        if ready is None or ready.status != "True":
+            return Result(rp.resource, False, "waiting for its Switch", "WaitingForSwitch",
+                          waiting=True)
+        if not rp.changes:
+            return Result(rp.resource, True, f"lit {lamp.spec.colour} (no changes)")
+        (self.world / f"lamp-{rp.name}").write_text(lamp.spec.colour)
+
+        def mutate(st: ResourceStatus) -> None:
+            st.facts["switch"] = lamp.spec.switch
+        ctx.services.store.update(rp.resource, "Lamp", rp.name, mutate)
+        _ready(ctx, rp.resource, f"lit {lamp.spec.colour}")
+        return Result(rp.resource, True, f"lit {lamp.spec.colour}", changed=rp.changes)
+
+    def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
+        if not (self.world / f"switch-{record.facts.get('switch')}").exists():
+            raise AssertionError("a Lamp must be deleted before its Switch")
+        (self.world / f"lamp-{record.name}").unlink(missing_ok=True)
+        ctx.services.store.delete(record.resource)
+        return Result(record.resource, True, "unplugged", changed=True)
+
+
+@contextmanager
+def toy_kinds(world: Path) -> Iterator[None]:
+    world.mkdir(parents=True, exist_ok=True)
+    REGISTRY.register(SwitchKind(world), KINDS)
+    REGISTRY.register(LampKind(world), KINDS)
+    try:
+        yield
+    finally:
+        REGISTRY.unregister("Lamp", KINDS)
+        REGISTRY.unregister("Switch", KINDS)
+
+
+def toy_specs(switch: str = "hall", lamp: str = "desk", colour: str = "amber") -> str:
+    return (f"apiVersion: rtvi.reconciler/v1\nkind: Switch\nmetadata: {{name: {switch}}}\n"
+            f"spec: {{label: main}}\n---\n"
+            f"apiVersion: rtvi.reconciler/v1\nkind: Lamp\nmetadata: {{name: {lamp}}}\n"
+            f"spec: {{switch: {switch}, colour: {colour}}}\n")
