@@ -1,9 +1,11 @@
-"""Benchmark: converge N emulator Deployments, then a no-op resync; baseline docker compose.
+"""Benchmark: converge N emulator Deployments, then a no-op pass; two baselines.
 
-Prints one table per N (default 10 and 50) with, for rtvi-reconciler and for the named
-baseline `docker compose up -d --wait` on the same workload in the same run:
+Prints one table per N (default 10 and 50) with, for rtvi-reconciler and for two named
+baselines on the same workload in the same run — `docker compose up -d --wait`, and the
+limit: a bare parallel docker-py create + start of the same containers waiting for the same
+gate (Docker health "healthy") —
   - time to converge from empty (every service Ready / healthy),
-  - time of a no-op pass (nothing changed),
+  - time of a no-op pass (nothing changed; the bare limit has none),
   - Docker API calls of that no-op pass (ours counted by the typed client; compose: n/a).
 
 Usage: .venv/bin/python bench/converge.py [--n 10 --n 50]
@@ -19,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import docker
@@ -27,6 +30,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from controllers.waiting import until  # noqa: E402
 from emulators.image import build_emulator_image  # noqa: E402
 from reconciler import logging as rlog  # noqa: E402
 from reconciler.engine import Engine  # noqa: E402
@@ -92,13 +96,14 @@ def run_reconciler(n: int, image_id: str, work: Path) -> tuple[float, float, int
         outcomes = engine.apply(engine.plan(spec_set), None, spec_set)
         converge = time.monotonic() - started
         assert all(o.ok for o in outcomes), [o.message for o in outcomes if not o.ok]
-        before = sum(s.api_calls for s in engine.sessions.values())
+        before = sum(s.api_calls for s in engine.services.sessions.values())
         started = time.monotonic()
         outcomes = engine.apply(engine.plan(spec_set), None, spec_set)
         noop = time.monotonic() - started
-        calls = sum(s.api_calls for s in engine.sessions.values()) - before
-        assert all(o.ok and "(no changes)" in o.message for o in outcomes), [
-            o.message for o in outcomes if not (o.ok and "(no changes)" in o.message)]
+        calls = sum(s.api_calls for s in engine.services.sessions.values()) - before
+        services = [o for o in outcomes if o.resource.startswith("Deployment/")]
+        assert all(o.ok and "(no changes)" in o.message for o in services), [
+            o.message for o in services if not (o.ok and "(no changes)" in o.message)]
         return converge, noop, calls
     finally:
         engine.close()
@@ -114,6 +119,30 @@ def run_compose(n: int, image_id: str, work: Path, compose: list[str]) -> tuple[
     started = time.monotonic()
     subprocess.run(cmd, check=True, capture_output=True)
     return converge, time.monotonic() - started
+
+
+def run_bare(n: int, image_id: str, client: docker.DockerClient) -> float:
+    """The limit: create + start all N in parallel (16 at a time, as apply does), then wait
+    until Docker calls every one healthy — no planning, no records, no readiness probes."""
+    def up(i: int) -> str:
+        container = client.containers.create(
+            image_id, name=f"rtvi-bare-{i}", labels={LABEL: "1"}, init=True,
+            ports={"8000/tcp": ("127.0.0.1", BASE_PORT + 2000 + i)},
+            environment={"VLM_MODEL_TO_USE": "vllm-compatible",
+                         "MODEL_PATH": "ngc:nim/nvidia/bench:1"})
+        container.start()
+        return str(container.id)
+
+    def all_healthy(ids: list[str]) -> bool | None:
+        states = [client.api.inspect_container(c)["State"].get("Health", {}).get("Status")
+                  for c in ids]
+        return True if all(s == "healthy" for s in states) else None
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        ids = list(pool.map(up, range(n)))
+    if until(lambda: all_healthy(ids), timeout_s=600, pace=0.2) is None:
+        raise SystemExit("bare containers never became healthy")
+    return time.monotonic() - started
 
 
 def cleanup(client: docker.DockerClient) -> None:
@@ -141,12 +170,18 @@ def main() -> None:
             cleanup(client)
             base = run_compose(n, image_id, Path(tmp), compose)
             cleanup(client)
-        rows.append((n, ours, base))
+            bare = run_bare(n, image_id, client)
+            cleanup(client)
+        rows.append((n, ours, base, bare))
     print(f"{'N':>4}  {'system':<32} {'converge s':>10} {'no-op s':>8} {'API calls/no-op':>16}")
-    for n, (conv, noop, calls), (bconv, bnoop) in rows:
+    for n, (conv, noop, calls), (bconv, bnoop), bare in rows:
         print(f"{n:>4}  {'rtvi-reconciler apply':<32} {conv:>10.2f} {noop:>8.2f} {calls:>16}")
         print(f"{n:>4}  {'baseline: docker compose --wait':<32} {bconv:>10.2f} {bnoop:>8.2f} "
               f"{'n/a':>16}")
+        print(f"{n:>4}  {'limit: bare create+start, healthy':<32} {bare:>10.2f} {'-':>8} "
+              f"{'-':>16}")
+        print(f"      converge {conv / bconv:.2f}x compose, {conv / bare:.2f}x the limit; "
+              f"no-op {noop / bnoop:.2f}x compose")
 
 
 if __name__ == "__main__":

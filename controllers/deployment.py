@@ -38,6 +38,7 @@ from controllers.errors import (
     TemporaryError,
 )
 from controllers.hostports import port_holders
+from controllers.hostview import HostView
 from controllers.readiness import (
     ReadinessResult,
     paused_message,
@@ -124,8 +125,10 @@ def resolve_desired(dep: Deployment, spec_set: SpecSet, session: HostSession,
     findings += [f for d, f in check_gpu_exclusivity(on_host, facts) if d is dep]
     if store is not None:
         findings += gpus_held_by_others(dep, spec_set, store, facts)
-    findings += port_taken(dep, session, ownership.container_name(instance, dep.metadata.name))
-    image = engine.image(dep.spec.image)
+    view = session.view()
+    findings += port_taken(dep, session, view,
+                           ownership.container_name(instance, dep.metadata.name))
+    image = view.image(dep.spec.image) or engine.image(dep.spec.image)
     if image is None:
         findings.append(Finding(("spec", "image"), f"image {dep.spec.image} is not present on "
                                 f"Host {facts.name}; load or pull it there first",
@@ -159,13 +162,13 @@ def staged_name(container_name: str) -> str:
     return container_name + STAGED_SUFFIX
 
 
-def port_taken(dep: Deployment, session: HostSession, container_name: str) -> list[Finding]:
+def port_taken(dep: Deployment, session: HostSession, view: HostView,
+               container_name: str) -> list[Finding]:
     """The Deployment's host port, if another container or (local Hosts) a process holds it."""
     port = dep.spec.port
-    engine = session.engine()
-    holders = port_holders(engine, port.address, port.host,
+    holders = port_holders(view.published, port.address, port.host,
                            {container_name, staged_name(container_name)},
-                           engine.container(container_name), local=not session.host.is_ssh)
+                           view.container(container_name), local=not session.host.is_ssh)
     return [Finding(("spec", "port", "host"), f"host port {port.host} is taken on Host "
                     f"{session.name}: {holder}; free it or choose another port.host", R_PORT_FREE)
             for holder in holders]
@@ -304,7 +307,7 @@ class DeploymentController:
         self._progress = progress
 
     def observe(self, desired: Desired) -> ContainerInfo | None:
-        return self.engine.container(desired.container_name)
+        return self.session.view().container(desired.container_name)
 
     def plan(self, desired: Desired) -> Plan:
         return plan(desired, self.observe(desired), self.store.load(desired.resource),
@@ -365,6 +368,8 @@ class DeploymentController:
             budget = min(budget, timeout_s)
         elapsed = 0.0
         if phased:
+            if not container.started_at:  # from a list row (hostview): ask for the time
+                container = self.engine.container(container.id) or container
             started = started_epoch(container)
             elapsed = max(0.0, time.time() - started) if started is not None else 0.0
         left = max(0.0, budget - elapsed)

@@ -24,6 +24,8 @@ import requests.exceptions
 from controllers.errors import ControllerError, HostUnreachable, PermanentError, TemporaryError
 
 API_TIMEOUT_S = 30
+CHANGING_CALLS = frozenset({"container create", "container start", "container rename",
+                            "container stop", "container remove", "image import"})
 PROBE_LABEL = "rtvi.reconciler/probe"
 PROBE_SWEEP_AGE_S = 60.0
 MIN_API_VERSION = "1.41"
@@ -97,6 +99,7 @@ class DockerEngine:
         self.host_name = host_name
         self.probe_sweep_age_s = probe_sweep_age_s
         self._calls = 0
+        self._generation = 0
         self._lock = threading.Lock()
         self._probes_swept = False
         try:
@@ -109,9 +112,16 @@ class DockerEngine:
     def api_calls(self) -> int:
         return self._calls
 
+    @property
+    def generation(self) -> int:
+        """Bumped by every call that changes containers or images (a cached view is stale)."""
+        return self._generation
+
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
             self._calls += 1
+            if what in CHANGING_CALLS:
+                self._generation += 1
         try:
             return fn(*args, **kwargs)
         except docker.errors.NotFound:
@@ -245,19 +255,12 @@ class DockerEngine:
     def rename(self, container_id: str, name: str) -> None:
         self._call("container rename", self._client.api.rename, container_id, name)
 
-    def published_ports(self) -> list[PortHolder]:
-        """TCP ports that running containers publish on this engine's Host (one list call).
-        Containers sharing the Host's network publish nothing here; only a socket on the Host
-        can see what they listen on."""
-        rows = self._call("container list", self._client.api.containers)
-        holders = []
-        for row in rows:
-            name = str((row.get("Names") or ["?"])[0]).lstrip("/")
-            for port in row.get("Ports") or []:
-                if port.get("PublicPort") and port.get("Type", "tcp") == "tcp":
-                    holders.append(PortHolder(name, dict(row.get("Labels") or {}),
-                                              str(port.get("IP") or ""), int(port["PublicPort"])))
-        return holders
+    def list_rows(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Every container (any state) and every image, as the list API gives them: two
+        calls, the whole of what a pass over the Host's resources needs (hostview)."""
+        containers = self._call("container list", self._client.api.containers, all=True)
+        images = self._call("image list", self._client.api.images)
+        return list(containers), list(images)
 
     def stop(self, container_id: str, timeout: int) -> None:
         try:

@@ -16,19 +16,21 @@ from __future__ import annotations
 import errno
 import ipaddress
 import socket
+from collections.abc import Sequence
 
 from controllers import ownership
-from controllers.docker_client import ContainerInfo, DockerEngine, PortHolder
+from controllers.docker_client import ContainerInfo, PortHolder
 
 WILDCARD_ADDRESSES = frozenset({"", "0.0.0.0", "::"})
 HOST_NETWORK = "host"
 
 
-def port_holders(engine: DockerEngine, address: str, port: int, own_names: set[str],
-                 own: ContainerInfo | None, local: bool) -> list[str]:
-    """Who holds ``address:port`` on the engine's Host, described for a person; [] if free
-    as far as we can see. ``own_names``: this resource's container names (final and staged)."""
-    published = [h for h in engine.published_ports() if h.port == port]
+def port_holders(published_ports: Sequence[PortHolder], address: str, port: int,
+                 own_names: set[str], own: ContainerInfo | None, local: bool) -> list[str]:
+    """Who holds ``address:port`` on the Host, described for a person; [] if free as far as
+    we can see. ``published_ports``: what containers there publish (``HostView.published``);
+    ``own_names``: this resource's container names (final and staged)."""
+    published = [h for h in published_ports if h.port == port]
     holders = [_describe(h) for h in published
                if h.container not in own_names and _overlap(h.address, address)]
     if holders or not local:

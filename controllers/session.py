@@ -9,11 +9,13 @@ Host comes back, the next ``engine()`` call re-establishes the tunnel.
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 from controllers import host as host_probe
 from controllers.docker_client import DockerEngine
 from controllers.errors import HostUnreachable, PermanentError
+from controllers.hostview import VIEW_MAX_AGE_S, HostView, view_from_rows
 from controllers.readiness import service_url
 from controllers.ssh import SshTunnel, remote_gpus
 from specs.facts import HostFacts
@@ -32,6 +34,11 @@ class HostSession:
         self._retired_calls = 0  # API calls of engines dropped on reconnect
         self._tunnel: SshTunnel | None = None
         self.facts: HostFacts | None = None
+        self.observed_at = 0.0  # monotonic time of the last full observe (facts)
+        # The shared view (hostview): when fetched and at which engine generation.
+        self._view: HostView | None = None
+        self._view_key: tuple[int, int] = (-1, -1)  # (engine id, generation)
+        self._view_at = 0.0
 
     @property
     def spec_key(self) -> str:
@@ -81,7 +88,33 @@ class HostSession:
             gpu_probe=probe,
         )
         self.facts = facts
+        self.observed_at = time.monotonic()
         return facts
+
+    def view(self) -> HostView:
+        """Containers and images of the Host, shared for VIEW_MAX_AGE_S at most, never across
+        a change we made (the engine's generation) or an event (``invalidate``)."""
+        engine = self.engine()
+        with self._lock:
+            key = (id(engine), engine.generation)
+            fresh = time.monotonic() - self._view_at < VIEW_MAX_AGE_S
+            if self._view is not None and self._view_key == key and fresh:
+                return self._view
+        try:
+            containers, images = engine.list_rows()
+        except HostUnreachable:
+            with self._lock:
+                self._drop_engine()
+            raise
+        view = view_from_rows(containers, images)
+        with self._lock:
+            self._view, self._view_key, self._view_at = view, key, time.monotonic()
+        return view
+
+    def invalidate(self) -> None:
+        """Something happened on the Host (a Docker event): the next look is fresh."""
+        with self._lock:
+            self._view = None
 
     def gpu_processes(self) -> dict[str, int]:
         """GPU memory in use per UUID by compute processes on the Host (rule 10 waits)."""

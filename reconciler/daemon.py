@@ -9,11 +9,17 @@ A revision that reads fine may still be a mistake that would delete the fleet (a
 folder, a bulk move): ``reconciler.pruneguard`` holds such a revision, Stalled, until a person
 approves it or the daemon runs with an opt-in flag.
 
-Threads: one source watcher, one Docker event watcher per reachable Host, a resync timer, the
-control server, the metrics server and N workers. Each runs under a supervisor: a thread that
-dies is reported by ``health`` and restarted with backoff; one that keeps dying ends the daemon
-with a non-zero exit rather than leaving a process that looks healthy and does nothing.
-Shutdown (SIGTERM) stops intake, lets the workers finish what they hold, and exits 0.
+The daemon knows no kind by name: each key's pass goes through the engine and the kind
+registry (``reconciler.kinds``); a pass's ``Result`` says what comes next (forget, back off,
+re-check later, wait for a dependency), and a change or a flip of a resource's state wakes
+the resources that declare they depend on it.
+
+Threads: one source watcher, Docker event watchers per reachable Host (``watchers``), a resync
+timer, the control server, the metrics server and N workers. Each runs under a supervisor: a
+thread that dies is reported by ``health`` and restarted with backoff; one that keeps dying
+ends the daemon with a non-zero exit rather than leaving a process that looks healthy and does
+nothing. Shutdown (SIGTERM) stops intake and ends every wait of every pass at once; the daemon
+exits 0 within ``--shutdown-timeout``.
 """
 
 from __future__ import annotations

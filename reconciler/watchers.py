@@ -26,6 +26,9 @@ from specs.models import Host
 EVENT_WAKE_ACTIONS = ("die", "stop", "kill", "destroy", "oom", "pause", "health_status")
 # Events that free a container name (a foreign container in our way was removed or renamed).
 NAME_FREED_ACTIONS = ("destroy", "rename")
+# Events that change what a container list shows: the shared view is dropped on these.
+STATE_ACTIONS = frozenset({"create", "start", "restart", "die", "stop", "kill", "destroy", "oom",
+                           "pause", "unpause", "rename", "update", "health_status"})
 EVENT_RECONNECT_S = 1.0
 log = structlog.get_logger("reconciler.watchers")
 
@@ -83,10 +86,18 @@ class HostWatchers:
         if sum(self._names_freed.values()) != self._seen_at_start.get(key):
             self.wake(key)  # a container went while this pass planned: look again
 
+    def _invalidate(self, host_name: str) -> None:
+        """Before any wake: the woken pass must see the engine afresh (hostview)."""
+        session = self.services.sessions.get(host_name)
+        if session is not None:
+            session.invalidate()
+
     def _watch_events(self, host: Host, stop: threading.Event) -> None:
         selector = ownership.selector(self.services.instance)
 
         def on_event(event: ContainerEvent) -> None:
+            if event.action.split(":")[0] in STATE_ACTIONS:  # not healthcheck exec_* chatter
+                self._invalidate(host.metadata.name)
             resource = event.labels.get(ownership.LABEL_RESOURCE)
             if resource and event.action.split(":")[0] in EVENT_WAKE_ACTIONS:
                 log.info("docker.event", host=host.metadata.name, action=event.action,
@@ -104,6 +115,7 @@ class HostWatchers:
                     self.wake(key)
 
         def on_event(event: ContainerEvent) -> None:
+            self._invalidate(name)
             if ownership.LABEL_RESOURCE not in event.labels:  # ours: the other stream's
                 log.info("docker.name_freed", host=name, container=event.labels.get("name"))
                 wake_conflicted()
@@ -136,6 +148,7 @@ class HostWatchers:
             if on_subscribe is not None:
                 on_subscribe()
             if since is not None:  # reconnected: what happened while we were away?
+                self._invalidate(name)
                 self.wake_host(name)
             for event in stream:
                 since = event.time

@@ -242,3 +242,11 @@ def guarded(resource: str, step: Callable[[], Result],
         except Exception:
             log.exception("pass.failure_unrecorded", resource=resource)
     return Result(resource, False, f"{reason}: {message}", reason, terminal=not retry)
+
+
+def unplanned(ctx: PassContext, rp: ResourcePlan, digest: str | None) -> Result:
+    """A resource that could not be planned (``rp.error``): record why, retry if not permanent."""
+    message = rp.error or "not planned"
+    reason = rp.error_reason or "Error"
+    ctx.services.record_failure(rp.resource, reason, message, rp.permanent, digest)
+    return Result(rp.resource, False, message, reason, terminal=rp.permanent)

@@ -24,6 +24,7 @@ from reconciler.kinds.contract import (
     Result,
     SpecResource,
     guarded,
+    unplanned,
 )
 from specs.models import Deployment, Strict
 from state.models import ResourceStatus
@@ -72,10 +73,7 @@ class DeploymentKind:
         def failed(reason: str, message: str, stalled: bool) -> None:
             ctx.services.record_failure(rp.resource, reason, message, stalled, digest)
         if not isinstance(desired, Desired) or not isinstance(plan, Plan):
-            message = rp.error or "not planned"
-            failed(rp.error_reason or "Error", message, rp.permanent)
-            return Result(rp.resource, False, message, rp.error_reason or "Error",
-                          terminal=rp.permanent)
+            return unplanned(ctx, rp, digest)
         host = desired.deployment.spec.host
         ctx.hooks.conflict(rp.resource, host, plan.conflict is not None)
         if plan.conflict is not None:

@@ -7,12 +7,16 @@ Docker events are followed while it answers (``Hooks.watch_host``).
 
 from __future__ import annotations
 
+import time
+
 from controllers.errors import ControllerError, PermanentError
 from reconciler.kinds.contract import PassContext, ResourcePlan, Result, SpecResource
 from reconciler.kinds.services import Services
 from specs.models import Host, Strict
 from specs.validate import spec_hash
 from state.models import ResourceStatus
+
+FACTS_MAX_AGE_S = 300.0
 
 
 class HostKind:
@@ -58,10 +62,18 @@ class HostKind:
 
 
 def observe(services: Services, host: Host) -> bool:
-    """Observe one Host into its session (facts) or ``host_errors``; False if unreachable."""
+    """Observe one Host into its session (facts) or ``host_errors``; False if unreachable.
+
+    Facts (engine version, GPUs) are read afresh every FACTS_MAX_AGE_S; in between, the view
+    its resources share (two list calls) is proof enough that the engine answers."""
     name = host.metadata.name
+    session = services.session(host)
     try:
-        services.session(host).observe()
+        if session.facts is not None and (
+                time.monotonic() - session.observed_at < FACTS_MAX_AGE_S):
+            session.view()
+        else:
+            session.observe()
     except ControllerError as exc:
         services.host_errors[name] = str(exc)
         if isinstance(exc, PermanentError):

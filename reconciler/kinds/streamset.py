@@ -28,6 +28,7 @@ from reconciler.kinds.contract import (
     Result,
     SpecResource,
     guarded,
+    unplanned,
 )
 from specs.models import StreamSet, Strict, TeardownSpec
 from specs.validate import SpecSet, spec_hash
@@ -80,10 +81,7 @@ class StreamSetKind:
         def failed(reason: str, message: str, stalled: bool) -> None:
             ctx.services.record_failure(rp.resource, reason, message, stalled, digest)
         if not isinstance(desired, StreamSetDesired) or ctx.spec_set is None:
-            message = rp.error or "not planned"
-            failed(rp.error_reason or "Error", message, rp.permanent)
-            return Result(rp.resource, False, message, rp.error_reason or "Error",
-                          terminal=rp.permanent)
+            return unplanned(ctx, rp, digest)
         waiting = deployment_ready(ctx, desired.streamset, ctx.spec_set)  # again: it may be now
         if waiting is not None:
             failed("WaitingForDeployment", waiting, False)

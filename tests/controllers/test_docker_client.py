@@ -7,6 +7,7 @@ import httpx
 from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from controllers.docker_client import PROBE_LABEL, ContainerRequest, DockerEngine
+from controllers.hostview import view_from_rows
 from tests.conftest import free_port
 
 
@@ -48,8 +49,14 @@ def test_port_the_image_does_not_expose_is_published_and_answers(
         config = docker_client.api.inspect_container(container_id)["Config"]
         assert f"{UNEXPOSED_PORT}/tcp" in config["ExposedPorts"]
         assert engine.host_port(container_id, f"{UNEXPOSED_PORT}/tcp") == host_port
-        holders = [h for h in engine.published_ports() if h.container == request.name]
+        view = view_from_rows(*engine.list_rows())
+        holders = [h for h in view.published if h.container == request.name]
         assert [(h.address, h.port) for h in holders] == [("127.0.0.1", host_port)]
+        seen = view.container(request.name)  # the list row says what an inspect says
+        assert seen is not None and seen.id == container_id and seen.running
+        assert seen.labels["rtvi.reconciler/instance"] == instance
+        image = view.image(f"rtvi-emulator@{emulator_image}")
+        assert image is not None and image.id == emulator_image
 
         @retry(stop=stop_after_delay(ANSWER_TIMEOUT_S), wait=wait_fixed(0.2),
                retry=retry_if_exception_type(httpx.TransportError), reraise=True)

@@ -97,7 +97,7 @@ def _metric(port: int, name: str, **labels: str) -> float:
     return 0.0
 
 
-def test_a_no_op_pass_writes_no_state_file(
+def test_a_no_op_pass_writes_no_state_file_and_makes_at_most_2_api_calls_per_host(
         cli: Cli, instance: str, emulator_image: str, tmp_path: Path) -> None:
     specs = tmp_path / "specs"
     write(specs, *(deployment(n, pinned(emulator_image), free_port()) for n in ("a", "b", "c")))
@@ -113,11 +113,15 @@ def test_a_no_op_pass_writes_no_state_file(
         before = {p: p.stat().st_mtime_ns for p in files}
         done = _metric(port, passes, kind="Deployment")
         hosts = _metric(port, passes, kind="Host")
+        calls = _metric(port, "rtvi_reconciler_api_calls_total", target="docker:local")
+        assert calls > 0  # the counter is there: converging took calls
         assert cli("sync").returncode == 0  # re-check every resource now
         wait_for("a pass over each Deployment",
                  lambda: _metric(port, passes, kind="Deployment") >= done + 3, 30)
         wait_for("the Host pass too", lambda: _metric(port, passes, kind="Host") > hosts, 30)
         changed = [str(p) for p in files if p.stat().st_mtime_ns != before[p]]
         assert changed == [], changed
+        made = _metric(port, "rtvi_reconciler_api_calls_total", target="docker:local") - calls
+        assert made <= 2, f"{made} Docker API calls for a no-op pass over one Host"
     finally:
         assert daemon.terminate() == 0, daemon.log()
