@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from controllers import httpclients
 from controllers.errors import TemporaryError
 from controllers.frames import redact
 
@@ -25,7 +26,7 @@ class ApiClient:
     def __init__(self, base_url: str, timeout_s: float = HTTP_TIMEOUT_S,
                  count: Counter | None = None) -> None:
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(timeout=timeout_s)
+        self._http = httpclients.client(timeout_s)
         self._count = count or (lambda _what: None)
 
     def close(self) -> None:

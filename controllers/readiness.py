@@ -19,6 +19,7 @@ from datetime import datetime
 
 import httpx
 
+from controllers import httpclients
 from controllers.docker_client import ContainerInfo, DockerEngine, LogFollower
 from controllers.errors import ContainerPaused, ReadinessFailed, ReadinessTimedOut
 from controllers.runtime_facts import fatal_marker, update_facts
@@ -89,7 +90,7 @@ def _wait(engine: DockerEngine, container_id: str, url: str, timeout_s: float, p
     runtime: dict[str, str] = {}
     seen = _Probe(False, "")  # the last detail reported, and when
 
-    with httpx.Client(timeout=HTTP_TIMEOUT_S) as http:
+    with httpclients.client(HTTP_TIMEOUT_S) as http:
         def check() -> ReadinessResult | None:
             _scan(lines, runtime)
             probe = _check_once(engine, container_id, url, http, runtime)
@@ -115,7 +116,7 @@ def still_serving(info: ContainerInfo, url: str) -> bool:
     if not info.running or info.paused or info.health not in (None, "healthy"):
         return False
     try:
-        with httpx.Client(timeout=HTTP_TIMEOUT_S) as http:
+        with httpclients.client(HTTP_TIMEOUT_S) as http:
             return http.get(f"{url}/v1/health/ready").status_code == 200
     except httpx.HTTPError:
         return False

@@ -39,6 +39,7 @@ class HostSession:
         self._view: HostView | None = None
         self._view_key: tuple[int, int] = (-1, -1)  # (engine id, generation)
         self._view_at = 0.0
+        self._view_lock = threading.Lock()
 
     @property
     def spec_key(self) -> str:
@@ -95,21 +96,22 @@ class HostSession:
         """Containers and images of the Host, shared for VIEW_MAX_AGE_S at most, never across
         a change we made (the engine's generation) or an event (``invalidate``)."""
         engine = self.engine()
-        with self._lock:
-            key = (id(engine), engine.generation)
-            fresh = time.monotonic() - self._view_at < VIEW_MAX_AGE_S
-            if self._view is not None and self._view_key == key and fresh:
-                return self._view
-        try:
-            containers, images = engine.list_rows()
-        except HostUnreachable:
+        with self._view_lock:  # one fetch at a time: a sweep's passes share it, not race it
             with self._lock:
-                self._drop_engine()
-            raise
-        view = view_from_rows(containers, images)
-        with self._lock:
-            self._view, self._view_key, self._view_at = view, key, time.monotonic()
-        return view
+                key = (id(engine), engine.generation)
+                fresh = time.monotonic() - self._view_at < VIEW_MAX_AGE_S
+                if self._view is not None and self._view_key == key and fresh:
+                    return self._view
+            try:
+                containers, images = engine.list_rows()
+            except HostUnreachable:
+                with self._lock:
+                    self._drop_engine()
+                raise
+            view = view_from_rows(containers, images)
+            with self._lock:
+                self._view, self._view_key, self._view_at = view, key, time.monotonic()
+            return view
 
     def invalidate(self) -> None:
         """Something happened on the Host (a Docker event): the next look is fresh."""

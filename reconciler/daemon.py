@@ -96,6 +96,7 @@ class Daemon:
         self.supervisor = Supervisor(self.stop, options.restart_policy, self._thread_died)
         self.watchers = HostWatchers(self.engine.services, self.supervisor, self.stop,
                                      self._wake, self._wake_host)
+        self._inflight: dict[str, threading.Event] = {}  # each running pass's own stop
         self._last_ok: dict[str, bool] = {}  # each key's last pass: dependents wake on a flip
         # Revisions a person approved once (``sync --approve-prune``) despite the prune guard.
         self._approved: set[str] = set()
@@ -133,6 +134,7 @@ class Daemon:
 
     def _shutdown(self) -> int:
         self.queue.shut_down()
+        self._interrupt()
         self.watchers.close()
         budget = max(0.1, self.options.shutdown_timeout_s - SHUTDOWN_CLOSE_S)
         self.supervisor.join(time.monotonic() + budget)
@@ -240,6 +242,7 @@ class Daemon:
             else:
                 self.queue.forget(key)  # a changed spec deserves a fresh start, not a backoff
                 self.queue.add(key, Priority.CHANGE)
+                self._interrupt(key)  # a pass still on the old spec ends its wait now
 
     def _converged(self, key: str, digest: str | None) -> bool:
         try:
@@ -349,6 +352,8 @@ class Daemon:
     def _follow_up(self, key: str, result: Result) -> None:
         """What a pass's result asks for: forget its backoff, back off, re-check later, or
         wait to be woken; and wake what depends on it when it changed or its state flipped."""
+        if result.reason == "Stopped":
+            return  # ended early on purpose (shutdown, or a newer spec re-runs it at once)
         for other in result.wake:
             self.queue.add(other, Priority.CHANGE)
         was_ok = self._last_ok.get(key)
@@ -387,16 +392,34 @@ class Daemon:
         self.say(f"{key}: corrupt state file {exc.path} moved aside to {moved.name}")
 
     def reconcile(self, key: str) -> Result:
-        """One pass over one key, from the snapshot in force when it starts."""
+        """One pass over one key, from the snapshot in force when it starts. Its stop event
+        is its own: set at shutdown, and when a new revision changes the key (a readiness
+        wait on the old spec must not delay the new one)."""
+        stop = threading.Event()
         with self._snapshot_lock:
             snapshot = self.snapshot
-        ctx = self._context(snapshot)
-        self.watchers.pass_started(key)
-        return self.engine.reconcile(ctx, key)
+            self._inflight[key] = stop
+        if self.stop.is_set():
+            stop.set()
+        try:
+            self.watchers.pass_started(key)
+            return self.engine.reconcile(self._context(snapshot, stop), key)
+        finally:
+            with self._snapshot_lock:
+                self._inflight.pop(key, None)
 
-    def _context(self, snapshot: Snapshot | None) -> PassContext:
+    def _interrupt(self, key: str | None = None) -> None:
+        """End the waits of the pass over ``key`` (of every pass when None)."""
+        with self._snapshot_lock:
+            stops = list(self._inflight.values()) if key is None else [
+                self._inflight[key]] if key in self._inflight else []
+        for stop in stops:
+            stop.set()
+
+    def _context(self, snapshot: Snapshot | None, stop: threading.Event) -> PassContext:
         return self.engine.context(snapshot.revision if snapshot else None,
                                    snapshot.spec_set if snapshot else None, hooks=self,
+                                   stop=stop,
                                    wait_ready=False)  # a model load must not hold a worker
 
     def _wake(self, key: str) -> None:

@@ -54,8 +54,9 @@ class Engine:
 
     def context(self, revision: str | None, spec_set: SpecSet | None, *,
                 hooks: Hooks | None = None, timeout_s: float | None = None,
-                pending: frozenset[str] = frozenset(), wait_ready: bool = True) -> PassContext:
-        return PassContext(revision=revision, spec_set=spec_set, stop=self.stop,
+                pending: frozenset[str] = frozenset(), wait_ready: bool = True,
+                stop: threading.Event | None = None) -> PassContext:
+        return PassContext(revision=revision, spec_set=spec_set, stop=stop or self.stop,
                            services=self.services, hooks=hooks or NoHooks(),
                            timeout_s=timeout_s, pending=pending, wait_ready=wait_ready)
 

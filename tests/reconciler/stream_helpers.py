@@ -99,11 +99,12 @@ class Vst:
 
 
 @contextmanager
-def vst_process(log_dir: Path) -> Iterator[Vst]:
-    """The VST emulator on free loopback ports, ready when ``/sensor/version`` answers."""
+def vst_process(log_dir: Path, **knobs: str) -> Iterator[Vst]:
+    """The VST emulator on free loopback ports, ready when ``/sensor/version`` answers;
+    ``knobs``: more of its env (e.g. ``VST_EMU_URL_DELAY_S``)."""
     http_port, rtsp_port = free_port(), free_port()
     env = {**os.environ, "VST_EMU_HTTP_PORT": str(http_port), "VST_EMU_RTSP_PORT":
-           str(rtsp_port), "VST_EMU_HOST": "127.0.0.1", "PYTHONPATH": str(REPO_ROOT)}
+           str(rtsp_port), "VST_EMU_HOST": "127.0.0.1", "PYTHONPATH": str(REPO_ROOT), **knobs}
     log = (log_dir / "vst.log").open("wb")
     process = subprocess.Popen([SYSTEM_PYTHON, "-m", "emulators.vst"], cwd=REPO_ROOT, env=env,
                                stdout=log, stderr=subprocess.STDOUT)

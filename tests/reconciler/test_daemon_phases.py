@@ -21,6 +21,7 @@ from tests.reconciler.daemon_helpers import (
     status_of,
     wait_for,
 )
+from tests.reconciler.stream_helpers import Rtvi, colours, rtvi_deployment, streamset, vst_process
 from tests.specs_factory import deployment, pinned, write
 
 RESYNC_NEVER = "3600"
@@ -125,3 +126,25 @@ def test_a_no_op_pass_writes_no_state_file_and_makes_at_most_2_api_calls_per_hos
         assert made <= 2, f"{made} Docker API calls for a no-op pass over one Host"
     finally:
         assert daemon.terminate() == 0, daemon.log()
+
+
+def test_sigterm_during_a_stream_registration_ends_the_daemon_within_10_s(
+        cli: Cli, instance: str, emulator_image: str, tmp_path: Path) -> None:
+    port = free_port()
+    specs = tmp_path / "specs"
+    # VST publishes each sensor's /live/ URL only after 12 s: the pass waits for it.
+    with vst_process(tmp_path, VST_EMU_URL_DELAY_S="12") as vst:
+        write(specs, rtvi_deployment(emulator_image, port),
+              streamset(colours(["RED", "GREEN"]), vst_url=vst.url))
+        daemon = _daemon(cli, tmp_path, specs)
+        wait_for("sensors added, URLs awaited", lambda: len(vst.sensors()) == 2, 60)
+        signalled = time.monotonic()
+        assert daemon.terminate() == 0, daemon.log()
+        assert time.monotonic() - signalled < 10
+
+        again = _daemon(cli, tmp_path, specs)  # adopts the sensors by their names
+        try:
+            wait_for("the StreamSet Ready", lambda: is_ready(cli, "StreamSet/cams"), 120)
+            assert len(vst.sensors()) == 2 and len(Rtvi(port).streams()) == 2
+        finally:
+            assert again.terminate() == 0, again.log()
