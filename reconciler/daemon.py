@@ -363,6 +363,8 @@ class Daemon:
             self._wake_dependents(key)
         if result.ok:
             self.queue.forget(key)
+            if key not in self._hashes:  # pruned: nothing more to remember of it
+                self._last_ok.pop(key, None)
             return
         if result.waiting:
             return  # its dependency's success (or deletion) wakes it; no backoff

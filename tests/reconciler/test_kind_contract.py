@@ -147,3 +147,24 @@ def test_a_pass_records_the_revision_it_started_from(tmp_path: Path) -> None:
             assert lamp.applied_revision == first
             door = wait_for("the second Lamp lit", lambda: _lit(daemon, "Lamp/door"), 10)
             assert door.applied_revision == second
+
+
+def test_an_exception_in_the_daemon_is_a_reported_failure_and_the_worker_lives_on(
+        tmp_path: Path) -> None:
+    world, specs = tmp_path / "world", tmp_path / "specs"
+    specs.mkdir()
+    (specs / "toys.yaml").write_text(toy_specs(colour="boom"))
+    with toy_kinds(world):
+        (world / "power").touch()
+        daemon = _daemon(tmp_path, specs)
+        with _Running(daemon):
+            def failed() -> Any:
+                record = _record(daemon, "Lamp/desk")
+                ready = record.condition("Ready") if record is not None else None
+                return ready if ready is not None and ready.reason == "InternalError" else None
+            ready = wait_for("the failure recorded", failed, 10)
+            assert "RuntimeError: the bulb exploded" in ready.message
+            assert daemon.healthy()  # no thread died
+            (specs / "toys.yaml").write_text(toy_specs(colour="amber"))  # the same workers
+            lamp = wait_for("the Lamp lit after the fix", lambda: _lit(daemon, "Lamp/desk"), 10)
+            assert lamp is not None and (world / "lamp-desk").read_text() == "amber"
