@@ -18,6 +18,6 @@ def _tls() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
-def client(timeout: float, **kwargs: object) -> httpx.Client:
+def client(timeout: float) -> httpx.Client:
     """An ``httpx.Client`` with the shared TLS context (close it, or use it in ``with``)."""
-    return httpx.Client(timeout=timeout, verify=_tls(), **kwargs)  # type: ignore[arg-type]
+    return httpx.Client(timeout=timeout, verify=_tls())

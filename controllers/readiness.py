@@ -45,6 +45,13 @@ class _Probe:
     ok: bool
     detail: str
     model_id: str = ""
+
+
+@dataclass
+class _Reported:
+    """The last progress line: what it said and when (monotonic)."""
+
+    detail: str = ""
     at: float = 0.0
 
 
@@ -88,7 +95,7 @@ def _wait(engine: DockerEngine, container_id: str, url: str, timeout_s: float, p
           progress: Progress, lines: queue.Queue[str], started: float,
           stop: threading.Event | None) -> ReadinessResult:
     runtime: dict[str, str] = {}
-    seen = _Probe(False, "")  # the last detail reported, and when
+    seen = _Reported()
 
     with httpclients.client(HTTP_TIMEOUT_S) as http:
         def check() -> ReadinessResult | None:

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
+from controllers.waiting import until
 from reconciler.kinds import REGISTRY, PassContext, ResourcePlan, Result, SpecResource
 from specs.models import KINDS, Metadata, Strict
 from state.models import ResourceStatus
@@ -131,9 +132,8 @@ class LampKind:
         assert isinstance(lamp, Lamp)
         if lamp.spec.colour == "boom":
             raise RuntimeError("the bulb exploded")  # a bug no kind expected
-        hold = self.world / f"hold-{rp.name}"
-        while hold.exists() and not ctx.stop.is_set():  # the test holds this pass mid-way
-            ctx.stop.wait(0.02)
+        hold = self.world / f"hold-{rp.name}"  # the test holds this pass mid-way
+        until(lambda: None if hold.exists() else True, timeout_s=30, pace=0.02, stop=ctx.stop)
         switch = ctx.services.store.load(f"Switch/{lamp.spec.switch}")
         ready = switch.condition("Ready") if switch is not None else None
         if ready is None or ready.status != "True":
