@@ -49,6 +49,7 @@ from controllers.readiness import (
 )
 from controllers.secrets import resolve, resolve_all
 from controllers.session import HostSession
+from controllers.statusfacts import DeploymentStatusFacts, RuntimeFacts
 from controllers.waiting import until
 from specs.environment import effective_env
 from specs.errors import SpecIssue
@@ -279,7 +280,7 @@ def gpus_held_by_others(dep: Deployment, spec_set: SpecSet, store: Store,
     findings = []
     for record in store.list():
         if (record.kind != "Deployment" or record.resource in in_set or not record.inventory
-                or record.facts.get("host") != facts.name):
+                or DeploymentStatusFacts.of(record).host != facts.name):
             continue
         held = (record.applied_spec or {}).get("gpus") or []
         for ref in held if isinstance(held, list) else []:
@@ -354,10 +355,10 @@ class DeploymentController:
         ready = record.condition("Ready") if record is not None else None
         if (record is None or ready is None or ready.status != "True"
                 or record.observed_generation != desired.spec_hash
-                or record.facts.get("containerId") != container.id
+                or DeploymentStatusFacts.of(record).container_id != container.id
                 or not still_serving(container, desired.probe_url)):
             return None
-        return ReadinessResult(str(record.facts.get("model", "")), 0.0)
+        return ReadinessResult(DeploymentStatusFacts.of(record).model or "", 0.0)
 
     def _wait_ready(self, desired: Desired, container: ContainerInfo, timeout_s: float | None,
                     phased: bool) -> ReadinessResult:
@@ -497,8 +498,9 @@ class DeploymentController:
         def mutate(st: ResourceStatus) -> None:
             st.desired_generation = desired.spec_hash
             st.source_file = desired.source_file
-            st.facts["host"] = self.facts.name
-            st.facts["dockerUrl"] = self.engine.url
+            known = DeploymentStatusFacts.of(st)
+            known.host, known.docker_url = self.facts.name, self.engine.url
+            known.put(st)
         self.store.update(desired.resource, "Deployment", desired.deployment.metadata.name, mutate)
 
     def _record_ready(self, desired: Desired, container: ContainerInfo,
@@ -513,19 +515,15 @@ class DeploymentController:
             st.set_condition("Progressing", "False", "Converged", "")
             st.set_condition("Degraded", "False", "Healthy", "")
             st.set_condition("Stalled", "False", "Converged", "")
-            st.facts.update({
-                "host": self.facts.name,
-                "container": desired.container_name,
-                "containerId": container.id,
-                "image": desired.deployment.spec.image,
-                "imageId": desired.image_id,
-                "url": desired.url,
-                "model": result.model_id,
-            })
+            known = DeploymentStatusFacts.of(st)
+            known.host, known.container = self.facts.name, desired.container_name
+            known.container_id, known.image = container.id, desired.deployment.spec.image
+            known.image_id, known.url, known.model = desired.image_id, desired.url, result.model_id
             if result.runtime:
-                st.facts["runtime"] = result.runtime
+                known.runtime = RuntimeFacts.model_validate(result.runtime)
             if was_ready is None or was_ready.status != "True":
-                st.facts["readySince"] = utc_now()
+                known.ready_since = utc_now()
+            known.put(st)
         self.store.update(desired.resource, "Deployment", desired.deployment.metadata.name, mutate)
 
     def _record_paused(self, desired: Desired, message: str) -> None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from controllers.captions import CaptionState
 from controllers.errors import TemporaryError
+from controllers.statusfacts import SourceFacts
 
 
 class SourcesDegraded(TemporaryError):
@@ -61,9 +61,10 @@ def degraded_message(bad: dict[str, str], result: StreamSetResult) -> str:
         "; ".join(parts)
 
 
-def caption_facts(state: CaptionState) -> dict[str, Any]:
+def caption_facts(state: CaptionState) -> SourceFacts:
+    """A source's caption facts (only those fields set, so they merge into what is known)."""
     at = None if state.at is None else datetime.fromtimestamp(state.at, UTC).isoformat(
         timespec="seconds").replace("+00:00", "Z")
-    return {"lastCaption": state.text, "lastCaptionAt": at, "captionChunks": state.chunks,
-            "emptyChunks": state.empty_chunks,
-            "captionLatencyMs": state.latency_ms, "captionError": state.error}
+    return SourceFacts(last_caption=state.text, last_caption_at=at, caption_chunks=state.chunks,
+                       empty_chunks=state.empty_chunks, caption_latency_ms=state.latency_ms,
+                       caption_error=state.error)

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from controllers.docker_client import ContainerInfo
 from controllers.rtvi_client import StreamInfo
+from controllers.statusfacts import SourceFacts, StreamSetStatusFacts
 from controllers.vst_client import Sensor
 from specs.models import Deployment, SourceSpec, StreamSet
 from state.models import ResourceStatus
@@ -124,10 +125,9 @@ def desired_sources(ss: StreamSet, instance: str) -> dict[str, DesiredSource]:
     return out
 
 
-def recorded_sources(record: ResourceStatus | None) -> dict[str, dict[str, Any]]:
-    raw = record.facts.get("sources") if record is not None else None
-    return {str(k): v for k, v in raw.items() if isinstance(v, dict)} if isinstance(
-        raw, dict) else {}
+def recorded_sources(record: ResourceStatus | None) -> dict[str, SourceFacts]:
+    """Each source's recorded facts, by name (none for no record)."""
+    return StreamSetStatusFacts.of(record).sources
 
 
 def plan_streamset(desired: StreamSetDesired, observed: StreamSetObserved,
@@ -142,15 +142,15 @@ def plan_streamset(desired: StreamSetDesired, observed: StreamSetObserved,
     for name, src in desired.sources.items():
         rec = recorded.get(name)
         # No hash yet: an earlier pass stopped before registering it; repair, not replace.
-        if rec is not None and rec.get("hash") not in (None, src.hash):
+        if rec is not None and rec.hash not in (None, src.hash):
             result.actions.append(StreamAction("replace", name, _changed(rec, src)))
             continue
         result.actions.extend(_repairs(desired, observed, record, src))
     return result
 
 
-def _changed(rec: dict[str, Any], src: DesiredSource) -> str:
-    old = rec.get("spec") if isinstance(rec.get("spec"), dict) else None
+def _changed(rec: SourceFacts, src: DesiredSource) -> str:
+    old = rec.spec
     new = src.spec.model_dump(mode="json", exclude_defaults=True)
     if old is None:
         return f"source {src.name} changed"

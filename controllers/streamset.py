@@ -28,6 +28,7 @@ from controllers.docker_client import DockerEngine
 from controllers.errors import ControllerError, PermanentError, TemporaryError
 from controllers.frames import MAX_PARALLEL, probe_many, redact
 from controllers.rtvi_client import MAX_BATCH, RtviBusy, RtviClient
+from controllers.statusfacts import SourceFacts, StreamSetStatusFacts
 from controllers.streamhealth import (
     SourceReport,
     SourcesDegraded,
@@ -151,13 +152,13 @@ class StreamSetController:
                 origins[src.name] = src.spec.url
                 continue
             verbs = the_plan.verbs(src.name)
-            origin = recorded.get(src.name, {}).get("origin")
+            origin = rec.origin if (rec := recorded.get(src.name)) else None
             if "publish" in verbs or "replace" in verbs or not origin:
                 # Same port as before, so the URL VST and RTVI hold stays valid.
-                keep = isinstance(origin, str) and "replace" not in verbs
-                starts[src.name] = urlsplit(origin).port if keep else None
+                keep = origin is not None and "replace" not in verbs
+                starts[src.name] = urlsplit(origin).port if origin and keep else None
             else:
-                origins[src.name] = str(origin)
+                origins[src.name] = origin
         if starts:
             with ThreadPoolExecutor(max_workers=PARALLEL_PUBLISHER_STARTS) as pool:
                 urls = pool.map(lambda item: self._start_publisher(
@@ -179,10 +180,10 @@ class StreamSetController:
                 raise
             # Its old port is taken now: take any (the new URL re-registers downstream).
             container_id, url = publishing.start(*args, None)
-        self._inventory(desired, InventoryItem(kind=KIND_PUBLISHER, name=src.name,
-                                               host=desired.publisher_host, id=container_id,
-                                               state="created", created_at=utc_now()))
-        self._source_fact(desired, src.name, {"origin": url})
+        self._write(desired, [InventoryItem(kind=KIND_PUBLISHER, name=src.name,
+                                            host=desired.publisher_host, id=container_id,
+                                            state="created", created_at=utc_now())],
+                    {src.name: SourceFacts(origin=url)})
         return url
 
     def _sensors(self, desired: StreamSetDesired, the_plan: StreamPlan,
@@ -193,7 +194,7 @@ class StreamSetController:
             return dict(origins), []
         vst = self._vst(desired.vst_url)
         record = self.store.load(desired.resource)
-        camera = {name: fact.get("camera") for name, fact in recorded_sources(record).items()}
+        camera = {name: fact.camera for name, fact in recorded_sources(record).items()}
         retired: list[str] = []
         try:
             ids: dict[str, str] = {}
@@ -227,9 +228,7 @@ class StreamSetController:
         assert desired.vst_url is not None
         item = InventoryItem(kind=KIND_SENSOR, name=name, host=desired.vst_url, id=sensor,
                              state="created", created_at=utc_now())
-        self._inventory(desired, item)
-        if camera is not None:
-            self._source_fact(desired, name, {"camera": camera})
+        self._write(desired, [item], {name: SourceFacts(camera=camera)} if camera else None)
         return item
 
     def _retire_sensors(self, desired: StreamSetDesired, sensors: list[str]) -> None:
@@ -269,8 +268,8 @@ class StreamSetController:
                                                   f"URLs: {', '.join(missing())}")) is None:
             raise TemporaryError(f"VST has not published a /live/ URL for "
                                  f"{', '.join(missing())} within {budget:g}s")
-        for name, url in urls.items():
-            self._source_fact(desired, name, {"sensorId": ids[name], "vstUrl": url})
+        self._write(desired, facts={name: SourceFacts(sensor_id=ids[name], vst_url=url)
+                                    for name, url in urls.items()})
         return urls
 
     def _register(self, desired: StreamSetDesired, urls: dict[str, str]) -> None:
@@ -295,23 +294,21 @@ class StreamSetController:
                 raise TemporaryError("could not replace streams with a stale URL: "
                                      + "; ".join(left))
         wanted = [s for s in desired.sources.values() if s.stream_id not in listed or s in stale]
-        for src in wanted:
-            self._inventory(desired, InventoryItem(kind=KIND_STREAM, name=src.name,
-                                                   host=desired.deployment.metadata.name,
-                                                   id=src.stream_id, created_at=utc_now()))
+        # Write-ahead: every stream about to be added is on record before the first add call.
+        self._write(desired, [InventoryItem(kind=KIND_STREAM, name=src.name,
+                                            host=desired.deployment.metadata.name,
+                                            id=src.stream_id, created_at=utc_now())
+                              for src in wanted])
         rtvi = self._rtvi(desired.rtvi_url)
         try:
             busy, failed, retry = self._add(desired, rtvi, wanted, urls)
         finally:
             rtvi.close()
-        for src in desired.sources.values():
-            self._source_fact(desired, src.name, {"hash": src.hash, "rtviUrl": urls[src.name],
-                                                  "streamId": src.stream_id,
-                                                  "spec": src.spec.model_dump(
-                                                      mode="json", exclude_defaults=True),
-                                                  "registered": src.name not in busy
-                                                  and src.name not in failed
-                                                  and src.name not in retry})
+        self._write(desired, facts={src.name: SourceFacts(
+            hash=src.hash, rtvi_url=urls[src.name], stream_id=src.stream_id,
+            spec=src.spec.model_dump(mode="json", exclude_defaults=True),
+            registered=src.name not in busy and src.name not in failed and src.name not in retry)
+            for src in desired.sources.values()})
         if failed:
             raise PermanentError("RTVI refused " + "; ".join(failed[n] for n in sorted(failed)))
         if busy:
@@ -346,17 +343,21 @@ class StreamSetController:
             return busy, failed, {}
         listed = {s.id: s for s in rtvi.list_streams()}
         retry: dict[str, str] = {}
+        created: list[InventoryItem] = []
         for src in wanted:
             if src.name in busy or src.name in failed:
                 continue
             got = listed.get(src.stream_id)
             if got is not None and got.url == urls[src.name]:
-                self._mark_created(desired, KIND_STREAM, src.name, src.stream_id)
+                created.append(InventoryItem(
+                    kind=KIND_STREAM, name=src.name, id=src.stream_id, state="created",
+                    host=desired.deployment.metadata.name, created_at=utc_now()))
             elif got is not None:
                 failed[src.name] = (f"{src.name}: RTVI lists stream {src.stream_id} with "
                                     f"another URL ({redact(got.url)})")
             else:  # accepted (or "duplicate") but not listed: bookkeeping may lag; retry
                 retry[src.name] = f"{src.name}: RTVI does not list stream {src.stream_id} yet"
+        self._write(desired, created)
         return busy, failed, retry
 
     # --- verify --------------------------------------------------------------------------------
@@ -377,14 +378,16 @@ class StreamSetController:
             waves = -(-len(pending) // MAX_PARALLEL)
             timeout = max(1.0, min(STEADY_PROBE_TIMEOUT_S * waves, deadline - time.monotonic()))
             samples = probe_many([urls[n] for n in pending], timeout)
+            frames: dict[str, SourceFacts] = {}
             for name in pending:
                 report, sample = result.sources[name], samples[urls[name]]
                 if isinstance(sample, ControllerError):
                     report.error = str(sample)
                 else:
                     report.fresh, report.frame, report.error = True, sample.description, ""
-                    self._source_fact(desired, name, {"lastFrameAt": utc_now(),
-                                                      "frame": sample.description})
+                    frames[name] = SourceFacts(last_frame_at=utc_now(),
+                                               frame=sample.description)
+            self._write(desired, facts=frames)
             if captions is not None:
                 self._captions(desired, model, result)
             bad = unhealthy(result, captions is not None, captions.maxCaptionAgeSeconds
@@ -449,40 +452,41 @@ class StreamSetController:
         self.store.update(resource, "StreamSet", resource.split("/", 1)[1], mutate)
 
     def _inventory(self, desired: StreamSetDesired, item: InventoryItem) -> None:
-        self._update(desired.resource, lambda st: st.upsert_inventory(item))
+        self._write(desired, [item])
 
-    def _mark_created(self, desired: StreamSetDesired, kind: str, name: str, oid: str) -> None:
-        self._inventory(desired, InventoryItem(kind=kind, name=name, id=oid, state="created",
-                                               host=desired.deployment.metadata.name,
-                                               created_at=utc_now()))
+    def _write(self, desired: StreamSetDesired, items: list[InventoryItem] | None = None,
+               facts: dict[str, SourceFacts] | None = None) -> None:
+        """One status write for a step: inventory entries and the facts each source gained
+        (only the facts set in each ``SourceFacts`` are merged in). Nothing to say, no write."""
+        if not items and not facts:
+            return
 
-    def _source_fact(self, desired: StreamSetDesired, name: str, values: dict[str, Any]) -> None:
         def mutate(st: ResourceStatus) -> None:
-            sources = st.facts.setdefault("sources", {})
-            sources.setdefault(name, {}).update(values)
+            for item in items or []:
+                st.upsert_inventory(item)
+            if facts:
+                known = StreamSetStatusFacts.of(st)
+                for name, new in facts.items():
+                    known.sources[name] = _merged(known.sources.get(name) or SourceFacts(), new)
+                known.put(st)
         self._update(desired.resource, mutate)
 
     def _record_desired(self, desired: StreamSetDesired) -> None:
         def mutate(st: ResourceStatus) -> None:
             st.desired_generation = desired.spec_hash
             st.source_file = desired.source_file
-            st.facts.update({"deployment": desired.deployment.metadata.name,
-                             "rtvi": desired.rtvi_url, "vst": desired.vst_url,
-                             "host": desired.publisher_host,
-                             "maxFrameAgeSeconds": desired.streamset.spec.readiness
-                             .maxFrameAgeSeconds})
+            known = StreamSetStatusFacts.of(st)
+            known.deployment, known.rtvi = desired.deployment.metadata.name, desired.rtvi_url
+            known.vst, known.host = desired.vst_url, desired.publisher_host
+            known.max_frame_age_seconds = desired.streamset.spec.readiness.maxFrameAgeSeconds
+            known.put(st)
         self._update(desired.resource, mutate)
 
     def _record_sources(self, desired: StreamSetDesired, result: StreamSetResult) -> None:
-        def mutate(st: ResourceStatus) -> None:
-            sources = st.facts.setdefault("sources", {})
-            for name, report in result.sources.items():
-                fact = sources.setdefault(name, {})
-                fact["framesFresh"] = report.fresh
-                fact["error"] = report.error
-                if report.caption is not None:
-                    fact.update(caption_facts(report.caption))
-        self._update(desired.resource, mutate)
+        self._write(desired, facts={
+            name: _merged(caption_facts(report.caption) if report.caption else SourceFacts(),
+                          SourceFacts(frames_fresh=report.fresh, error=report.error))
+            for name, report in result.sources.items()})
 
     def _record_ready(self, desired: StreamSetDesired, result: StreamSetResult,
                       revision: str | None) -> None:
@@ -517,3 +521,8 @@ class StreamSetController:
 def _event_reason(verb: str) -> str:
     return {"remove": "SourceRemoved", "replace": "SourceReplaced", "publish": "Published",
             "register-sensor": "SensorRegistered", "register": "StreamRegistered"}[verb]
+
+
+def _merged(old: SourceFacts, new: SourceFacts) -> SourceFacts:
+    """``old`` with the facts ``new`` sets (explicitly, even to None) taking their place."""
+    return old.model_copy(update={k: getattr(new, k) for k in new.model_fields_set})

@@ -26,6 +26,7 @@ from controllers.captions import CaptionHub
 from controllers.docker_client import DockerEngine
 from controllers.errors import ControllerError
 from controllers.rtvi_client import MAX_BATCH, BatchResult, RtviClient
+from controllers.statusfacts import StreamSetStatusFacts
 from controllers.streamplan import KIND_PUBLISHER, KIND_SENSOR, KIND_STREAM, sensor_name
 from controllers.vst_client import VstClient
 from controllers.waiting import until
@@ -146,10 +147,10 @@ class Teardown:
 
     def _drop_facts(self, resource: str, names: list[str]) -> None:
         def mutate(st: ResourceStatus) -> None:
-            sources = st.facts.get("sources")
-            if isinstance(sources, dict):
-                for name in names:
-                    sources.pop(name, None)
+            known = StreamSetStatusFacts.of(st)
+            if any(name in known.sources for name in names):
+                known.sources = {n: f for n, f in known.sources.items() if n not in names}
+                known.put(st)
         self._update(resource, mutate)
 
 

@@ -36,6 +36,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel
 
+from controllers.statusfacts import SourceRecordFacts
 from controllers.waiting import Stopped
 from reconciler.control import ControlServer
 from reconciler.engine import Engine
@@ -264,8 +265,9 @@ class Daemon:
     def _record_source_ready(self, snapshot: Snapshot, old_revision: str | None) -> None:
         def mutate(st: ResourceStatus) -> None:
             st.applied_revision = snapshot.revision
-            st.facts["source"] = self.source.name
-            st.facts["resources"] = len(snapshot.spec_set.resources)
+            known = SourceRecordFacts.of(st)
+            known.source, known.resources = self.source.name, len(snapshot.spec_set.resources)
+            known.put(st)
             st.set_condition("Ready", "True", "Loaded", f"revision {snapshot.revision}")
             st.set_condition("Stalled", "False", "Loaded", "")
         self._update_source(mutate)
@@ -280,8 +282,9 @@ class Daemon:
         reason = exc.reason_code
 
         def mutate(st: ResourceStatus) -> None:
-            st.facts["source"] = self.source.name
-            st.facts["rejectedRevision"] = exc.revision
+            known = SourceRecordFacts.of(st)
+            known.source, known.rejected_revision = self.source.name, exc.revision
+            known.put(st)
             st.set_condition("Stalled", "True", reason, f"keeping revision {keep}: {message}")
             st.set_condition("Ready", "False", reason, message)
         before = self._update_source(None)

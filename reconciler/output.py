@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from controllers.statusfacts import StreamSetStatusFacts
 from state.models import ResourceStatus
 from state.redaction import DEFAULT_REDACTOR
 
@@ -147,29 +148,26 @@ def print_status_table(console: Console, records: list[ResourceStatus]) -> None:
 
 def source_rows(st: ResourceStatus, now: datetime | None = None) -> list[dict[str, str]]:
     """Per-source state of a StreamSet: registered, frames fresh, last caption and its age."""
-    raw = st.facts.get("sources")
-    max_age = st.facts.get("maxFrameAgeSeconds")
+    known = StreamSetStatusFacts.of(st)
     rows = []
-    for name, fact in sorted(raw.items()) if isinstance(raw, dict) else []:
-        if not isinstance(fact, dict):
-            continue
-        caption = str(fact.get("lastCaption") or "")
+    for name, fact in sorted(known.sources.items()):
+        caption = fact.last_caption or ""
         rows.append({
             "source": name,
-            "registered": "yes" if fact.get("registered") else "no",
-            "frames": ("fresh" if fact.get("framesFresh") and _within(
-                fact.get("lastFrameAt"), max_age, now) else "STALE") + _age(
-                fact.get("lastFrameAt"), now),
-            "frame": str(fact.get("frame") or ""),
-            "caption": (_age(fact.get("lastCaptionAt"), now).strip(" ()") or "-")
+            "registered": "yes" if fact.registered else "no",
+            "frames": ("fresh" if fact.frames_fresh and _within(
+                fact.last_frame_at, known.max_frame_age_seconds, now) else "STALE") + _age(
+                fact.last_frame_at, now),
+            "frame": fact.frame or "",
+            "caption": (_age(fact.last_caption_at, now).strip(" ()") or "-")
             + (f" {caption[:60]!r}" if caption else ""),
-            "error": str(fact.get("error") or fact.get("captionError") or ""),
+            "error": fact.error or fact.caption_error or "",
         })
     return rows
 
 
-def _seconds_since(stamp: object, now: datetime | None) -> float | None:
-    if not isinstance(stamp, str) or not stamp:
+def _seconds_since(stamp: str | None, now: datetime | None) -> float | None:
+    if not stamp:
         return None
     try:
         then = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
@@ -178,16 +176,16 @@ def _seconds_since(stamp: object, now: datetime | None) -> float | None:
     return ((now or datetime.now(UTC)) - then).total_seconds()
 
 
-def _age(stamp: object, now: datetime | None) -> str:
+def _age(stamp: str | None, now: datetime | None) -> str:
     seconds = _seconds_since(stamp, now)
     return "" if seconds is None else f" ({seconds:.0f}s ago)"
 
 
-def _within(stamp: object, max_age: object, now: datetime | None) -> bool:
+def _within(stamp: str | None, max_age: float | None, now: datetime | None) -> bool:
     """A frame seen longer ago than the StreamSet's maxFrameAgeSeconds is not fresh any more,
     whatever the last pass concluded."""
     seconds = _seconds_since(stamp, now)
-    if seconds is None or not isinstance(max_age, int | float):
+    if seconds is None or max_age is None:
         return seconds is not None
     return seconds <= max_age
 

@@ -18,6 +18,7 @@ from controllers.deployment import (
     resolve_desired,
 )
 from controllers.errors import ControllerError, PermanentError, PlanError
+from controllers.statusfacts import DeploymentStatusFacts
 from reconciler.kinds.contract import (
     PassContext,
     ResourcePlan,
@@ -136,9 +137,9 @@ def _apply(ctx: PassContext, desired: Desired, plan: Plan) -> Result:
 
 
 def _host_of(record: ResourceStatus) -> str:
-    host = record.facts.get("host")
+    host = DeploymentStatusFacts.of(record).host
     if host:
-        return str(host)
+        return host
     for item in record.inventory:
         return item.host
     return "local"

@@ -10,8 +10,10 @@ from __future__ import annotations
 import time
 
 from controllers.errors import ControllerError, PermanentError
+from controllers.statusfacts import HostStatusFacts
 from reconciler.kinds.contract import PassContext, ResourcePlan, Result, SpecResource
 from reconciler.kinds.services import Services
+from specs.facts import HostFacts
 from specs.models import Host, Strict
 from specs.validate import spec_hash
 from state.models import ResourceStatus
@@ -50,10 +52,9 @@ class HostKind:
             _record(ctx, host, None, message, refused)
             reason = "Refused" if refused else "HostUnreachable"
             return Result(rp.resource, False, f"{reason}: {message}", reason, terminal=refused)
-        facts = session.facts.model_dump(mode="json")
-        _record(ctx, host, facts, "", False)
+        _record(ctx, host, session.facts, "", False)
         ctx.hooks.watch_host(host)
-        return Result(rp.resource, True, f"Docker {facts['engine_version']} answers")
+        return Result(rp.resource, True, f"Docker {session.facts.engine_version} answers")
 
     def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
         ctx.services.store.delete(record.resource)
@@ -84,7 +85,7 @@ def observe(services: Services, host: Host) -> bool:
     return True
 
 
-def _record(ctx: PassContext, host: Host, facts: dict[str, object] | None, error: str,
+def _record(ctx: PassContext, host: Host, facts: HostFacts | None, error: str,
             permanent: bool) -> None:
     store = ctx.services.store
     resource = f"Host/{host.metadata.name}"
@@ -99,20 +100,22 @@ def _record(ctx: PassContext, host: Host, facts: dict[str, object] | None, error
         st.desired_generation = digest
         if facts is not None:  # observed at this spec: in sync
             st.observed_generation = digest
-        st.facts["docker"] = host.spec.docker
+        known = HostStatusFacts.of(st)
+        known.docker = host.spec.docker
         if facts is not None:
-            st.facts.update({"reachable": True, "engineVersion": facts["engine_version"],
-                             "apiVersion": facts["api_version"], "os": facts["os"],
-                             "gpus": facts["gpus"] or "none", "gpuProbe": facts["gpu_probe"]})
+            known.reachable, known.engine_version = True, facts.engine_version
+            known.api_version, known.os = facts.api_version, facts.os
+            known.gpus, known.gpu_probe = facts.gpus or "none", facts.gpu_probe
             st.set_condition("Ready", "True", "Reachable",
-                             f"Docker {facts['engine_version']} answers")
+                             f"Docker {facts.engine_version} answers")
             st.set_condition("Degraded", "False", "Reachable", "")
             st.set_condition("Stalled", "False", "Reachable", "")
         else:
-            st.facts["reachable"] = False
+            known.reachable = False
             reason = "Refused" if permanent else "Unreachable"
             st.set_condition("Ready", "False", reason, error)
             st.set_condition("Stalled" if permanent else "Degraded", "True", reason, error)
+        known.put(st)
     store.update(resource, "Host", host.metadata.name, mutate)
     if facts is None and (was_ready or before is None):
         store.events.append(resource, "Warning", "Unreachable", error)

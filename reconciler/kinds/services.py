@@ -14,6 +14,7 @@ import structlog
 
 from controllers.captions import CaptionHub
 from controllers.session import HostSession
+from controllers.statusfacts import DeploymentStatusFacts
 from specs.models import Host
 from specs.validate import SpecSet
 from state.models import ResourceStatus
@@ -69,7 +70,7 @@ class Services:
         host_record = self.store.load(f"Host/{host_name}")
         spec = host_record.applied_spec if host_record is not None else None
         if spec is None and record is not None:
-            url = record.facts.get("dockerUrl")
+            url = DeploymentStatusFacts.of(record).docker_url
             spec = {"docker": url} if url else {}
         return Host.model_validate({"apiVersion": "rtvi.reconciler/v1", "kind": "Host",
                                     "metadata": {"name": host_name}, "spec": spec or {}})

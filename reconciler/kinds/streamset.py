@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from controllers.docker_client import DockerEngine
 from controllers.errors import ControllerError, PermanentError
+from controllers.statusfacts import StreamSetStatusFacts
 from controllers.streamhealth import SourcesDegraded
 from controllers.streamplan import (
     StreamAction,
@@ -51,7 +52,7 @@ class StreamSetKind:
         return refs
 
     def recorded_references(self, record: ResourceStatus) -> list[str]:
-        deployment = record.facts.get("deployment")
+        deployment = StreamSetStatusFacts.of(record).deployment
         return [f"Deployment/{deployment}"] if deployment else []
 
     def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
@@ -135,7 +136,7 @@ def _pending_plan(desired: StreamSetDesired, record: ResourceStatus | None,
     for name in sorted(set(recorded) - set(desired.sources)):
         result.actions.append(StreamAction("remove", name, f"no longer in the spec ({waiting})"))
     for name, src in desired.sources.items():
-        if recorded.get(name, {}).get("hash") != src.hash:
+        if (rec.hash if (rec := recorded.get(name)) else None) != src.hash:
             result.actions.append(StreamAction("register", name, f"new or changed source "
                                                f"({waiting})"))
     return result
@@ -170,8 +171,9 @@ def _teardown(ctx: PassContext, record: ResourceStatus) -> Result:
     """Tear down every source recorded for a StreamSet (contract order), then forget it."""
     store = ctx.services.store
     names = sorted({i.name for i in record.inventory} | set(recorded_sources(record)))
-    rtvi = record.facts.get("rtvi")
-    dep = store.load(f"Deployment/{record.facts.get('deployment')}")
+    known = StreamSetStatusFacts.of(record)
+    rtvi = known.rtvi
+    dep = store.load(f"Deployment/{known.deployment}")
     if dep is None or not dep.inventory:
         rtvi = None  # the service is gone: its streams went with it
     spec = record.applied_spec or {}
@@ -180,7 +182,7 @@ def _teardown(ctx: PassContext, record: ResourceStatus) -> Result:
         teardown = TeardownSpec.model_validate(raw if isinstance(raw, dict) else {})
     except ValidationError:
         teardown = TeardownSpec()
-    left = _controller(ctx).teardown(record.resource, names, str(rtvi) if rtvi else None,
+    left = _controller(ctx).teardown(record.resource, names, rtvi,
                                      teardown.drainTimeoutSeconds, teardown.deadlineSeconds)
     for line in left:
         store.events.append(record.resource, "Warning", "LeftBehind", line)

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from controllers.statusfacts import StreamSetStatusFacts
 from tests.conftest import Cli, free_port
 from tests.reconciler.daemon_helpers import wait_for
 from tests.specs_factory import deployment, pinned
@@ -144,5 +145,6 @@ def condition(data: dict[str, Any], kind: str) -> dict[str, str]:
 
 
 def sources(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    StreamSetStatusFacts.model_validate(data["facts"])  # strict: every key known, typed
     found: dict[str, dict[str, Any]] = data["facts"]["sources"]
     return found

@@ -10,6 +10,7 @@ import docker
 import httpx
 import pytest
 
+from controllers.statusfacts import DeploymentStatusFacts, HostStatusFacts
 from tests.conftest import Cli, free_port
 from tests.reconciler.daemon_helpers import (
     DaemonProcess,
@@ -52,8 +53,11 @@ def test_saved_spec_is_acted_on_within_a_second_and_drift_is_repaired(
         wait_for("Ready", lambda: is_ready(cli, "Deployment/vlm"), 30)
         status = status_of(cli, "Deployment/vlm")
         assert status is not None and str(status["applied_revision"]).startswith("sha256:")
+        # Strict: what a kind records is exactly its facts model, nothing untyped.
+        assert DeploymentStatusFacts.model_validate(status["facts"]).container_id
         host = status_of(cli, "Host/local")
         assert host is not None and host["facts"]["reachable"] is True
+        assert HostStatusFacts.model_validate(host["facts"]).engine_version
         assert host["facts"]["gpus"] == "none" and host["facts"]["engineVersion"].startswith("20.")
 
         # Remove the container by hand: repaired from the Docker event, not a resync.

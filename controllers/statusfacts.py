@@ -1,0 +1,147 @@
+"""What each kind records about itself in ``ResourceStatus.facts``, as typed models.
+
+A record's ``facts`` is kept on disk as a plain JSON object (camelCase keys, so ``status --json``
+and files read the same as before), but nothing of ours reads or writes it as a dict: every kind
+goes through its model here, so a misspelt key or a wrong type is a mypy error, not a silent
+``None`` three releases later, and defaults live in one place.
+
+Reading is forgiving on purpose. Facts are observations, never the only copy of something we
+own (that is the inventory): a record written by an older version, or edited by hand, may hold a
+key we no longer know or a value of the wrong type. :meth:`Facts.of` drops exactly the offending
+keys and keeps the rest — a bad fact is an unknown fact, never a crash of the pass that reads it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic.alias_generators import to_camel
+
+from specs.facts import GpuInfo
+from state.models import ResourceStatus
+
+
+class Facts(BaseModel):
+    """Base of every kind's facts: camelCase on disk, strict about unknown keys when written."""
+
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True,
+                              validate_assignment=True)
+
+    @classmethod
+    def parse(cls, raw: object) -> Self:
+        """Validate ``raw``; keys that are unknown or of the wrong type are dropped, not fatal."""
+        data = dict(raw) if isinstance(raw, dict) else {}
+        for _ in range(len(data) + 1):
+            try:
+                return cls.model_validate(data)
+            except ValidationError as exc:
+                bad = {err["loc"][0] for err in exc.errors() if err["loc"]}
+                if not bad & set(data):
+                    break
+                for key in bad:
+                    data.pop(key, None)
+        return cls()
+
+    @classmethod
+    def of(cls, record: ResourceStatus | None) -> Self:
+        """The facts of ``record`` (defaults for no record)."""
+        return cls.parse(record.facts if record is not None else None)
+
+    def put(self, record: ResourceStatus) -> None:
+        """Store these facts in ``record`` (unset optional facts are left out of the file)."""
+        record.facts = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class HostStatusFacts(Facts):
+    """A Host: how we reach it and what answered there."""
+
+    docker: str = ""
+    reachable: bool | None = None
+    engine_version: str | None = None
+    api_version: str | None = None
+    os: str | None = None
+    gpus: list[GpuInfo] | Literal["none"] | None = None
+    gpu_probe: str | None = None
+
+
+class RuntimeFacts(Facts):
+    """What the model server said about itself in its logs (rule 11); absent = not said.
+
+    Keys are snake_case on disk as the log parser names them (``controllers.runtime_facts``)."""
+
+    model_config = ConfigDict(alias_generator=None)
+
+    precision: str | None = None
+    max_model_len: str | None = None
+    kv_cache_dtype: str | None = None
+    mode: str | None = None
+
+
+class DeploymentStatusFacts(Facts):
+    """A Deployment: where it runs, in which container, serving what, since when."""
+
+    host: str | None = None
+    docker_url: str | None = None
+    container: str | None = None
+    container_id: str | None = None
+    image: str | None = None
+    image_id: str | None = None
+    url: str | None = None
+    model: str | None = None
+    runtime: RuntimeFacts | None = None
+    ready_since: str | None = None
+
+
+class SourceFacts(Facts):
+    """One source of a StreamSet: where its frames come from, how it is registered, how it is."""
+
+    origin: str | None = None
+    camera: str | None = None
+    sensor_id: str | None = None
+    vst_url: str | None = None
+    hash: str | None = None
+    rtvi_url: str | None = None
+    stream_id: str | None = None
+    spec: dict[str, Any] | None = None
+    registered: bool | None = None
+    last_frame_at: str | None = None
+    frame: str | None = None
+    frames_fresh: bool | None = None
+    error: str | None = None
+    last_caption: str | None = None
+    last_caption_at: str | None = None
+    caption_chunks: int | None = None
+    empty_chunks: int | None = None
+    caption_latency_ms: float | None = None
+    caption_error: str | None = None
+
+
+class StreamSetStatusFacts(Facts):
+    """A StreamSet: the Deployment and services it uses, and each source's facts by name."""
+
+    deployment: str | None = None
+    rtvi: str | None = None
+    vst: str | None = None
+    host: str | None = None
+    max_frame_age_seconds: float | None = None
+    sources: dict[str, SourceFacts] = {}
+
+    @classmethod
+    def parse(cls, raw: object) -> Self:
+        """As :meth:`Facts.parse`, but one bad source drops only that source's bad keys."""
+        data = dict(raw) if isinstance(raw, dict) else {}
+        sources = data.pop("sources", None)
+        parsed = super().parse(data)
+        if isinstance(sources, dict):
+            parsed.sources = {str(name): SourceFacts.parse(fact)
+                              for name, fact in sources.items()}
+        return parsed
+
+
+class SourceRecordFacts(Facts):
+    """The spec source (``Source/specs``): which one, how many resources, what it refused."""
+
+    source: str | None = None
+    resources: int | None = None
+    rejected_revision: str | None = None

@@ -1,0 +1,92 @@
+"""Typed status facts: the file keeps its camelCase keys, a bad fact is an unknown fact."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from controllers.statusfacts import (
+    DeploymentStatusFacts,
+    HostStatusFacts,
+    RuntimeFacts,
+    SourceFacts,
+    StreamSetStatusFacts,
+)
+from controllers.streamset import _merged
+from specs.facts import GpuInfo
+from state.models import ResourceStatus
+
+
+def _record(kind: str = "Deployment", facts: object = None) -> ResourceStatus:
+    st = ResourceStatus(resource=f"{kind}/x", kind=kind, name="x")
+    if facts is not None:
+        st.facts = facts  # type: ignore[assignment]  # what a hand-edited file may hold
+    return st
+
+
+def test_deployment_facts_round_trip_with_the_keys_status_shows() -> None:
+    st = _record()
+    known = DeploymentStatusFacts.of(st)
+    known.host, known.container_id, known.model = "local", "abc123", "m"
+    known.runtime = RuntimeFacts.model_validate({"max_model_len": "4096", "mode": "eager"})
+    known.put(st)
+    assert st.facts == {"host": "local", "containerId": "abc123", "model": "m",
+                        "runtime": {"max_model_len": "4096", "mode": "eager"}}
+    assert DeploymentStatusFacts.of(ResourceStatus.model_validate_json(
+        st.model_dump_json())) == known
+
+
+def test_assignment_is_validated() -> None:
+    known = DeploymentStatusFacts()
+    with pytest.raises(ValidationError):
+        known.container_id = ["not", "a", "string"]  # type: ignore[assignment]
+
+
+def test_unknown_or_mistyped_keys_are_dropped_and_the_rest_kept() -> None:
+    st = _record(facts={"host": "edge", "containerId": 5, "retiredKey": "x",
+                        "readySince": "2026-12-01T00:00:00Z"})
+    known = DeploymentStatusFacts.of(st)
+    assert known.host == "edge" and known.ready_since == "2026-12-01T00:00:00Z"
+    assert known.container_id is None
+
+
+@pytest.mark.parametrize("raw", [[1, 2], "text", None, {"sources": "nope"}])
+def test_facts_that_are_not_an_object_read_as_none_known(raw: object) -> None:
+    known = StreamSetStatusFacts.of(_record("StreamSet", raw))
+    assert known.sources == {} and known.deployment is None
+
+
+def test_one_bad_source_loses_only_its_bad_fact() -> None:
+    st = _record("StreamSet", {"deployment": "vlm", "maxFrameAgeSeconds": 15, "sources": {
+        "cam1": {"hash": "h1", "registered": "maybe?", "lastFrameAt": "t"},
+        "cam2": {"hash": "h2", "registered": True},
+        "cam3": ["garbage"]}})
+    known = StreamSetStatusFacts.of(st)
+    assert known.deployment == "vlm" and known.max_frame_age_seconds == 15
+    assert known.sources["cam1"].hash == "h1" and known.sources["cam1"].registered is None
+    assert known.sources["cam1"].last_frame_at == "t"
+    assert known.sources["cam2"].registered is True
+    assert known.sources["cam3"] == SourceFacts()
+
+
+def test_host_gpus_keep_their_shape() -> None:
+    gpu = GpuInfo(index=0, uuid="GPU-1", name="H200", compute_capability="9.0",
+                  memory_total_mib=143771)
+    st = _record("Host")
+    HostStatusFacts(docker="unix:///var/run/docker.sock", reachable=True, gpus=[gpu]).put(st)
+    assert st.facts["gpus"] == [{"index": 0, "uuid": "GPU-1", "name": "H200",
+                                 "compute_capability": "9.0", "memory_total_mib": 143771}]
+    assert HostStatusFacts.of(st).gpus == [gpu]
+    HostStatusFacts(reachable=True, gpus="none").put(st)
+    assert HostStatusFacts.of(st).gpus == "none"
+    json.dumps(st.facts)  # plain JSON, nothing pydantic left in it
+
+
+def test_merging_source_facts_keeps_what_the_new_ones_do_not_say() -> None:
+    old = SourceFacts(origin="rtsp://127.0.0.1:1/a", hash="h", last_caption="old")
+    new = SourceFacts(frames_fresh=True, last_caption=None)
+    merged = _merged(old, new)
+    assert merged.origin == "rtsp://127.0.0.1:1/a" and merged.hash == "h"
+    assert merged.frames_fresh is True and merged.last_caption is None
