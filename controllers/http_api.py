@@ -4,8 +4,9 @@ the client's own Temporary error naming the service and the call."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -15,6 +16,7 @@ from controllers.frames import redact
 
 Counter = Callable[[str], None]
 HTTP_TIMEOUT_S = 15.0
+C = TypeVar("C", bound="ApiClient")
 
 
 class ApiClient:
@@ -28,9 +30,12 @@ class ApiClient:
         self.base_url = base_url.rstrip("/")
         self._http = httpclients.client(timeout_s)
         self._count = count or (lambda _what: None)
+        self._pooled = False
 
     def close(self) -> None:
-        self._http.close()
+        """Done with it; a client lent by a :class:`ClientPool` stays open for the pass."""
+        if not self._pooled:
+            self._http.close()
 
     def _request(self, what: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
         self._count(what)
@@ -39,3 +44,33 @@ class ApiClient:
         except httpx.HTTPError as exc:
             raise self.unavailable(redact(f"{self.service} at {self.base_url}: {what} failed: "
                                           f"{type(exc).__name__}: {exc}")) from exc
+
+
+class ClientPool:
+    """One client per service per pass, shared by every step and thread of the pass.
+
+    A StreamSet pass talks to the same RTVI and VST from its plan, its registration, its
+    teardown and its checks; a client each time means a new connection each time. The pool
+    lends one client per (kind of client, URL) — httpx clients may be shared between
+    threads — and closes them all when the pass ends (``close``). A client it lends ignores
+    ``close()``, so code written for a client of its own works unchanged."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._clients: dict[tuple[type[ApiClient], str], ApiClient] = {}
+
+    def get(self, cls: type[C], base_url: str, count: Counter | None = None) -> C:
+        with self._lock:
+            client = self._clients.get((cls, base_url))
+            if client is None:
+                client = cls(base_url, count=count)
+                client._pooled = True
+                self._clients[(cls, base_url)] = client
+            assert isinstance(client, cls)
+            return client
+
+    def close(self) -> None:
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client._http.close()

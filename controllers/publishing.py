@@ -14,6 +14,7 @@ from pathlib import Path
 from controllers import ownership
 from controllers.docker_client import ContainerInfo, DockerEngine
 from controllers.errors import ControllerError, PermanentError
+from controllers.hostview import HostView
 from controllers.publisher.image import ensure_publisher_image
 from controllers.publisher.run import (
     PublishedSource,
@@ -60,19 +61,17 @@ def check_files(sources: list[DesiredSource], publisher: PublisherSpec) -> None:
             check_media(published(src, publisher))
 
 
-def list_publishers(engine: DockerEngine, instance: str,
-                    resource: str) -> dict[str, ContainerInfo]:
-    """Our publisher containers of one StreamSet, by source name (the selector matches by
-    instance name; is_owned drops another state directory's publishers of the same name)."""
-    found = engine.list_containers(ownership.selector(instance, resource))
-    return {c.labels[ownership.LABEL_SOURCE]: c for c in found
+def publishers_in(view: HostView, instance: str, resource: str) -> dict[str, ContainerInfo]:
+    """Our publisher containers of one StreamSet, by source name, from the Host's shared view
+    (is_owned drops another state directory's publishers of the same name)."""
+    return {c.labels[ownership.LABEL_SOURCE]: c for c in view.containers.values()
             if ownership.LABEL_SOURCE in c.labels
             and ownership.is_owned(c.labels, instance, resource)}
 
 
 def start(engine: DockerEngine, instance: str, resource: str, spec_hash: str,
           src: DesiredSource, publisher: PublisherSpec,
-          port: int | None) -> tuple[str, str]:
+          port: int | None, stop: threading.Event | None = None) -> tuple[str, str]:
     """(Re)create the publisher of ``src``, on ``port`` when given (its previous port);
     returns (container ID, URL). Raises PermanentError on a foreign container."""
     source = published(src, publisher)  # its media was checked by the plan of this pass
@@ -87,7 +86,7 @@ def start(engine: DockerEngine, instance: str, resource: str, spec_hash: str,
         engine.remove(existing.id)
     container_id = start_publisher(engine, instance, resource, spec_hash, source,
                                    publisher_image(engine), port)
-    return container_id, wait_for_url(engine, container_id, source.path)
+    return container_id, wait_for_url(engine, container_id, source.path, stop=stop)
 
 
 def remove(engine: DockerEngine, instance: str, resource: str,

@@ -27,7 +27,9 @@ from controllers.captions import CaptionHub
 from controllers.docker_client import DockerEngine
 from controllers.errors import ControllerError, PermanentError, TemporaryError
 from controllers.frames import MAX_PARALLEL, probe_many, redact
+from controllers.http_api import ClientPool
 from controllers.rtvi_client import MAX_BATCH, RtviBusy, RtviClient
+from controllers.session import HostSession
 from controllers.statusfacts import SourceFacts, StreamSetStatusFacts
 from controllers.streamhealth import (
     SourceReport,
@@ -71,18 +73,21 @@ class TeardownIncomplete(TemporaryError):
 
 
 class StreamSetController:
-    """Acts for one StreamSet; ``engine_for`` gives the Docker engine of a Host by name."""
+    """Acts for one StreamSet; ``session_for`` gives the session of a Host by name (its
+    engine, and the view of it that every resource on the Host shares), ``clients`` the
+    pass's HTTP clients."""
 
-    def __init__(self, store: Store, instance: str, engine_for: Callable[[str], DockerEngine],
-                 hub: CaptionHub, progress: Progress,
+    def __init__(self, store: Store, instance: str, session_for: Callable[[str], HostSession],
+                 hub: CaptionHub, progress: Progress, clients: ClientPool,
                  count: Callable[[str], None] | None = None,
                  stop: threading.Event | None = None) -> None:
         self.store, self.instance, self.hub = store, instance, hub
         self.stop = stop  # set: every wait ends at once (Stopped)
-        self._engine_for = engine_for
+        self._session_for = session_for
         self._progress = progress
+        self._clients = clients
         self._count = count
-        self._teardown = Teardown(store, instance, hub, engine_for, progress, self._rtvi,
+        self._teardown = Teardown(store, instance, hub, self._engine_for, progress, self._rtvi,
                                   self._vst, stop)
 
     # --- observe and plan ----------------------------------------------------------------------
@@ -101,8 +106,8 @@ class StreamSetController:
                 sensors = {s.id: s for s in vst.list_sensors() if s.state != "removed"}
             finally:
                 vst.close()
-        owned = publishing.list_publishers(self._engine_for(desired.publisher_host),
-                                           self.instance, desired.resource)
+        owned = publishing.publishers_in(self._session_for(desired.publisher_host).view(),
+                                         self.instance, desired.resource)
         return StreamSetObserved(streams, sensors, owned)
 
     def plan(self, desired: StreamSetDesired) -> StreamPlan:
@@ -174,12 +179,12 @@ class StreamSetController:
         args = (engine, self.instance, desired.resource, desired.spec_hash, src,
                 desired.streamset.spec.publisher)
         try:
-            container_id, url = publishing.start(*args, port)
+            container_id, url = publishing.start(*args, port, stop=self.stop)
         except TemporaryError:
             if port is None:
                 raise
             # Its old port is taken now: take any (the new URL re-registers downstream).
-            container_id, url = publishing.start(*args, None)
+            container_id, url = publishing.start(*args, None, stop=self.stop)
         self._write(desired, [InventoryItem(kind=KIND_PUBLISHER, name=src.name,
                                             host=desired.publisher_host, id=container_id,
                                             state="created", created_at=utc_now())],
@@ -442,11 +447,14 @@ class StreamSetController:
 
     # --- recording -----------------------------------------------------------------------------
 
+    def _engine_for(self, host: str) -> DockerEngine:
+        return self._session_for(host).engine()
+
     def _rtvi(self, url: str) -> RtviClient:
-        return RtviClient(url, count=self._count)
+        return self._clients.get(RtviClient, url, self._count)
 
     def _vst(self, url: str) -> VstClient:
-        return VstClient(url, count=self._count)
+        return self._clients.get(VstClient, url, self._count)
 
     def _update(self, resource: str, mutate: Callable[[ResourceStatus], None]) -> None:
         self.store.update(resource, "StreamSet", resource.split("/", 1)[1], mutate)

@@ -406,10 +406,12 @@ class Daemon:
             self._inflight[key] = stop
         if self.stop.is_set():
             stop.set()
+        ctx = self._context(snapshot, stop)
         try:
             self.watchers.pass_started(key)
-            return self.engine.reconcile(self._context(snapshot, stop), key)
+            return self.engine.reconcile(ctx, key)
         finally:
+            ctx.clients.close()
             with self._snapshot_lock:
                 self._inflight.pop(key, None)
 

@@ -73,7 +73,10 @@ class Engine:
             if kind is None:
                 continue
             ctx = self.context(revision, spec_set, pending=frozenset(unsettled))
-            rp = self._plan_one(ctx, resource)
+            try:
+                rp = self._plan_one(ctx, resource)
+            finally:
+                ctx.clients.close()
             if rp.error is not None or rp.changes:
                 unsettled.add(rp.resource)
             plans.append(rp)
@@ -85,15 +88,21 @@ class Engine:
         ctx = self.context(revision, spec_set, timeout_s=timeout_s)
         results: list[Result] = []
         ordered = sorted(plans, key=lambda rp: self.registry.level(rp.resource))
-        with ThreadPoolExecutor(max_workers=MAX_PARALLEL_APPLIES) as pool:
-            for _, wave in groupby(ordered, key=lambda rp: self.registry.level(rp.resource)):
-                results += pool.map(lambda rp: self._act(ctx, rp), list(wave))
+        try:
+            with ThreadPoolExecutor(max_workers=MAX_PARALLEL_APPLIES) as pool:
+                for _, wave in groupby(ordered, key=lambda rp: self.registry.level(rp.resource)):
+                    results += pool.map(lambda rp: self._act(ctx, rp), list(wave))
+        finally:
+            ctx.clients.close()
         return results
 
     def delete(self, spec_set: SpecSet | None, keys: list[str]) -> list[Result]:
         """Delete what we own for ``keys``, dependents first."""
         ctx = self.context(None, spec_set)
-        return [self.delete_one(ctx, key) for key in self.registry.delete_order(keys)]
+        try:
+            return [self.delete_one(ctx, key) for key in self.registry.delete_order(keys)]
+        finally:
+            ctx.clients.close()
 
     # --- single steps (the daemon's unit of work) --------------------------------------------
 

@@ -30,6 +30,8 @@ class _ApiCalls(Collector):
                                      "API calls made, per target", labels=["target"])
         for name, session in list(self.daemon.engine.services.sessions.items()):
             family.add_metric([f"docker:{name}"], session.api_calls)
+        for what, calls in list(self.daemon.engine.services.http_calls.items()):
+            family.add_metric([f"http:{what}"], calls)
         yield family
 
 

@@ -21,10 +21,11 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Literal
 
+import watchfiles
 from pydantic import ValidationError
 
 from state.atomic import (
@@ -42,8 +43,8 @@ from state.errors import CorruptState, StateError
 from state.models import Event, utc_now
 from state.redaction import Redactor
 
-DEFAULT_POLL_S = 0.2
-"""How often ``follow`` checks the file for growth."""
+DEFAULT_POLL_S = 1.0
+"""How often ``follow`` looks at the file even when no change was reported."""
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
 DEFAULT_KEEP = 5
 
@@ -209,8 +210,13 @@ class EventLog:
         Only complete lines are consumed: a line still being written (or torn) is re-read at the
         next poll, so no event is yielded twice or half.
         """
+        changes = self._changes(poll_s)
+        with contextlib.closing(changes):
+            yield from self._follow(changes, resource, since_seq)
+
+    def _follow(self, changes: Iterator[object], resource: str | None,
+                last: int) -> Generator[Event, None, None]:
         offset = 0
-        last = since_seq
         inode: int | None = None
         while True:
             try:
@@ -238,8 +244,20 @@ class EventLog:
                         last = event.seq
                         yield event
                 if complete:
-                    continue  # more may already be there; poll again without sleeping
+                    continue  # more may already be there; look again before waiting
+            next(changes)
+
+    def _changes(self, poll_s: float) -> Generator[object, None, None]:
+        """Yields when the log's folder changes (an append, a rotation), and at least every
+        ``poll_s``: a change the watch misses (a network filesystem) is seen then. Where the
+        folder cannot be watched (no inotify left), it simply ticks every ``poll_s``."""
+        with contextlib.suppress(OSError, RuntimeError):
+            yield from watchfiles.watch(self.path.parent, recursive=False, debounce=50, step=5,
+                                        rust_timeout=max(1, int(poll_s * 1000)),
+                                        yield_on_timeout=True, raise_interrupt=False)
+        while True:
             time.sleep(poll_s)
+            yield None
 
     def _read_path(self, path: Path) -> list[Event]:
         data = read_file(path) or b""

@@ -15,9 +15,10 @@ host can see.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
-import time
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -27,6 +28,7 @@ from controllers.docker_client import ContainerRequest, DockerEngine
 from controllers.errors import PermanentError, TemporaryError
 from controllers.ownership import LABEL_SOURCE, container_name, labels_for
 from controllers.publisher.image import CONTAINER_PORT
+from controllers.waiting import until
 
 PORT_KEY = f"{CONTAINER_PORT}/tcp"
 LOOPBACK = "127.0.0.1"
@@ -98,9 +100,27 @@ def check_media(source: PublishedSource) -> None:
         return
     if not os.access(source.file, os.R_OK):
         return  # only the Docker host sees it: the app checks inside the container
-    got = file_sha256(source.file)
+    got = media_sha256(source.file)
     if got != normalise_sha256(source.sha256):
         raise MediaMismatch(mismatch_message(source.file, source.sha256, got))
+
+
+def media_sha256(path: str | Path) -> str:
+    """sha256 of a media file, read once per version of the file.
+
+    Every plan of a StreamSet checks its pinned files; re-reading a few GiB of video each pass
+    would make a no-op cost seconds. A file is identified by where it is and by its stat
+    (device, inode, size, mtime and ctime, in ns): any write changes ctime, so new content is
+    always hashed again, while an unchanged file costs one ``stat``."""
+    info = os.stat(path)
+    return _sha256_of(os.path.abspath(path), info.st_dev, info.st_ino, info.st_size,
+                      info.st_mtime_ns, info.st_ctime_ns)
+
+
+@functools.lru_cache(maxsize=512)
+def _sha256_of(path: str, dev: int, inode: int, size: int, mtime_ns: int,
+               ctime_ns: int) -> str:
+    return file_sha256(path)
 
 
 def start_publisher(engine: DockerEngine, instance: str, resource: str, spec_hash: str,
@@ -120,11 +140,10 @@ def publisher_url(engine: DockerEngine, container: str, path: str = "/stream") -
 
 
 def wait_for_url(engine: DockerEngine, container: str, path: str = "/stream",
-                 timeout_s: float = 10.0) -> str:
+                 timeout_s: float = 10.0, stop: threading.Event | None = None) -> str:
     """Poll until the engine reports the assigned port; a container that exits first (bad
     config, sha256 mismatch) is a Permanent error carrying the last line of its log."""
-    deadline = time.monotonic() + timeout_s
-    while True:
+    def assigned() -> str | None:
         url = publisher_url(engine, container, path)
         if url is not None:
             return url
@@ -133,6 +152,8 @@ def wait_for_url(engine: DockerEngine, container: str, path: str = "/stream",
             last = (engine.logs(container, tail=5).strip().splitlines() or ["no output"])[-1]
             raise PermanentError(f"publisher {info.name} exited with code {info.exit_code}: "
                                  f"{last}")
-        if time.monotonic() >= deadline:
-            raise TemporaryError(f"publisher {container}: no host port after {timeout_s:.0f} s")
-        time.sleep(POLL_S)
+        return None
+    url = until(assigned, timeout_s=timeout_s, pace=POLL_S, stop=stop)
+    if url is None:
+        raise TemporaryError(f"publisher {container}: no host port after {timeout_s:.0f} s")
+    return url

@@ -29,6 +29,7 @@ from controllers.errors import (
     ReadinessFailed,
     StillProgressing,
 )
+from controllers.http_api import ClientPool
 from controllers.waiting import Stopped
 from specs.errors import SpecIssue
 from specs.models import Metadata, Strict
@@ -172,6 +173,7 @@ class PassContext:
     timeout_s: float | None = None
     pending: frozenset[str] = frozenset()  # keys that will change earlier in this run (plan)
     wait_ready: bool = True  # False in the daemon: readiness is a phase re-checked later
+    clients: ClientPool = field(default_factory=ClientPool)  # closed when the pass ends
 
 
 class Kind(Protocol):

@@ -7,6 +7,7 @@ Deployment needs the session its Host kind opened, a StreamSet the Deployment's 
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Literal
 
@@ -37,6 +38,13 @@ class Services:
         self.host_errors: dict[str, str] = {}
         self.hosts_refused: set[str] = set()
         self.hub = CaptionHub()  # live caption sessions outlive a pass (the daemon keeps them)
+        self.http_calls: Counter[str] = Counter()  # RTVI/VST requests by call (metrics)
+        self._calls_lock = threading.Lock()
+
+    def count_call(self, what: str) -> None:
+        """Count one RTVI or VST request (``what``: e.g. "list streams")."""
+        with self._calls_lock:
+            self.http_calls[what] += 1
 
     def close(self) -> None:
         self.hub.close()

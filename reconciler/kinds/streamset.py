@@ -11,8 +11,8 @@ from __future__ import annotations
 import structlog
 from pydantic import ValidationError
 
-from controllers.docker_client import DockerEngine
 from controllers.errors import ControllerError, PermanentError
+from controllers.session import HostSession
 from controllers.statusfacts import StreamSetStatusFacts
 from controllers.streamhealth import SourcesDegraded
 from controllers.streamplan import (
@@ -87,7 +87,10 @@ class StreamSetKind:
         if waiting is not None:
             failed("WaitingForDeployment", waiting, False)
             return Result(rp.resource, False, waiting, "WaitingForDeployment", waiting=True)
-        return guarded(rp.resource, lambda: _apply(ctx, desired), failed)
+        # Planned once per pass: the plan made against the Deployment as it is now is acted on;
+        # one made while the Deployment was still pending is made again, now that it is Ready.
+        planned = rp.plan if rp.waiting is None and isinstance(rp.plan, StreamPlan) else None
+        return guarded(rp.resource, lambda: _apply(ctx, desired, planned), failed)
 
     def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
         return guarded(record.resource, lambda: _teardown(ctx, record))
@@ -123,10 +126,11 @@ def _resolve(ctx: PassContext, ss: StreamSet, spec_set: SpecSet) -> StreamSetDes
 def _controller(ctx: PassContext) -> StreamSetController:
     services = ctx.services
 
-    def engine_for(host_name: str) -> DockerEngine:
-        return services.session(services.host_for(ctx.spec_set, host_name, None)).engine()
-    return StreamSetController(services.store, services.instance, engine_for, services.hub,
-                               services.progress, stop=ctx.stop)
+    def session_for(host_name: str) -> HostSession:
+        return services.session(services.host_for(ctx.spec_set, host_name, None))
+    return StreamSetController(services.store, services.instance, session_for, services.hub,
+                               services.progress, ctx.clients, count=services.count_call,
+                               stop=ctx.stop)
 
 
 def _pending_plan(desired: StreamSetDesired, record: ResourceStatus | None,
@@ -142,11 +146,11 @@ def _pending_plan(desired: StreamSetDesired, record: ResourceStatus | None,
     return result
 
 
-def _apply(ctx: PassContext, desired: StreamSetDesired) -> Result:
+def _apply(ctx: PassContext, desired: StreamSetDesired, planned: StreamPlan | None) -> Result:
     ctl = _controller(ctx)
     ss = desired.streamset
     resource = desired.resource
-    the_plan = ctl.plan(desired)
+    the_plan = planned if planned is not None else ctl.plan(desired)
     try:
         result = ctl.apply(desired, the_plan, ctx.timeout_s, ctx.revision)
     except (SourcesDegraded, AtCapacity) as exc:  # known not Ready; retried with backoff

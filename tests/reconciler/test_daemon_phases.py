@@ -128,6 +128,39 @@ def test_a_no_op_pass_writes_no_state_file_and_makes_at_most_2_api_calls_per_hos
         assert daemon.terminate() == 0, daemon.log()
 
 
+def test_a_stream_set_is_planned_once_per_pass_from_the_shared_host_view(
+        cli: Cli, instance: str, emulator_image: str, tmp_path: Path) -> None:
+    """A no-op pass over a Deployment with a StreamSet of two published sources: the
+    StreamSet asks RTVI for its streams once to plan and once to register (never again to
+    re-plan), its publishers come from the Host's shared view (no Docker call of its own)."""
+    port, metrics = free_port(), free_port()
+    specs = tmp_path / "specs"
+    write(specs, rtvi_deployment(emulator_image, port), streamset(colours(["RED", "GREEN"])))
+    daemon = _daemon(cli, tmp_path, specs, "--metrics-address", f"127.0.0.1:{metrics}")
+    passes = "rtvi_reconciler_reconcile_duration_seconds_count"
+    calls = "rtvi_reconciler_api_calls_total"
+    try:
+        wait_for("the StreamSet Ready", lambda: is_ready(cli, "StreamSet/cams"), 120)
+        wait_for("the queue to drain", lambda: _metric(
+            metrics, "rtvi_reconciler_queue_depth") == 0, 10)
+        done = _metric(metrics, passes, kind="StreamSet")
+        docker_before = _metric(metrics, calls, target="docker:local")
+        lists_before = _metric(metrics, calls, target="http:list streams")
+        assert lists_before > 0  # the counter is there: converging listed the streams
+        assert cli("sync").returncode == 0
+        wait_for("a pass over the StreamSet",
+                 lambda: _metric(metrics, passes, kind="StreamSet") > done, 60)
+        wait_for("the queue to drain", lambda: _metric(
+            metrics, "rtvi_reconciler_queue_depth") == 0, 10)
+        lists = _metric(metrics, calls, target="http:list streams") - lists_before
+        assert lists == 2, f"{lists} stream lists for one no-op StreamSet pass"
+        made = _metric(metrics, calls, target="docker:local") - docker_before
+        assert made <= 2, f"{made} Docker API calls for a no-op pass (Host, Deployment, " \
+                          "StreamSet)"
+    finally:
+        assert daemon.terminate() == 0, daemon.log()
+
+
 def test_sigterm_during_a_stream_registration_ends_the_daemon_within_10_s(
         cli: Cli, instance: str, emulator_image: str, tmp_path: Path) -> None:
     port = free_port()

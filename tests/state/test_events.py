@@ -155,6 +155,19 @@ def test_follow_yields_existing_then_new_and_never_half_lines(tmp_path: Path) ->
     events.close()
 
 
+def test_follow_is_woken_by_an_append_not_by_its_poll(tmp_path: Path) -> None:
+    """`events -f` shows a new event as it is written: the folder is watched (inotify), the
+    poll (a minute here) is only the backstop for a change the watch cannot see."""
+    log = _log(tmp_path)
+    log.append("Host/h", "Normal", "A", "a")
+    events = log.follow(poll_s=60.0)
+    assert _next_within(events).reason == "A"
+    for reason in ("B", "C"):
+        log.append("Host/h", "Normal", reason, reason.lower())
+        assert _next_within(events, timeout=5.0).reason == reason
+    events.close()
+
+
 def test_follow_since_seq(tmp_path: Path) -> None:
     log = _log(tmp_path)
     for name in "ABC":
