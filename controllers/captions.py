@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from controllers.caption_events import chunks_of
 from controllers.errors import ControllerError
 from controllers.rtvi_client import RtviClient
 
@@ -74,22 +75,20 @@ class CaptionSession:
             delay = min(delay * 2, RETRY_MAX_S)
 
     def _record(self, event: dict[str, Any]) -> None:
-        choices = event.get("choices")
-        text = event.get("content")
-        if text is None and isinstance(choices, list) and choices:
-            first = choices[0] if isinstance(choices[0], dict) else {}
-            text = (first.get("delta") or first.get("message") or {}).get("content")
-        if not isinstance(text, str) or not text:
-            return
-        if event.get("frame_count") == 0:  # "0 frames, 0 latency" means no data
-            self.state.empty_chunks += 1
-            return
-        self.state.text, self.state.at = text, time.time()
-        self.state.chunks += 1
-        self.state.error = ""
-        latency = event.get("chunk_latency_ms")
-        if isinstance(latency, int | float):
-            self.state.latency_ms = float(latency)
+        for chunk in chunks_of(event):  # flat, wrapped (the spec's) or chat-shaped alike
+            if chunk.error:
+                self.state.error = f"RTVI reported an error in a caption: {chunk.error}"
+                continue
+            if chunk.frame_count == 0:  # "0 frames, 0 latency" means no data
+                self.state.empty_chunks += 1
+                continue
+            if not chunk.content:
+                continue
+            self.state.text, self.state.at = chunk.content, time.time()
+            self.state.chunks += 1
+            self.state.error = ""
+            if chunk.chunk_latency_ms is not None:
+                self.state.latency_ms = chunk.chunk_latency_ms
 
     @property
     def alive(self) -> bool:

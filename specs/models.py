@@ -233,15 +233,22 @@ class VstSpec(Strict):
     urlTimeoutSeconds: float = Field(default=60, gt=0, le=3600)
 
 
-class CaptionSpec(Strict):
-    """A live caption session per source (``generate_captions`` with ``stream: true``)."""
+PROMPT_MAX_CHARS = 10240
+"""RTVI's ``VlmQuery.prompt`` limit (the service's default ``VLM_PROMPT_MAX_LENGTH``)."""
+SEED_MAX = 4294967295
+"""RTVI's ``VlmQuery.seed`` range is 1..2^32-1."""
 
-    prompt: str = Field(min_length=1)
+
+class CaptionSpec(Strict):
+    """A live caption session per source (``generate_captions`` with ``stream: true``). Bounds
+    are the published OpenAPI's, so a value RTVI would refuse is refused at ``validate``."""
+
+    prompt: str = Field(min_length=1, max_length=PROMPT_MAX_CHARS)
     chunkDuration: int = Field(default=2, ge=1, le=3600)
     chunkOverlapDuration: int = Field(default=0, ge=0, le=3600)
     maxTokens: int = Field(default=64, ge=1, le=16384)
     temperature: float | None = Field(default=None, ge=0, le=1)
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=1, le=SEED_MAX)
     maxCaptionAgeSeconds: float = Field(default=30, gt=0)
 
 

@@ -102,5 +102,19 @@ CASES += [
          "environment values carry no control characters", "spec.model.path"),
 ]
 
+def with_captions(captions: str) -> str:
+    """A StreamSet with one URL source and a ``captions`` block (YAML, indented two spaces)."""
+    return streamset("  - name: a\n    url: rtsp://127.0.0.1/a\n") + "  captions:\n" + captions
+
+
+CASES += [  # RTVI's own bounds (VlmQuery in the OpenAPI): refused here, not by the service
+    Case("captions-seed-zero", with_captions("    prompt: p\n    seed: 0  # <-\n"), "schema",
+         "spec.captions.seed"),
+    Case("captions-seed-too-big", with_captions("    prompt: p\n    seed: 4294967296  # <-\n"),
+         "schema", "spec.captions.seed"),
+    Case("captions-prompt-too-long", with_captions(f"    prompt: {'x' * 10241}  # <-\n"),
+         "schema", "spec.captions.prompt"),
+]
+
 GPU_CASE = Case("gpu-host-lacks", body(extra="  gpus:\n  - 7  # <-\n"), "rule 10",
                 "spec.gpus.0")

@@ -8,7 +8,7 @@ import pytest
 
 from specs.errors import SpecError
 from specs.validate import json_schema, load_spec_set, parse_text, spec_hash
-from tests.specs.cases import CASES, DIGEST, GPU_CASE, HEADER, Case, body
+from tests.specs.cases import CASES, DIGEST, GPU_CASE, HEADER, Case, body, with_captions
 
 
 def _errors(text: str) -> list[str]:
@@ -195,3 +195,9 @@ def test_control_character_message_names_the_character_never_the_value() -> None
     [error] = errors
     assert "NUL, U+001B" in error and "canary" not in error
     assert "MULTILINE" not in error  # tab, newline and carriage return are allowed
+
+
+def test_caption_bounds_accept_rtvi_s_own_limits() -> None:
+    text = HEADER + with_captions(f"    prompt: {'x' * 10240}\n    seed: 4294967295\n")
+    [ss] = [r for r in parse_text(text).resources if r.kind == "StreamSet"]
+    assert ss.spec.captions is not None and ss.spec.captions.seed == 4294967295  # type: ignore[attr-defined]

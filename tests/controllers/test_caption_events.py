@@ -1,0 +1,74 @@
+"""Caption results are read alike in every shape RTVI sends them (the spec's wrapped one too)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from controllers.caption_events import CaptionChunk, chunks_of
+
+SPEC = Path(__file__).resolve().parents[1] / "data" / "rtvi-openapi.json"  # ../shared/contracts
+
+FLAT = {"id": "s1", "chunk_id": 4, "start_time": "2026-12-04T08:00:00Z",
+        "end_time": "2026-12-04T08:00:05Z", "content": "The frame shows solid RED.",
+        "frame_count": 8, "chunk_latency_ms": 412.5}
+WRAPPED = {"id": "0" * 8 + "-0000-0000-0000-" + "0" * 12, "created": 1764835200,
+           "model": "cosmos-reason1",
+           "media_info": {"type": "timestamp", "start_timestamp": "2026-12-04T08:00:00Z",
+                          "end_timestamp": "2026-12-04T08:00:10Z"},
+           "chunk_responses": [
+               {"chunk_id": 4, "start_time": "0", "end_time": "5",
+                "content": "The frame shows solid RED.", "frame_count": 8,
+                "chunk_latency_ms": 412.5},
+               {"chunk_id": 5, "start_time": "5", "end_time": "10", "content": "",
+                "frame_count": 0}]}
+CHAT = {"choices": [{"index": 0, "delta": {"content": "The frame shows solid RED."}}]}
+
+
+def test_flat_event() -> None:
+    [chunk] = chunks_of(FLAT)
+    assert chunk == CaptionChunk(content="The frame shows solid RED.", chunk_id=4,
+                                 start_time="2026-12-04T08:00:00Z",
+                                 end_time="2026-12-04T08:00:05Z", frame_count=8,
+                                 chunk_latency_ms=412.5)
+
+
+def test_wrapped_event_as_the_spec_describes_it() -> None:
+    red, empty = chunks_of(WRAPPED)
+    assert (red.chunk_id, red.content, red.chunk_latency_ms) == (4, "The frame shows solid RED.",
+                                                                 412.5)
+    assert (empty.chunk_id, empty.content, empty.frame_count) == (5, "", 0)
+
+
+def test_the_wrapped_sample_is_what_the_spec_says() -> None:
+    """Keeps the sample above honest: its keys are the spec's (no ``choices``)."""
+    schemas = json.loads(SPEC.read_text())["components"]["schemas"]
+    outer = schemas["VlmCaptionsCompletionResponse"]
+    inner = schemas["VlmCaptionResponse"]
+    assert set(WRAPPED) <= set(outer["properties"]) and "choices" not in outer["properties"]
+    assert set(outer["required"]) <= set(WRAPPED)
+    for item in WRAPPED["chunk_responses"]:  # type: ignore[attr-defined]
+        assert set(item) <= set(inner["properties"]) and set(inner["required"]) <= set(item)
+
+
+def test_chat_shaped_event() -> None:
+    assert [c.content for c in chunks_of(CHAT)] == ["The frame shows solid RED."]
+
+
+@pytest.mark.parametrize("event", [{"error": "decoder crashed"},
+                                   {"error": {"code": "InternalError",
+                                              "message": "decoder crashed"}},
+                                   {**FLAT, "error": "decoder crashed"}])
+def test_an_error_inside_a_200_is_kept(event: dict[str, object]) -> None:
+    [chunk] = chunks_of(event)
+    assert "decoder crashed" in chunk.error
+
+
+@pytest.mark.parametrize("event", [None, [], "text", {}, {"usage": {"total_tokens": 3}},
+                                   {"chunk_responses": "nope"}, {"choices": ["x"]},
+                                   {"content": 5, "chunk_id": "4", "frame_count": True}])
+def test_malformed_events_never_raise(event: object) -> None:
+    for chunk in chunks_of(event):
+        assert chunk.content == "" and chunk.chunk_id is None and chunk.frame_count is None
