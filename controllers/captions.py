@@ -109,19 +109,23 @@ class CaptionHub:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._sessions: dict[str, tuple[str, CaptionSession]] = {}  # stream → (service, …)
+        # stream → ((service, its API token), session)
+        self._sessions: dict[str, tuple[tuple[str, str | None], CaptionSession]] = {}
 
-    def ensure(self, base_url: str, stream: str, body: dict[str, Any]) -> CaptionState:
-        """Start (or keep) the session for ``stream``; another service or request body, or a
-        session that died, starts a new one."""
+    def ensure(self, base_url: str, stream: str, body: dict[str, Any],
+               token: str | None = None) -> CaptionState:
+        """Start (or keep) the session for ``stream``; another service, token or request
+        body, or a session that died, starts a new one."""
+        service = (base_url, token)
         with self._lock:
-            url, current = self._sessions.get(stream, (base_url, None))
-            if current is not None and (url, current.body) == (base_url, body) and current.alive:
+            was, current = self._sessions.get(stream, (service, None))
+            if current is not None and (was, current.body) == (service, body) and current.alive:
                 return current.state
             if current is not None:
                 current.stop()
-            session = CaptionSession(lambda: RtviClient(base_url, timeout_s=READ_TIMEOUT_S), body)
-            self._sessions[stream] = (base_url, session)
+            session = CaptionSession(lambda: RtviClient(base_url, timeout_s=READ_TIMEOUT_S,
+                                                        token=token), body)
+            self._sessions[stream] = (service, session)
             return session.state
 
     def forget_stream(self, stream: str) -> None:

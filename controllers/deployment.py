@@ -47,7 +47,7 @@ from controllers.readiness import (
     still_serving,
     wait_ready,
 )
-from controllers.secrets import resolve, resolve_all
+from controllers.secrets import api_token, resolve, resolve_all
 from controllers.session import HostSession
 from controllers.statusfacts import DeploymentStatusFacts, RuntimeFacts
 from controllers.waiting import until
@@ -356,7 +356,8 @@ class DeploymentController:
         if (record is None or ready is None or ready.status != "True"
                 or record.observed_generation != desired.spec_hash
                 or DeploymentStatusFacts.of(record).container_id != container.id
-                or not still_serving(container, desired.probe_url)):
+                or not still_serving(container, desired.probe_url,
+                                     api_token(desired.deployment.spec))):
             return None
         return ReadinessResult(DeploymentStatusFacts.of(record).model or "", 0.0)
 
@@ -380,7 +381,7 @@ class DeploymentController:
         try:
             return wait_ready(self.engine, container.id, desired.probe_url, window,
                               readiness.pollSeconds, lambda msg: self._progress(resource, msg),
-                              self.stop)
+                              self.stop, api_token(desired.deployment.spec))
         except ReadinessTimedOut as exc:
             if window >= left:
                 raise ReadinessTimedOut(budget, exc.detail) from None

@@ -17,9 +17,11 @@ message names the URL without user:password.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -30,7 +32,10 @@ from controllers.errors import ControllerError, PermanentError, TemporaryError
 
 WIDTH, HEIGHT = 32, 24
 FRAME_BYTES = WIDTH * HEIGHT * 3
-MAX_PARALLEL = 16
+MAX_PARALLEL = max(4, 4 * (os.cpu_count() or 1))
+"""ffmpeg probes running at once in this process, whoever asks: 16 passes each probing 16
+sources would otherwise start 256 decoders and starve the services being probed."""
+_SLOTS = threading.BoundedSemaphore(MAX_PARALLEL)
 STDERR_LINES = 3
 _CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
 
@@ -138,10 +143,15 @@ def probe_many(urls: list[str], timeout_s: float) -> dict[str, FrameSample | Con
     deadline = time.monotonic() + timeout_s
 
     def one(url: str) -> FrameSample | ControllerError:
+        if not _SLOTS.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            return ProbeTimeout(f"no frame from {redact(url)}: all {MAX_PARALLEL} probe slots "
+                                f"stayed busy for {timeout_s:.1f} s")
         try:
             return probe(url, deadline - time.monotonic())
         except ControllerError as exc:
             return exc
+        finally:
+            _SLOTS.release()
 
     if not urls:
         return {}

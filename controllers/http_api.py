@@ -26,9 +26,9 @@ class ApiClient:
     unavailable: type[TemporaryError] = TemporaryError
 
     def __init__(self, base_url: str, timeout_s: float = HTTP_TIMEOUT_S,
-                 count: Counter | None = None) -> None:
+                 count: Counter | None = None, token: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
-        self._http = httpclients.client(timeout_s)
+        self._http = httpclients.client(timeout_s, token)
         self._count = count or (lambda _what: None)
         self._pooled = False
 
@@ -58,12 +58,24 @@ class ClientPool:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._clients: dict[tuple[type[ApiClient], str], ApiClient] = {}
+        self._tokens: dict[str, str] = {}
+
+    def authorize(self, base_url: str, token: str | None) -> None:
+        """Requests to ``base_url`` carry this bearer token (a service's ``apiTokenSecret``);
+        set before the first client for it is lent."""
+        if token:
+            with self._lock:
+                self._tokens[base_url] = token
+
+    def token(self, base_url: str) -> str | None:
+        with self._lock:
+            return self._tokens.get(base_url)
 
     def get(self, cls: type[C], base_url: str, count: Counter | None = None) -> C:
         with self._lock:
             client = self._clients.get((cls, base_url))
             if client is None:
-                client = cls(base_url, count=count)
+                client = cls(base_url, count=count, token=self._tokens.get(base_url))
                 client._pooled = True
                 self._clients[(cls, base_url)] = client
             assert isinstance(client, cls)

@@ -18,6 +18,8 @@ def _tls() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
-def client(timeout: float) -> httpx.Client:
-    """An ``httpx.Client`` with the shared TLS context (close it, or use it in ``with``)."""
-    return httpx.Client(timeout=timeout, verify=_tls())
+def client(timeout: float, token: str | None = None) -> httpx.Client:
+    """An ``httpx.Client`` with the shared TLS context (close it, or use it in ``with``);
+    with ``token``, every request carries ``Authorization: Bearer <token>``."""
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    return httpx.Client(timeout=timeout, verify=_tls(), headers=headers)

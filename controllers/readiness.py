@@ -75,7 +75,7 @@ def paused_message(name: str, pending: list[str]) -> str:
 
 def wait_ready(engine: DockerEngine, container_id: str, url: str, timeout_s: float,
                poll_s: float, progress: Progress,
-               stop: threading.Event | None = None) -> ReadinessResult:
+               stop: threading.Event | None = None, token: str | None = None) -> ReadinessResult:
     """Block until ready or raise ReadinessFailed with a reason naming what went wrong, or
     Stopped as soon as ``stop`` is set."""
     started = time.monotonic()
@@ -86,18 +86,18 @@ def wait_ready(engine: DockerEngine, container_id: str, url: str, timeout_s: flo
     follower.start()
     try:
         return _wait(engine, container_id, url, timeout_s, poll_s, progress, lines, started,
-                     stop)
+                     stop, token)
     finally:
         stream.close()
 
 
 def _wait(engine: DockerEngine, container_id: str, url: str, timeout_s: float, poll_s: float,
           progress: Progress, lines: queue.Queue[str], started: float,
-          stop: threading.Event | None) -> ReadinessResult:
+          stop: threading.Event | None, token: str | None) -> ReadinessResult:
     runtime: dict[str, str] = {}
     seen = _Reported()
 
-    with httpclients.client(HTTP_TIMEOUT_S) as http:
+    with httpclients.client(HTTP_TIMEOUT_S, token) as http:
         def check() -> ReadinessResult | None:
             _scan(lines, runtime)
             probe = _check_once(engine, container_id, url, http, runtime)
@@ -115,7 +115,7 @@ def _wait(engine: DockerEngine, container_id: str, url: str, timeout_s: float, p
     return result
 
 
-def still_serving(info: ContainerInfo, url: str) -> bool:
+def still_serving(info: ContainerInfo, url: str, token: str | None = None) -> bool:
     """The steady-state check of a service that was proven ready at this spec: running, not
     paused, Docker's health fine (where it has a check) and one ``/v1/health/ready`` 200. No
     log following and no model listing: full readiness is proven again only after a change
@@ -123,7 +123,7 @@ def still_serving(info: ContainerInfo, url: str) -> bool:
     if not info.running or info.paused or info.health not in (None, "healthy"):
         return False
     try:
-        with httpclients.client(HTTP_TIMEOUT_S) as http:
+        with httpclients.client(HTTP_TIMEOUT_S, token) as http:
             return http.get(f"{url}/v1/health/ready").status_code == 200
     except httpx.HTTPError:
         return False
@@ -193,10 +193,10 @@ def _probe(http: httpx.Client, url: str) -> _Probe:
     try:
         ready = http.get(f"{url}/v1/health/ready")
         if ready.status_code != 200:
-            return _Probe(False, f"/v1/health/ready answered {ready.status_code}")
+            return _Probe(False, f"/v1/health/ready answered {_status(ready)}")
         models = http.get(f"{url}/v1/models")
         if models.status_code != 200:
-            return _Probe(False, f"/v1/models answered {models.status_code}")
+            return _Probe(False, f"/v1/models answered {_status(models)}")
         data = models.json().get("data") or []
         if not data or not isinstance(data[0], dict) or not data[0].get("id"):
             return _Probe(False, "/v1/models lists no model")
@@ -205,3 +205,14 @@ def _probe(http: httpx.Client, url: str) -> _Probe:
         return _Probe(False, f"{url} not answering ({type(exc).__name__})")
     except ValueError:
         return _Probe(False, "/v1/models answered with invalid JSON")
+
+
+def _status(response: httpx.Response) -> str:
+    """The status code, with what a 401/403 means here."""
+    code = response.status_code
+    if code in (401, 403):
+        sent = "Authorization" in response.request.headers
+        return (f"{code}: the service refused our API token (spec.apiTokenSecret)" if sent
+                else f"{code}: the service wants an API token; name its secret in "
+                "spec.apiTokenSecret")
+    return str(code)

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 
 from controllers.errors import SecretRefused, SecretUnavailable
 from specs.environment import control_characters
-from specs.models import SecretRef
+from specs.models import DeploymentSpec, SecretRef
 from state.redaction import DEFAULT_REDACTOR, Redactor
 
 SECRET_FILE_MAX_BYTES = 64 * 1024
@@ -73,6 +73,22 @@ def resolve(ref: SecretRef, environ: Mapping[str, str] | None = None,
                             f"character(s) {', '.join(refused)}; only tab, newline and carriage "
                             "return are allowed (Docker cannot pass NUL at all)")
     return value
+
+
+def api_token(spec: DeploymentSpec, deadline: float | None = None) -> str | None:
+    """The service's API token (the ``spec.secrets`` entry ``spec.apiTokenSecret`` names),
+    resolved now; None when the Deployment has none. It travels only in request headers."""
+    if spec.apiTokenSecret is None:
+        return None
+    ref = next((r for r in spec.secrets if r.name == spec.apiTokenSecret), None)
+    if ref is None:  # validate refuses this; an old record's applied spec might still say it
+        raise SecretUnavailable(f"apiTokenSecret {spec.apiTokenSecret} names no entry of "
+                                "spec.secrets")
+    token = resolve(ref, deadline=deadline)
+    if any(c.isspace() for c in token):
+        raise SecretRefused(f"secret {ref.name}: an API token cannot contain whitespace (it is "
+                            "sent as an HTTP header)")
+    return token
 
 
 def resolve_all(refs: list[SecretRef], environ: Mapping[str, str] | None = None,

@@ -48,6 +48,11 @@ class Facts(BaseModel):
         """The facts of ``record`` (defaults for no record)."""
         return cls.parse(record.facts if record is not None else None)
 
+    def merged(self, new: Self) -> Self:
+        """These facts with those ``new`` sets (explicitly, even to None) taking their place:
+        a step that learnt one thing about a source keeps what others learnt."""
+        return self.model_copy(update={k: getattr(new, k) for k in new.model_fields_set})
+
     def put(self, record: ResourceStatus) -> None:
         """Store these facts in ``record`` (unset optional facts are left out of the file)."""
         record.facts = self.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -80,8 +80,11 @@ class StreamSetController:
     def __init__(self, store: Store, instance: str, session_for: Callable[[str], HostSession],
                  hub: CaptionHub, progress: Progress, clients: ClientPool,
                  count: Callable[[str], None] | None = None,
-                 stop: threading.Event | None = None) -> None:
+                 stop: threading.Event | None = None, frames_watched: bool = False) -> None:
         self.store, self.instance, self.hub = store, instance, hub
+        # A FrameWatch re-proves frames in the background (the daemon): a pass that changed
+        # nothing trusts the recorded proof instead of decoding every source again.
+        self.frames_watched = frames_watched
         self.stop = stop  # set: every wait ends at once (Stopped)
         self._session_for = session_for
         self._progress = progress
@@ -376,6 +379,8 @@ class StreamSetController:
             for src in desired.sources.values():
                 self.hub.forget_stream(src.stream_id)
         result = StreamSetResult({n: SourceReport(n) for n in desired.sources})
+        if self.frames_watched and not waiting:
+            self._trust_recorded_frames(desired, result)
 
         def healthy() -> StreamSetResult | None:
             pending = [n for n, r in result.sources.items() if not r.fresh]
@@ -414,6 +419,14 @@ class StreamSetController:
             raise SourcesDegraded("sources not verified in time", sorted(result.sources))
         return done
 
+    def _trust_recorded_frames(self, desired: StreamSetDesired, result: StreamSetResult) -> None:
+        """Sources proven fresh at this very spec, and still so by the watch's last look."""
+        for name, fact in recorded_sources(self.store.load(desired.resource)).items():
+            src = desired.sources.get(name)
+            if src is not None and fact.frames_fresh and fact.registered and fact.hash == src.hash:
+                report = result.sources[name]
+                report.fresh, report.frame = True, fact.frame or ""
+
     def _captions(self, desired: StreamSetDesired, model: str, result: StreamSetResult) -> None:
         captions = desired.streamset.spec.captions
         assert captions is not None
@@ -428,8 +441,8 @@ class StreamSetController:
                 body["temperature"] = captions.temperature
             if captions.seed is not None:
                 body["seed"] = captions.seed
-            result.sources[src.name].caption = self.hub.ensure(desired.rtvi_url, src.stream_id,
-                                                               body)
+            result.sources[src.name].caption = self.hub.ensure(
+                desired.rtvi_url, src.stream_id, body, self._clients.token(desired.rtvi_url))
 
     def _model(self, desired: StreamSetDesired) -> str:
         rtvi = self._rtvi(desired.rtvi_url)
@@ -475,7 +488,7 @@ class StreamSetController:
             if facts:
                 known = StreamSetStatusFacts.of(st)
                 for name, new in facts.items():
-                    known.sources[name] = _merged(known.sources.get(name) or SourceFacts(), new)
+                    known.sources[name] = (known.sources.get(name) or SourceFacts()).merged(new)
                 known.put(st)
         self._update(desired.resource, mutate)
 
@@ -492,8 +505,8 @@ class StreamSetController:
 
     def _record_sources(self, desired: StreamSetDesired, result: StreamSetResult) -> None:
         self._write(desired, facts={
-            name: _merged(caption_facts(report.caption) if report.caption else SourceFacts(),
-                          SourceFacts(frames_fresh=report.fresh, error=report.error))
+            name: (caption_facts(report.caption) if report.caption else SourceFacts()).merged(
+                SourceFacts(frames_fresh=report.fresh, error=report.error))
             for name, report in result.sources.items()})
 
     def _record_ready(self, desired: StreamSetDesired, result: StreamSetResult,
@@ -529,8 +542,3 @@ class StreamSetController:
 def _event_reason(verb: str) -> str:
     return {"remove": "SourceRemoved", "replace": "SourceReplaced", "publish": "Published",
             "register-sensor": "SensorRegistered", "register": "StreamRegistered"}[verb]
-
-
-def _merged(old: SourceFacts, new: SourceFacts) -> SourceFacts:
-    """``old`` with the facts ``new`` sets (explicitly, even to None) taking their place."""
-    return old.model_copy(update={k: getattr(new, k) for k in new.model_fields_set})

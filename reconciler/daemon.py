@@ -36,6 +36,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel
 
+from controllers.framewatch import FrameWatch
 from controllers.statusfacts import SourceRecordFacts
 from controllers.waiting import Stopped
 from reconciler.control import ControlServer
@@ -102,6 +103,7 @@ class Daemon:
         # Revisions a person approved once (``sync --approve-prune``) despite the prune guard.
         self._approved: set[str] = set()
         self.metrics = Metrics(self)
+        self.frame_watch = FrameWatch(self.store, self._wake)
         self.started = time.time()
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -116,6 +118,8 @@ class Daemon:
         self._load_source(first=True)
         self.supervisor.spawn("source", lambda: self.source.watch(self.stop, self._source_changed))
         self.supervisor.spawn("resync", self._resync_loop)
+        self.supervisor.spawn("frames", lambda: self.frame_watch.run(self.stop))
+        self.engine.services.frames_watched = True
         for i in range(self.options.workers + 2):
             self.supervisor.spawn(f"worker-{i}", self._worker)
         self.say(f"reconciler running (instance {self.instance}, source {self.source.name})")

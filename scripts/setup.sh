@@ -54,7 +54,8 @@ start_dockerd() {
     rm -f /var/run/docker.pid
   fi
   say "starting dockerd (log: $DOCKERD_LOG)"
-  nohup $(need_sudo) dockerd --host=unix:///var/run/docker.sock --storage-driver=overlay2 \
+  # setsid: its own session, so it outlives the shell (and process group) that started it.
+  setsid nohup $(need_sudo) dockerd --host=unix:///var/run/docker.sock --storage-driver=overlay2 \
     --dns 127.0.0.1 --shutdown-timeout 3 >"$DOCKERD_LOG" 2>&1 &
   for _ in $(seq 1 300); do
     if docker info >/dev/null 2>&1; then return; fi

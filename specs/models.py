@@ -158,6 +158,9 @@ class DeploymentSpec(Strict):
     gpus: list[int | str] = Field(default_factory=list)
     env: dict[str, EnvValue] = Field(default_factory=dict)
     secrets: list[SecretRef] = Field(default_factory=list)
+    # The entry of ``secrets`` whose value is the service's API token (RTVI declares bearer
+    # security on every operation): every request we send it carries ``Authorization: Bearer``.
+    apiTokenSecret: str | None = Field(default=None, pattern=ENV_NAME_PATTERN)
     mounts: list[MountSpec] = Field(default_factory=list)
     liveProfile: Literal["default", "no-drop"] = "default"
     eager: EagerJustification | None = None

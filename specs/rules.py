@@ -267,6 +267,10 @@ def check_secrets(spec: DeploymentSpec) -> Iterator[Finding]:
                           "or spec.model, not as a secret", R12)
         if ref.fromFile is not None and not ref.fromFile.startswith("/"):
             yield Finding(("secrets", i, "fromFile"), "must be an absolute path", R12)
+    if spec.apiTokenSecret is not None and spec.apiTokenSecret not in seen:
+        yield Finding(("apiTokenSecret",), f"names no entry of spec.secrets "
+                      f"({', '.join(sorted(seen)) or 'there are none'}); the token is a secret "
+                      "reference like any other", R12)
     for key in spec.env:
         if SECRET_NAME_RE.search(key) and key not in seen:
             yield Finding(("env", key), f"{key} looks like a secret; pass it with spec.secrets "

@@ -154,7 +154,8 @@ def spec_hash(resource: Resource) -> str:
     Defaults are left out, so a release that adds an optional field (at its default) does not
     change every existing resource's hash and recreate what is running. A Deployment's
     readiness budget is left out too: waiting longer is no reason to recreate a container."""
-    exclude = {"readiness"} if isinstance(resource, Deployment) else set()
+    # Neither changes the container: the token is only what we send to the service.
+    exclude = {"readiness", "apiTokenSecret"} if isinstance(resource, Deployment) else set()
     body = {"kind": resource.kind, "name": resource.metadata.name,
             "spec": resource.spec.model_dump(mode="json", exclude_defaults=True,
                                              exclude=exclude)}

@@ -276,12 +276,15 @@ class Store:
         kind: str,
         name: str,
         fn: Callable[[ResourceStatus], None],
-    ) -> ResourceStatus:
+        create: bool = True,
+    ) -> ResourceStatus | None:
         """Load (or create) ``resource``, let ``fn`` change it in place, save and return it.
 
         Serialised within the process, so read-modify-write from several threads is safe. If
         ``fn`` raises, nothing is saved; if it changed nothing, nothing is written either (a
-        pass over a converged resource leaves its file, and its mtime, alone).
+        pass over a converged resource leaves its file, and its mtime, alone). With
+        ``create=False`` a resource without a record is left so (None): a background writer
+        must never bring back a record that a prune just removed.
         """
         if resource != f"{kind}/{name}":
             raise StateError(f"resource {resource!r} does not match kind {kind!r}, name {name!r}")
@@ -289,6 +292,8 @@ class Store:
             status = self.load(resource)
             restored = status is None and self._history_path(resource).exists()
             before = status.model_copy(deep=True) if status is not None else None
+            if status is None and not create:
+                return None
             if status is None:
                 status = ResourceStatus(resource=resource, kind=kind, name=name,
                                         history=self.archived_history(resource))

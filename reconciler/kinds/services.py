@@ -38,6 +38,7 @@ class Services:
         self.host_errors: dict[str, str] = {}
         self.hosts_refused: set[str] = set()
         self.hub = CaptionHub()  # live caption sessions outlive a pass (the daemon keeps them)
+        self.frames_watched = False  # a FrameWatch runs (the daemon): see controllers.framewatch
         self.http_calls: Counter[str] = Counter()  # RTVI/VST requests by call (metrics)
         self._calls_lock = threading.Lock()
 

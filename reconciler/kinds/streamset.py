@@ -12,6 +12,7 @@ import structlog
 from pydantic import ValidationError
 
 from controllers.errors import ControllerError, PermanentError
+from controllers.secrets import api_token
 from controllers.session import HostSession
 from controllers.statusfacts import StreamSetStatusFacts
 from controllers.streamhealth import SourcesDegraded
@@ -31,7 +32,7 @@ from reconciler.kinds.contract import (
     guarded,
     unplanned,
 )
-from specs.models import StreamSet, Strict, TeardownSpec
+from specs.models import DeploymentSpec, StreamSet, Strict, TeardownSpec
 from specs.validate import SpecSet, spec_hash
 from state.models import ResourceStatus
 
@@ -65,6 +66,7 @@ class StreamSetKind:
         try:
             desired = _resolve(ctx, resource, ctx.spec_set)
             rp.desired = desired
+            ctx.clients.authorize(desired.rtvi_url, api_token(desired.deployment.spec))
             if waiting is not None:
                 record = ctx.services.store.load(desired.resource)
                 rp.plan = _pending_plan(desired, record, waiting)
@@ -130,7 +132,7 @@ def _controller(ctx: PassContext) -> StreamSetController:
         return services.session(services.host_for(ctx.spec_set, host_name, None))
     return StreamSetController(services.store, services.instance, session_for, services.hub,
                                services.progress, ctx.clients, count=services.count_call,
-                               stop=ctx.stop)
+                               stop=ctx.stop, frames_watched=services.frames_watched)
 
 
 def _pending_plan(desired: StreamSetDesired, record: ResourceStatus | None,
@@ -147,6 +149,7 @@ def _pending_plan(desired: StreamSetDesired, record: ResourceStatus | None,
 
 
 def _apply(ctx: PassContext, desired: StreamSetDesired, planned: StreamPlan | None) -> Result:
+    ctx.clients.authorize(desired.rtvi_url, api_token(desired.deployment.spec))
     ctl = _controller(ctx)
     ss = desired.streamset
     resource = desired.resource
@@ -180,6 +183,8 @@ def _teardown(ctx: PassContext, record: ResourceStatus) -> Result:
     dep = store.load(f"Deployment/{known.deployment}")
     if dep is None or not dep.inventory:
         rtvi = None  # the service is gone: its streams went with it
+    elif rtvi is not None:
+        ctx.clients.authorize(rtvi, _recorded_token(dep))
     spec = record.applied_spec or {}
     raw = spec.get("teardown")
     try:  # as last applied; the spec model's defaults for a record that lacks them
@@ -196,3 +201,12 @@ def _teardown(ctx: PassContext, record: ResourceStatus) -> Result:
     store.events.append(record.resource, "Normal", "Deleted", f"removed {len(names)} source(s)")
     return Result(record.resource, True, f"deleted {len(names)} source(s): streams, sensors "
                                          "and publishers", changed=True)
+
+
+def _recorded_token(dep: ResourceStatus) -> str | None:
+    """The API token of a Deployment as last applied (its spec may be gone from the specs)."""
+    try:
+        spec = DeploymentSpec.model_validate(dep.applied_spec or {})
+    except ValidationError:
+        return None  # an older record: it sends no token, as before
+    return api_token(spec)

@@ -14,7 +14,6 @@ from controllers.statusfacts import (
     SourceFacts,
     StreamSetStatusFacts,
 )
-from controllers.streamset import _merged
 from specs.facts import GpuInfo
 from state.models import ResourceStatus
 
@@ -87,6 +86,6 @@ def test_host_gpus_keep_their_shape() -> None:
 def test_merging_source_facts_keeps_what_the_new_ones_do_not_say() -> None:
     old = SourceFacts(origin="rtsp://127.0.0.1:1/a", hash="h", last_caption="old")
     new = SourceFacts(frames_fresh=True, last_caption=None)
-    merged = _merged(old, new)
+    merged = old.merged(new)
     assert merged.origin == "rtsp://127.0.0.1:1/a" and merged.hash == "h"
     assert merged.frames_fresh is True and merged.last_caption is None

@@ -132,10 +132,13 @@ def test_a_stream_set_is_planned_once_per_pass_from_the_shared_host_view(
         cli: Cli, instance: str, emulator_image: str, tmp_path: Path) -> None:
     """A no-op pass over a Deployment with a StreamSet of two published sources: the
     StreamSet asks RTVI for its streams once to plan and once to register (never again to
-    re-plan), its publishers come from the Host's shared view (no Docker call of its own)."""
+    re-plan), its publishers come from the Host's shared view (no Docker call of its own), it
+    trusts the frame watch's proof instead of decoding every source again, and so it writes
+    no state file."""
     port, metrics = free_port(), free_port()
     specs = tmp_path / "specs"
-    write(specs, rtvi_deployment(emulator_image, port), streamset(colours(["RED", "GREEN"])))
+    write(specs, rtvi_deployment(emulator_image, port), streamset(
+        colours(["RED", "GREEN"]), readiness={"timeoutSeconds": 90, "maxFrameAgeSeconds": 600}))
     daemon = _daemon(cli, tmp_path, specs, "--metrics-address", f"127.0.0.1:{metrics}")
     passes = "rtvi_reconciler_reconcile_duration_seconds_count"
     calls = "rtvi_reconciler_api_calls_total"
@@ -147,6 +150,8 @@ def test_a_stream_set_is_planned_once_per_pass_from_the_shared_host_view(
         docker_before = _metric(metrics, calls, target="docker:local")
         lists_before = _metric(metrics, calls, target="http:list streams")
         assert lists_before > 0  # the counter is there: converging listed the streams
+        files = [p for p in cli.state_dir.rglob("*") if p.is_file() and p.suffix != ".log"]
+        before = {p: p.stat().st_mtime_ns for p in files}
         assert cli("sync").returncode == 0
         wait_for("a pass over the StreamSet",
                  lambda: _metric(metrics, passes, kind="StreamSet") > done, 60)
@@ -157,6 +162,8 @@ def test_a_stream_set_is_planned_once_per_pass_from_the_shared_host_view(
         made = _metric(metrics, calls, target="docker:local") - docker_before
         assert made <= 2, f"{made} Docker API calls for a no-op pass (Host, Deployment, " \
                           "StreamSet)"
+        changed = [str(p) for p in files if p.stat().st_mtime_ns != before[p]]
+        assert changed == [], changed
     finally:
         assert daemon.terminate() == 0, daemon.log()
 

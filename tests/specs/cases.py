@@ -102,6 +102,12 @@ CASES += [
          "environment values carry no control characters", "spec.model.path"),
 ]
 
+CASES += [
+    Case("api-token-names-no-secret", body(extra="  apiTokenSecret: RTVI_TOKEN  # <-\n"),
+         "rule 12", "spec.apiTokenSecret"),
+]
+
+
 def with_captions(captions: str) -> str:
     """A StreamSet with one URL source and a ``captions`` block (YAML, indented two spaces)."""
     return streamset("  - name: a\n    url: rtsp://127.0.0.1/a\n") + "  captions:\n" + captions

@@ -1,0 +1,101 @@
+"""Frames of Ready StreamSets, re-proved beside the work queue at a bounded rate.
+
+A StreamSet proves its frames (one decoded frame per source) whenever it changed. Proving them
+again on every periodic pass made a resync over 20 StreamSets of 49 sources start 980 ffmpeg
+processes (two minutes on two cores, with the daemon's workers busy all along). Instead, while
+the daemon runs, this watch re-proves them in the background: oldest proof first, at most
+``PARALLEL`` probes at a time, each source at most once per its ``maxFrameAgeSeconds``. A
+steady-state pass then trusts the recorded proof (``StreamSetController(frames_watched=True)``).
+
+When a source that was fresh stops giving frames, the watch records it (``framesFresh`` false,
+with the error) and wakes the StreamSet, whose next pass probes that source itself and reports
+it Degraded (or repairs its publisher). At a size where one round takes longer than the frame
+budget, ``status`` shows the true age of each proof: the watch never claims more than it saw.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from controllers.errors import ControllerError
+from controllers.frames import probe_many
+from controllers.statusfacts import SourceFacts, StreamSetStatusFacts
+from state.models import ResourceStatus, utc_now
+from state.store import Store
+
+PARALLEL = 2
+"""Probes the watch runs at once: the daemon's own passes keep the rest of the machine."""
+ROUND_PAUSE_S = 1.0
+"""Pause between rounds when nothing was due."""
+PROBE_TIMEOUT_S = 5.0  # under the daemon's shutdown timeout: SIGTERM never waits on it long
+DEFAULT_MAX_AGE_S = 15.0
+
+
+def _age_s(stamp: str | None, now: float) -> float:
+    if not stamp:
+        return float("inf")
+    try:
+        return now - datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone(
+            UTC).timestamp()
+    except ValueError:
+        return float("inf")
+
+
+def due(records: list[ResourceStatus], now: float) -> list[tuple[str, str, str]]:
+    """(resource, source, URL) of every fresh source of a Ready StreamSet whose proof is
+    older than its ``maxFrameAgeSeconds``, oldest first. Pure."""
+    found: list[tuple[float, str, str, str]] = []
+    for record in records:
+        ready = record.condition("Ready")
+        if record.kind != "StreamSet" or ready is None or ready.status != "True":
+            continue
+        known = StreamSetStatusFacts.of(record)
+        budget = known.max_frame_age_seconds or DEFAULT_MAX_AGE_S
+        for name, src in known.sources.items():
+            age = _age_s(src.last_frame_at, now)
+            if src.registered and src.frames_fresh and src.rtvi_url and age >= budget:
+                found.append((age, record.resource, name, src.rtvi_url))
+    found.sort(key=lambda item: -item[0])
+    return [(resource, name, url) for _, resource, name, url in found]
+
+
+class FrameWatch:
+    """Runs in the daemon (``run`` until ``stop``); ``wake`` re-queues a StreamSet."""
+
+    def __init__(self, store: Store, wake: Callable[[str], None]) -> None:
+        self.store, self.wake = store, wake
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            if not self.round(stop) and stop.wait(ROUND_PAUSE_S):
+                return
+
+    def round(self, stop: threading.Event | None = None) -> bool:
+        """Re-prove up to ``PARALLEL`` due sources; False when none was due."""
+        batch = due(self.store.list(), time.time())[:PARALLEL]
+        if not batch or (stop is not None and stop.is_set()):
+            return False
+        samples = probe_many([url for _, _, url in batch], PROBE_TIMEOUT_S)
+        for resource, name, url in batch:
+            sample = samples[url]
+            if isinstance(sample, ControllerError):
+                self._record(resource, name, SourceFacts(frames_fresh=False,
+                                                         error=str(sample)))
+                self.wake(resource)
+            else:
+                self._record(resource, name, SourceFacts(last_frame_at=utc_now(),
+                                                         frame=sample.description))
+        return True
+
+    def _record(self, resource: str, name: str, new: SourceFacts) -> None:
+        def mutate(st: ResourceStatus) -> None:
+            known = StreamSetStatusFacts.of(st)
+            old = known.sources.get(name)
+            if old is None or not old.registered:
+                return  # removed or re-registered meanwhile: the pass knows better
+            known.sources[name] = old.merged(new)
+            known.put(st)
+        self.store.update(resource, "StreamSet", resource.split("/", 1)[1], mutate, create=False)
