@@ -17,7 +17,7 @@ Targets (issue 10), in the same run: resync < 0.5 s at 1,000 resources, <= 2 Doc
 calls per Host per pass, RSS < 150 MiB.
 
 Usage: .venv/bin/python bench/scale.py [--deployments 20] [--streams-per-deployment 49]
-                                       [--resyncs 3] [--profile FILE]
+                                       [--resyncs 3] [--workers N] [--profile FILE]
 A quick run: --deployments 2 --streams-per-deployment 5.
 Needs a running Docker engine, ffmpeg and Debian's GStreamer RTSP server (``python3-gi``);
 loopback only; containers (labelled) and the RTSP server are removed afterwards.
@@ -190,6 +190,17 @@ def proc_mib(pid: int, field_name: str) -> float:
     return 0.0
 
 
+def reasons(records: dict[str, ResourceStatus | None]) -> str:
+    """How many resources are not Ready, by kind and reason (``Deployment Unhealthy x3``)."""
+    counts: dict[str, int] = {}
+    for key, record in records.items():
+        cond = record.condition("Ready") if record is not None else None
+        if cond is None or cond.status != "True":
+            why = f"{key.split('/')[0]} {cond.reason if cond is not None else 'NoRecord'}"
+            counts[why] = counts.get(why, 0) + 1
+    return ", ".join(f"{k} x{n}" for k, n in sorted(counts.items())) or "-"
+
+
 @dataclass
 class Resync:
     seconds: float
@@ -200,14 +211,15 @@ class Resync:
 
 
 class Daemon:
-    def __init__(self, work: Path, specs: Path) -> None:
+    def __init__(self, work: Path, specs: Path, workers: int | None) -> None:
         self.state = work / "state"
         self.port = free_port()
         env = dict(os.environ, RECONCILER_STATE_DIR=str(self.state),
                    RECONCILER_INSTANCE=INSTANCE)
         self.proc = subprocess.Popen(
             [RECONCILER, "run", "--specs", str(specs), "--resync", "3600", "--metrics-address",
-             f"127.0.0.1:{self.port}"], env=env, stdout=subprocess.DEVNULL,
+             f"127.0.0.1:{self.port}", *(["--workers", str(workers)] if workers else [])],
+            env=env, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL)
 
     def converge(self, deployments: int, streams: int) -> float:
@@ -226,7 +238,8 @@ class Daemon:
             nonlocal last
             if self.proc.poll() is not None:
                 raise SystemExit(f"the daemon exited {self.proc.returncode}")
-            states = {k: ready(store.load(k)) for k in keys}
+            records = {k: store.load(k) for k in keys}
+            states = {k: ready(r) for k, r in records.items()}
             if all(states.values()):
                 return True
             if time.monotonic() - last >= PROGRESS_EVERY_S:
@@ -236,7 +249,8 @@ class Daemon:
                 print(f"  {last - started:6.0f} s: Deployments Ready {deps}/{deployments}, "
                       f"StreamSets Ready {sets}/{deployments}, streams registered "
                       f"{registered(deployments)}/{deployments * streams}, daemon RSS "
-                      f"{proc_mib(self.proc.pid, 'VmRSS'):.0f} MiB", flush=True)
+                      f"{proc_mib(self.proc.pid, 'VmRSS'):.0f} MiB; not Ready: "
+                      f"{reasons(records)}", flush=True)
             return None
         if until(done, timeout_s=CONVERGE_TIMEOUT_S, pace=0.5) is None:
             raise SystemExit(f"not converged in {CONVERGE_TIMEOUT_S:g} s")
@@ -328,11 +342,14 @@ def main() -> None:
     parser.add_argument("--deployments", type=int, default=20)
     parser.add_argument("--streams-per-deployment", type=int, default=49)
     parser.add_argument("--resyncs", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=None,
+                        help="the daemon's --workers (default: its own, 16 per kind)")
     parser.add_argument("--profile", type=Path, default=None,
                         help="after the resyncs: profile one pass of each kind (pstats file)")
     parser.add_argument("--profile-top", type=int, default=30)
     args = parser.parse_args()
     d, s = args.deployments, args.streams_per_deployment
+    print(f"daemon workers: {args.workers or 'default'}")
     print(f"resources: {d} Deployments + {d * s} RTVI streams = {d + d * s} "
           f"(declared as 1 Host + {d} Deployments + {d} StreamSets = {1 + 2 * d} keys)")
     image_id = build_emulator_image(IMAGE_TAG, labels={LABEL: "1"}, health_interval_s=5)
@@ -346,7 +363,7 @@ def main() -> None:
         daemon: Daemon | None = None
         try:
             write_specs(specs, image_id, d, s, server)
-            daemon = Daemon(work, specs)
+            daemon = Daemon(work, specs, args.workers)
             print("converging ...", flush=True)
             converge_s = daemon.converge(d, s)
             streams = registered(d)
