@@ -156,11 +156,13 @@ def docker_calls(sample: dict[str, float]) -> float:
 
 
 def rtvi_calls(deployments: int) -> int:
-    """Requests the emulators answered on the product API (``/v1/``), all services."""
+    """Requests the emulators answered on the product API (``/v1/``), all services, except
+    ``/v1/health/*``: each container's own Docker healthcheck asks that every 5 s."""
     total = 0
     for d in range(deployments):
         state = httpx.get(f"http://127.0.0.1:{BASE_PORT + d}/emulator/state", timeout=10).json()
-        total += sum(n for route, n in state.get("requests", {}).items() if " /v1/" in route)
+        total += sum(n for route, n in state.get("requests", {}).items()
+                     if " /v1/" in route and "/v1/health/" not in route)
     return total
 
 
@@ -190,6 +192,13 @@ def proc_mib(pid: int, field_name: str) -> float:
     return 0.0
 
 
+def ready(record: ResourceStatus | None) -> bool:
+    """Ready at its current spec."""
+    cond = record.condition("Ready") if record is not None else None
+    return record is not None and cond is not None and cond.status == "True" and (
+        record.observed_generation == record.desired_generation)
+
+
 def reasons(records: dict[str, ResourceStatus | None]) -> str:
     """How many resources are not Ready, by kind and reason (``Deployment Unhealthy x3``)."""
     counts: dict[str, int] = {}
@@ -208,6 +217,7 @@ class Resync:
     rtvi_calls: int
     files_written: int
     kind_seconds: dict[str, float] = field(default_factory=dict)
+    all_ready: bool = True  # False: something flipped (e.g. a healthcheck under load)
 
 
 class Daemon:
@@ -228,11 +238,6 @@ class Daemon:
             f"StreamSet/cams-{d}" for d in range(deployments)]
         started = time.monotonic()
         last = 0.0
-
-        def ready(record: ResourceStatus | None) -> bool:
-            cond = record.condition("Ready") if record is not None else None
-            return record is not None and cond is not None and cond.status == "True" and (
-                record.observed_generation == record.desired_generation)
 
         def done() -> bool | None:
             nonlocal last
@@ -274,11 +279,16 @@ class Daemon:
         if until(finished, timeout_s=CONVERGE_TIMEOUT_S, pace=0.01) is None:
             raise SystemExit("resync did not finish")
         elapsed = time.monotonic() - started
+        store = Store(self.state)
+        keys = [f"Deployment/bench-{d}" for d in range(deployments)] + [
+            f"StreamSet/cams-{d}" for d in range(deployments)]
+        all_ready = all(ready(store.load(k)) for k in keys)
         now = file_stamps(self.state)
         written = sum(1 for p, t in now.items() if stamps.get(p) != t)
         return Resync(elapsed, docker_calls(after) - docker_calls(before),
                       rtvi_calls(deployments) - calls_rtvi, written,
-                      {k: pass_seconds(after, k) - pass_seconds(before, k) for k in KINDS})
+                      {k: pass_seconds(after, k) - pass_seconds(before, k) for k in KINDS},
+                      all_ready)
 
     def stop(self) -> int:
         if self.proc.poll() is None:
@@ -306,8 +316,9 @@ def profile(work: Path, keys: list[str], out: Path, top: int) -> None:
     profiler = cProfile.Profile()
     try:
         ctx = engine.context(source.applied_revision if source else None, spec_set)
-        for key in keys:
-            engine.reconcile(ctx, key)  # warm: sessions, clients, the host view
+        for key in keys:  # warm: sessions, clients, the host view; Ready again if load flipped it
+            until(lambda k=key: True if engine.reconcile(ctx, k).ok else None, timeout_s=120,
+                  pace=1.0)
         print()
         print(f"{'profiled pass':<24} {'seconds':>8} {'Docker calls':>12}  result")
         for key in keys:
@@ -389,13 +400,19 @@ def main() -> None:
             cleanup()
     print()
     print(f"{'resync':>6} {'seconds':>8} {'Docker calls':>12} {'RTVI calls':>10} "
-          f"{'files written':>13} {'Host s':>7} {'Deployment s':>12} {'StreamSet s':>11}")
+          f"{'files written':>13} {'Host s':>7} {'Deployment s':>12} {'StreamSet s':>11} "
+          f"{'all Ready':>9}")
     for i, r in enumerate(resyncs):
         print(f"{i + 1:>6} {r.seconds:>8.2f} {r.docker_calls:>12.0f} {r.rtvi_calls:>10} "
               f"{r.files_written:>13} {r.kind_seconds['Host']:>7.2f} "
-              f"{r.kind_seconds['Deployment']:>12.2f} {r.kind_seconds['StreamSet']:>11.2f}")
-    best = min(r.seconds for r in resyncs)
-    calls = max(r.docker_calls for r in resyncs)
+              f"{r.kind_seconds['Deployment']:>12.2f} {r.kind_seconds['StreamSet']:>11.2f} "
+              f"{'yes' if r.all_ready else 'NO':>9}")
+    print("(RTVI calls: /v1/ requests other than health; 'kind s': the sum of that kind's pass "
+          "times, passes run in parallel; a resync after which not all were Ready is not a "
+          "no-op and is left out below)")
+    clean = [r for r in resyncs if r.all_ready] or resyncs
+    best = min(r.seconds for r in clean)
+    calls = max(r.docker_calls for r in clean)
     print()
     print(f"{'measure':<34} {'value':>10} {'target':>10}  verdict")
     for name, value, target, ok in [
