@@ -27,7 +27,7 @@ class Application:
                 drain_s=settings.drain_s,
             )
         )
-        self.streams = streams.StreamTable(self.knobs)
+        self.streams = streams.StreamTable(self.knobs, decode=not settings.no_decode)
         self.captions = captions.CaptionService(self.streams, self.knobs)
         self.files = files.FileStore(settings.files_dir)
         self.faults = FaultTable(settings.fail_rate, settings.fail_seed)

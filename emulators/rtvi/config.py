@@ -26,6 +26,10 @@ Knobs:
   simulated VLM time per chunk is ``LATENCY_MS + PER_STREAM_MS * live streams``; the emulator really
   sleeps it, and the reported ``vlm_latency_ms`` is the measured time. Run-time: ``latency_ms``,
   ``latency_per_stream_ms``.
+- ``RTVI_EMU_NO_DECODE=1``: ``streams/add`` registers streams without opening their sources: the
+  request is validated, capacity and duplicates are checked, the stream is listed and deletes as
+  usual, but no ffmpeg decoder runs, so its captions report no frames. For scale benchmarks (a
+  thousand registered streams on two cores); never set by the reconciler's functional tests.
 - ``RTVI_EMU_DRAIN_S`` (default 1.0): drain window of a stream delete (see ``streams``). Run-time:
   ``drain_s``.
 - ``RTVI_EMU_FAIL_RATE`` (0..1, default 0): probability that a ``/v1/`` request other than health
@@ -84,6 +88,7 @@ class Settings:
     fail_rate: float = 0.0
     fail_seed: int | None = None
     files_dir: str | None = None
+    no_decode: bool = False
 
 
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -162,6 +167,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         fail_rate=_fraction(source, "RTVI_EMU_FAIL_RATE"),
         fail_seed=_optional_integer(source, "RTVI_EMU_FAIL_SEED"),
         files_dir=_text(source, "RTVI_EMU_FILES_DIR"),
+        no_decode=_flag(source, "RTVI_EMU_NO_DECODE", False),
     )
 
 

@@ -1,7 +1,9 @@
 """Live streams: ``/v1/streams/add``, ``get-stream-info``, ``delete/{id}`` and ``delete-batch``.
 
 Each registered stream owns a real decoder (``ingest.Decoder``) from the moment it is added until
-its drain window has passed.
+its drain window has passed. With ``RTVI_EMU_NO_DECODE=1`` the decoder is never started (no
+ffmpeg, no thread): everything else here -- validation, duplicates, capacity, listing, drain --
+is unchanged, and the admin state shows ``decoder_running: false`` with no frames.
 
 Choices where the real service's behaviour is not published:
 
@@ -101,8 +103,9 @@ class NewStream:
 class StreamTable:
     """All registered streams; ``in_use`` tells whether a caption request holds a stream."""
 
-    def __init__(self, knobs: Knobs) -> None:
+    def __init__(self, knobs: Knobs, decode: bool = True) -> None:
         self._knobs = knobs
+        self._decode = decode  # False: register only (RTVI_EMU_NO_DECODE)
         self._lock = threading.Lock()
         self._streams: dict[str, Stream] = {}
         self.in_use: Callable[[str], bool] = lambda _stream_id: False
@@ -138,7 +141,8 @@ class StreamTable:
             self._streams[stream_id] = Stream(
                 stream_id, entry.url, entry.description, entry.echoed, decoder
             )
-        decoder.start()
+        if self._decode:
+            decoder.start()
         return stream_id
 
     def start_drain(self, stream_id: str, window_s: float) -> tuple[int, str, str] | float:

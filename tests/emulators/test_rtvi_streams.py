@@ -349,3 +349,44 @@ def test_stream_endpoints_answer_503_while_loading(start_emulator: StartEmulator
             http.post("/v1/generate_captions", json=rc.caption_body(rc.new_id())).status_code == 503
         )
         assert http.get("/emulator/state").json()["phase"] == "loading"
+
+
+def _decoders(emulator: EmulatorProcess) -> set[int]:
+    return {p for p in rc.child_pids(emulator.process.pid) if "ffmpeg" in rc.cmdline(p)}
+
+
+def test_no_decode_knob_registers_without_opening_the_source(
+    start_emulator: StartEmulator, rtsp_source: RtspSource
+) -> None:
+    """The same live source added to a default emulator and to one with RTVI_EMU_NO_DECODE=1:
+    both list it; only the default one decodes it (frames, an ffmpeg child). The knob keeps
+    capacity, duplicates and deletes as they are."""
+    url = rtsp_source.url("red")
+    decoding = _ready(start_emulator)
+    lazy = _ready(start_emulator, RTVI_EMU_NO_DECODE="1", RTVI_EMU_MAX_STREAMS="2",
+                  RTVI_EMU_DRAIN_S="0")
+    ids = [rc.new_id() for _ in range(3)]
+    with rc.client(decoding) as http, rc.client(lazy) as quiet:
+        assert rc.add(http, rc.entry(url, ids[0])).status_code == 200
+        added = rc.add(quiet, *(rc.entry(url, i) for i in ids))
+        assert added.status_code == 200, added.text
+        assert added.json()["results"] == [{"id": ids[0]}, {"id": ids[1]}]
+        assert [(e["id"], e["error_code"]) for e in added.json()["errors"]] == [
+            (ids[2], "ServerBusy")  # capacity still counts registered streams
+        ]
+        again = rc.add(quiet, rc.entry(url, ids[0]))
+        assert again.json()["errors"][0]["error_code"] == "DuplicateStreamId"
+        rc.wait_decoding(http, ids[0])  # the source is live: a decoder does get frames
+        assert _decoders(decoding)
+        state = {s["id"]: s for s in quiet.get("/emulator/state").json()["streams"]}
+        assert set(state) == set(ids[:2]) == rc.listed_ids(quiet)
+        for stream in state.values():
+            assert (stream["decoder_running"], stream["frame_count"]) == (False, 0)
+            assert stream["status"] == "active" and stream["liveStreamUrl"] == url
+        assert not _decoders(lazy)
+        gone = quiet.request(
+            "DELETE", "/v1/streams/delete-batch", json={"stream_ids": ids[:2], "blocking": True}
+        )
+        assert gone.json() == {"deleted": ids[:2], "errors": []}
+        assert rc.listed_ids(quiet) == set()
+        assert rc.add(quiet, rc.entry(url, ids[2])).status_code == 200  # capacity freed
