@@ -1,0 +1,239 @@
+"""The Experiment kind's spec: a run that happens exactly once and leaves verifiable evidence.
+
+An Experiment names a Deployment as its **template**: the run creates its own, fresh service
+from that spec (``runtimePolicy: fresh_per_run``), does its work against it, records evidence
+under ``<evidenceRoot>/<runId>/`` and cleans up. ``type`` selects what the run does; ``canary``
+is the first (``benchmark``, ``capacity`` and ``portValidation`` slot in beside it, each with its
+own block, the rest of the spec shared).
+
+The performance contract of ``../shared/contracts/rules.md`` is checked here as pure rules
+(``check_experiment``): frozen workload shape, measurement, distinct isolated paths, and the
+canary's stream counts and semantic-isolation requirements. Whether the run ID was used before
+needs the evidence root, so it is judged at plan time, not here.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterator
+from typing import Literal
+
+from pydantic import Field
+
+from specs.models import SHA256_PATTERN, Deployment, Metadata, Name, Strict
+from specs.rules import Finding
+
+RUN_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{2,62}$"
+LABEL_PATTERN = r"^[a-z][a-z0-9]*( [a-z][a-z0-9]*)*$"  # lowercase words: what a caption says
+CANARY_STREAMS = (1, 2, 4, 8, 16, 32)
+SOLID_COLOURS = ("RED", "GREEN", "BLUE", "YELLOW", "CYAN", "MAGENTA", "WHITE", "ORANGE")
+R_CONTRACT = "Experiment rule: performance contract"
+R_CANARY = "Experiment rule: canary"
+R_PATHS = "Experiment rule: isolated paths"
+R_TEMPLATE = "Experiment rule: the template is a Deployment of this spec set"
+
+
+class CanaryMedia(Strict):
+    """A checksum-pinned object image or clip for one canary stream, with the label a correct
+    answer names (object recognition instead of colours)."""
+
+    label: str = Field(pattern=LABEL_PATTERN, max_length=64)
+    path: str = Field(pattern=r"^/")
+    sha256: str = Field(pattern=SHA256_PATTERN)
+
+
+class CanarySpec(Strict):
+    """The canary: N independent live streams, an optional semantic-isolation gate, then the
+    performance part (per-chunk latency, dropped chunks, the ledger of units)."""
+
+    streams: Literal[1, 2, 4, 8, 16, 32]
+    semanticIsolation: bool = True
+    qualificationOnly: bool = False  # PASS after the isolation gate, no performance part
+    media: list[CanaryMedia] = Field(default_factory=list)  # one per stream; required at 32
+    answersPerSource: int = Field(default=3, ge=1, le=20)  # source-correct answers required
+    chunkDurationSeconds: int = Field(default=2, ge=1, le=60)
+    maxTokens: int = Field(default=16, ge=1, le=16384)
+    performanceSeconds: int = Field(default=30, ge=5, le=86400)  # per repetition
+    freshFrameSeconds: float = Field(default=15, gt=0, le=600)  # coverage per source
+    maxP95LatencyMs: float | None = Field(default=None, gt=0)  # FAIL above (None: record only)
+
+
+class Workload(Strict):
+    """What one unit of load is, frozen before the run (the contract's workload shape)."""
+
+    loadUnit: Literal["independent_live_stream", "shared_stream_subscriber", "file_request",
+                      "batch_request"] = "independent_live_stream"
+    sourceIdentityPolicy: Literal["unique_per_stream", "shared_across_requests",
+                                  "not_applicable"] = "unique_per_stream"
+    sessionReuse: bool = False
+    sourceIdentityCount: int | None = Field(default=None, ge=1)  # default: the largest level
+
+
+Metric = Literal["chunk_latency_ms", "dropped_chunks", "fresh_frame_coverage", "gpu_memory_mib"]
+
+
+def _default_metrics() -> list[Metric]:
+    return ["chunk_latency_ms", "dropped_chunks"]
+
+
+class Measurement(Strict):
+    """How the run measures, frozen with it: warm-up, repetitions, metrics, and the claim the
+    numbers are for (a sentence a reader of the evidence can check them against)."""
+
+    warmupRuns: int = Field(default=0, ge=0, le=100)
+    repetitions: int = Field(default=1, ge=1, le=100)
+    metrics: list[Metric] = Field(default_factory=_default_metrics, min_length=1)
+    claim: str = Field(min_length=1, max_length=500)
+    published: bool = False  # a published number: the template must be a perf profile (rule 7)
+
+
+class RunPaths(Strict):
+    """Where the run writes, each under ``<evidenceRoot>/<runId>/`` and pairwise distinct."""
+
+    output: str = "output"
+    scratch: str = "scratch"
+    mutableCache: str = "cache"
+
+
+class ServiceOverride(Strict):
+    """The run's own service differs from its template only in where it listens."""
+
+    hostPort: int = Field(ge=1024, le=65535)
+
+
+class ExperimentSpec(Strict):
+    type: Literal["canary"]
+    runId: str = Field(pattern=RUN_ID_PATTERN)
+    template: Name  # a Deployment
+    service: ServiceOverride
+    runtimePolicy: Literal["fresh_per_run"] = "fresh_per_run"
+    cachePolicy: Literal["empty", "content-addressed-read-only",
+                         "empty-or-content-addressed-read-only"] = "empty"
+    evidenceRoot: str | None = Field(default=None, pattern=r"^/")  # default: under the state dir
+    paths: RunPaths = Field(default_factory=RunPaths)
+    budgetSeconds: int = Field(default=1800, ge=60, le=7 * 86400)  # the whole run, cleanup too
+    cleanupSeconds: int = Field(default=300, ge=10, le=3600)  # one shared cleanup deadline
+    workload: Workload = Field(default_factory=Workload)
+    measurement: Measurement
+    canary: CanarySpec | None = None
+
+
+class Experiment(Strict):
+    apiVersion: Literal["rtvi.reconciler/v1"]
+    kind: Literal["Experiment"]
+    metadata: Metadata
+    spec: ExperimentSpec
+
+
+def check_experiment(resource: Experiment) -> list[Finding]:
+    """Every observation-free Experiment rule; paths are relative to the document root."""
+    spec = resource.spec
+    return [Finding(("spec", *f.path), f.message, f.rule, f.severity)
+            for f in (*_contract(spec), *_paths(spec), *_canary(spec))]
+
+
+def largest_level(spec: ExperimentSpec) -> int:
+    """The most units the run offers at once (a canary: its streams)."""
+    return spec.canary.streams if spec.canary is not None else 1
+
+
+def _contract(spec: ExperimentSpec) -> Iterator[Finding]:
+    work = spec.workload
+    identity = {"independent_live_stream": ("unique_per_stream", False),
+                "shared_stream_subscriber": ("shared_across_requests", True)}.get(work.loadUnit)
+    if identity is None:
+        if work.sourceIdentityPolicy != "not_applicable":
+            yield Finding(("workload", "sourceIdentityPolicy"), f"a {work.loadUnit} workload has "
+                          "no source identity: set not_applicable", R_CONTRACT)
+    else:
+        policy, reuse = identity
+        if work.sourceIdentityPolicy != policy:
+            yield Finding(("workload", "sourceIdentityPolicy"), f"{work.loadUnit} needs "
+                          f"sourceIdentityPolicy {policy}", R_CONTRACT)
+        if work.sessionReuse != reuse:
+            yield Finding(("workload", "sessionReuse"), f"{work.loadUnit} needs sessionReuse "
+                          f"{str(reuse).lower()}", R_CONTRACT)
+    level = largest_level(spec)
+    if (work.loadUnit == "independent_live_stream" and work.sourceIdentityCount is not None
+            and work.sourceIdentityCount < level):
+        yield Finding(("workload", "sourceIdentityCount"), f"{work.sourceIdentityCount} source "
+                      f"identities for {level} concurrent streams: reusing a source measures "
+                      "subscribers, not independent streams", R_CONTRACT)
+
+
+def _paths(spec: ExperimentSpec) -> Iterator[Finding]:
+    seen: dict[str, str] = {}
+    for field in ("output", "scratch", "mutableCache"):
+        raw = getattr(spec.paths, field)
+        norm = posixpath.normpath(raw)
+        if raw.startswith("/") or norm == "." or norm.startswith(".."):
+            yield Finding(("paths", field), f"{raw!r} must be a relative path inside "
+                          "<evidenceRoot>/<runId>/", R_PATHS)
+            continue
+        other = next((f for f, p in seen.items() if p == norm or p.startswith(norm + "/")
+                      or norm.startswith(p + "/")), None)
+        if other is not None:
+            yield Finding(("paths", field), f"{raw!r} overlaps paths.{other}: output, scratch "
+                          "and mutableCache must be distinct", R_PATHS)
+        seen[field] = norm
+
+
+def _canary(spec: ExperimentSpec) -> Iterator[Finding]:
+    canary = spec.canary
+    if spec.type != "canary":
+        return
+    if canary is None:
+        yield Finding(("canary",), "a canary Experiment needs its canary block", R_CANARY)
+        return
+    if spec.workload.loadUnit != "independent_live_stream":
+        yield Finding(("workload", "loadUnit"), "a canary's streams are independent live "
+                      "streams (independent_live_stream)", R_CANARY)
+    if canary.media and len(canary.media) != canary.streams:
+        yield Finding(("canary", "media"), f"{len(canary.media)} media entries for "
+                      f"{canary.streams} streams: give one per stream", R_CANARY)
+    if canary.streams == 32 and not canary.media:
+        yield Finding(("canary", "streams"), "32 streams need checksum-pinned object media "
+                      "(canary.media, one per stream); synthetic colours stop at 16", R_CANARY)
+    labels = [m.label for m in canary.media]
+    for i, label in enumerate(labels):
+        if label in labels[:i]:
+            yield Finding(("canary", "media", i, "label"), f"label {label!r} is used twice: "
+                          "every source needs its own answer", R_CANARY)
+        words = set(label.split())
+        clash = next((o for o in labels if o != label and set(o.split()) >= words), None)
+        if clash is not None:
+            yield Finding(("canary", "media", i, "label"), f"every word of {label!r} is also in "
+                          f"{clash!r}: an answer for one would count for the other", R_CANARY)
+    if canary.semanticIsolation and canary.streams < 2:
+        yield Finding(("canary", "semanticIsolation"), "semantic isolation needs 2 or more "
+                      "streams", R_CANARY)
+    if canary.qualificationOnly and not canary.semanticIsolation:
+        yield Finding(("canary", "qualificationOnly"), "qualificationOnly stops after the "
+                      "semantic-isolation gate: turn semanticIsolation on", R_CANARY)
+
+
+def solid_labels(streams: int) -> list[str]:
+    """The probe labels of synthetic canary sources: one colour each up to 8; at 16 every
+    colour twice, once SOLID and once with a contrasting BORDER."""
+    if streams <= len(SOLID_COLOURS):
+        return [c.lower() for c in SOLID_COLOURS[:streams]]
+    return [f"{c.lower()} {style}" for c in SOLID_COLOURS for style in ("solid", "border")]
+
+
+def check_template(resource: Experiment, template: Deployment | None) -> list[Finding]:
+    """The run's template, judged against the Experiment (a cross-resource rule)."""
+    spec = resource.spec
+    if template is None:
+        return [Finding(("spec", "template"), f"Deployment {spec.template!r} is not defined: the "
+                        "run copies its service from it", R_TEMPLATE)]
+    found = []
+    if spec.measurement.published and template.spec.profile != "perf":
+        found.append(Finding(("spec", "measurement", "published"), f"a published number needs "
+                             f"a perf-profile template (Deployment {spec.template} is "
+                             f"{template.spec.profile}): prefix caching and the MM preprocessor "
+                             "cache off (Deployment rule 7)", R_CONTRACT))
+    if spec.service.hostPort == template.spec.port.host:
+        found.append(Finding(("spec", "service", "hostPort"), f"port {spec.service.hostPort} is "
+                             f"the template's own: the run's fresh service needs another",
+                             R_TEMPLATE))
+    return found
