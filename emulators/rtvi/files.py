@@ -52,6 +52,7 @@ from emulators.rtvi.streams import loading_response
 from emulators.rtvi.validation import Invalid
 
 CONTENT_TYPE = "application/octet-stream"
+URLENCODED = "application/x-www-form-urlencoded"
 URL_PATTERN = r"^(https?://|file://|s3://)[A-Za-z0-9_.\-/:%?#&=+~,()\\[\\]@!$'*; ]+$"
 # The text fields of Body_add_video_file_v1_files_post (``file`` is the binary part).
 FORM_FIELDS: dict[str, Schema] = {
@@ -183,8 +184,12 @@ def no_such_file() -> Response:
 
 
 def parse_multipart(request: Request) -> dict[str, tuple[str | None, bytes]] | str:
-    """Form fields as ``{name: (filename, bytes)}``, or an error message."""
+    """Form fields as ``{name: (filename, bytes)}``, or an error message. A URL-encoded form is
+    read too (Starlette reads both for ``Form`` fields); it cannot carry a file."""
     content_type = request.headers.get("content-type", "")
+    if content_type.lower().startswith(URLENCODED):
+        pairs = urllib.parse.parse_qsl(request.body.decode("utf-8", "replace"))
+        return {name: (None, value.encode()) for name, value in pairs}
     if not content_type.lower().startswith("multipart/form-data"):
         return "expected multipart/form-data"
     head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode()

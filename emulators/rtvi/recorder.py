@@ -7,7 +7,7 @@ run every exchange they caused through the same validator. One JSON object per e
 ``{"seq", "time", "method", "path", "query", "status", "request_content_type",
 "request_body", "response_content_type", "response_body", "events"}``
 
-- ``request_body``: the parsed JSON body; for ``multipart/form-data`` the form as
+- ``request_body``: the parsed JSON body; for a form (multipart or URL-encoded) the form as
   ``{name: text}`` with file parts as a placeholder string (``"<N bytes>"``); ``null`` when empty
   or unparseable (``request_raw`` then holds up to 1 KiB of it, for a 422's post-mortem).
 - ``response_body``: the parsed JSON body, else ``null`` (Prometheus text, file content).
@@ -29,6 +29,7 @@ import json
 import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -59,6 +60,8 @@ def parse_body(content_type: str, body: bytes) -> tuple[object, str | None]:
     if not body:
         return None, None
     lowered = content_type.lower()
+    if lowered.startswith("application/x-www-form-urlencoded"):
+        return dict(urllib.parse.parse_qsl(body.decode("utf-8", "replace"))), None
     if lowered.startswith("multipart/form-data"):
         form = _form(content_type, body)
         return (form, None) if form is not None else (None, "<malformed multipart>")

@@ -224,6 +224,10 @@ class EmulatorHandler(BaseHTTPRequestHandler):
         app = self.emulator.app
         if app is not None and isinstance(resolved, Match):
             app.count(f"{request.method} {resolved.route.template}")
+        refused = self._unauthorized(request)
+        if refused is not None:
+            template = resolved.route.template if isinstance(resolved, Match) else ""
+            return template or UNMATCHED_ROUTE, refused
         if app is not None:
             decision = app.faults.decide(request.path)
             if decision.delay_s > 0:
