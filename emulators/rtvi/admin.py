@@ -101,6 +101,8 @@ def register(
                 {
                     **stream.info(),
                     "status": "draining" if stream.draining else "active",
+                    "added_at": stream.added_unix,
+                    "sensor_name": stream.sensor_name,
                     "camera_id": stream.camera_id,
                     "frame_count": ingest.frame_count,
                     "decoder_running": ingest.running,
