@@ -1,10 +1,10 @@
 """RTVI VLM service emulator (stdlib only).
 
 Why it exists: the real RT-VLM container needs NVIDIA images and a GPU, which CI and laptops do
-not have. This package answers the HTTP API in ``shared/contracts/rtvi-api.md`` closely enough that
-the product's own client talks to it unchanged (the published OpenAPI, ``rtvi-openapi.json``,
-is the authority: bodies, answers and status codes follow it operation by operation), and it prints the start-up log lines (vLLM shapes)
-that the reconciler parses for runtime facts.
+not have. This package answers the HTTP API of ``shared/contracts/`` closely enough that the
+product's own client talks to it unchanged -- the published OpenAPI (``rtvi-openapi.json``) is
+the authority: bodies, answers and status codes follow it operation by operation -- and it
+prints the start-up log lines (vLLM shapes) that the reconciler parses for runtime facts.
 
 Why stdlib only: it runs inside a minimal image that holds nothing but Debian's python3.11 and its
 standard library (see ``emulators/image.py``). It shares no code with the product and imports
