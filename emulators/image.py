@@ -93,6 +93,8 @@ IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 EMULATOR_ROOT = "/opt/emu"
 EMULATOR_PORT = 8000
 # The healthcheck never uses a proxy, so it can only ever reach the container's own loopback.
+# It sends the bearer token when the container enforces one (RTVI_EMU_API_TOKEN; the spec puts
+# the health probes under bearer security too); the token stays inside the container.
 # Why a bare socket and ``python3 -S -E``: Docker runs the check every second in every
 # container. urllib plus site-packages cost ~60 ms of CPU per check, and 50 emulators then
 # saturate two cores and time their own checks out; this costs a fraction of that. (The
@@ -100,9 +102,12 @@ EMULATOR_PORT = 8000
 HEALTHCHECK_SCRIPT = (
     "import os, socket, sys\n"
     "port = int(os.environ.get('RTVI_EMU_PORT') or 8000)\n"
+    "token = os.environ.get('RTVI_EMU_API_TOKEN', '').strip()\n"
+    "auth = ('Authorization: Bearer ' + token + '\\r\\n') if token else ''\n"
     "try:\n"
     "    s = socket.create_connection(('127.0.0.1', port), timeout=2)\n"
-    "    s.sendall(b'GET /v1/health/ready HTTP/1.0\\r\\nHost: 127.0.0.1\\r\\n\\r\\n')\n"
+    "    s.sendall(('GET /v1/health/ready HTTP/1.0\\r\\nHost: 127.0.0.1\\r\\n' + auth + '\\r\\n')"
+    ".encode())\n"
     "    sys.exit(0 if s.recv(64).split(b' ')[1:2] == [b'200'] else 1)\n"
     "except OSError:\n"
     "    sys.exit(1)\n"

@@ -7,10 +7,16 @@ faults or crash the process while streams and caption requests are live, against
   and ``requests``: how many requests each route answered (``"POST /v1/streams/add": 3``), so a
   client's test can prove it made one batch call, or did not hammer a busy server.
 - ``POST /emulator/knobs`` ``{"max_streams": int|null, "latency_ms", "latency_per_stream_ms",
-  "drain_s"}`` (any subset) -> the new knob values.
+  "drain_s", "caption_shape": "flat"|"wrapped"}`` (any subset) -> the new knob values.
 - ``POST /emulator/faults`` ``{"path_prefix": "/v1/", "status": 500..599 (optional),
   "count": 1.., "delay_s": 0..600 (optional)}``: the next ``count`` requests under the prefix
-  are delayed and/or answer ``status``. ``DELETE /emulator/faults`` clears all rules.
+  are delayed and/or answer ``status``. With ``"kind"`` it adds a behaviour fault instead
+  (``faults``): ``{"kind": "swap_captions"|"mix_captions", "streams": [a, b]}``,
+  ``{"kind": "drop_chunk_ids", "skip": 1.., "streams": [...] (optional)}``,
+  ``{"kind": "error_in_event"|"empty_content", "streams": [...] (optional)}``,
+  ``{"kind": "stuck_delete", "streams": [...]}``. ``DELETE /emulator/faults`` clears all.
+- ``GET /emulator/exchanges`` -> ``{"recording": bool, "exchanges": [...]}`` (see ``recorder``;
+  ``RTVI_EMU_RECORD``); ``DELETE /emulator/exchanges`` forgets the in-memory ones.
 - ``POST /emulator/crash`` ``{"exit_code": 1..255}`` (default 3): answers 200, then kills every
   decoder and exits the process at once (``os._exit``), like a crashed container.
 """
@@ -20,12 +26,21 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from emulators.rtvi import validation
+from emulators.rtvi.cameras import BusConfig
 from emulators.rtvi.captions import CaptionService
-from emulators.rtvi.faults import FaultRule, FaultTable
+from emulators.rtvi.config import CAPTION_SHAPES
+from emulators.rtvi.faults import (
+    BEHAVIOUR_KINDS,
+    PAIRED_KINDS,
+    BehaviourFault,
+    FaultRule,
+    FaultTable,
+)
 from emulators.rtvi.knobs import Knobs
+from emulators.rtvi.recorder import Recorder
 from emulators.rtvi.routing import Request, Response, Router
 from emulators.rtvi.state import ServiceState
 from emulators.rtvi.streams import StreamTable
@@ -34,17 +49,49 @@ from emulators.rtvi.validation import Invalid
 DEFAULT_CRASH_CODE = 3
 CRASH_AFTER_S = 0.1  # lets the 200 reach the client first
 MAX_DELAY_S = 600.0
+MAX_SKIP = 1000
+KNOB_KEYS = ("max_streams", "latency_ms", "latency_per_stream_ms", "drain_s", "caption_shape")
+
+
+@dataclass(frozen=True)
+class AdminParts:
+    """What the admin API reads and changes."""
+
+    knobs: Knobs
+    streams: StreamTable
+    captions: CaptionService
+    faults: FaultTable
+    recorder: Recorder
+    bus: BusConfig
+
+
+def parse_behaviour(body: dict[str, object]) -> BehaviourFault:
+    validation.only_keys(body, ("kind", "streams", "skip"))
+    kind = body["kind"]
+    if kind not in BEHAVIOUR_KINDS:
+        raise Invalid(f"kind: must be one of {', '.join(BEHAVIOUR_KINDS)}")
+    raw = body.get("streams", [])
+    if not isinstance(raw, list):
+        raise Invalid("streams: expected a list of stream IDs")
+    streams = tuple(dict.fromkeys(validation.uuid_text(i, "streams") for i in raw))
+    if kind in PAIRED_KINDS and len(streams) != 2:
+        raise Invalid(f"streams: {kind} needs two different stream IDs")
+    if kind == "stuck_delete" and not streams:
+        raise Invalid("streams: stuck_delete needs at least one stream ID")
+    if "skip" in body and kind != "drop_chunk_ids":
+        raise Invalid("skip: only for drop_chunk_ids")
+    skip = validation.integer(body.get("skip", 1), "skip", 1, MAX_SKIP)
+    return BehaviourFault(str(kind), streams, skip)
 
 
 def register(
     router: Router,
-    knobs: Knobs,
-    streams: StreamTable,
-    captions: CaptionService,
-    faults: FaultTable,
+    parts: AdminParts,
     before_crash: Callable[[], None],
     request_counts: Callable[[], dict[str, int]] = dict,
 ) -> None:
+    knobs, streams, captions, faults = parts.knobs, parts.streams, parts.captions, parts.faults
+
     @router.route("GET", "/emulator/state")
     def state_view(state: ServiceState, _request: Request) -> Response:
         listed = []
@@ -53,6 +100,10 @@ def register(
             listed.append(
                 {
                     **stream.info(),
+                    "status": "draining" if stream.draining else "active",
+                    "added_at": stream.added_unix,
+                    "sensor_name": stream.sensor_name,
+                    "camera_id": stream.camera_id,
                     "frame_count": ingest.frame_count,
                     "decoder_running": ingest.running,
                     "decoder_restarts": ingest.restarts,
@@ -72,6 +123,8 @@ def register(
                 "caption_requests": requests,
                 "faults": faults.rules(),
                 "requests": request_counts(),
+                "bus_config": parts.bus.get(),
+                "recording": parts.recorder.enabled,
             },
         )
 
@@ -79,10 +132,12 @@ def register(
     def set_knobs(_state: ServiceState, request: Request) -> Response:
         try:
             body = validation.json_object(request)
-            validation.only_keys(
-                body, ("max_streams", "latency_ms", "latency_per_stream_ms", "drain_s")
-            )
+            validation.only_keys(body, KNOB_KEYS)
             changes: dict[str, object] = {}
+            if "caption_shape" in body:
+                if body["caption_shape"] not in CAPTION_SHAPES:
+                    raise Invalid(f"caption_shape: must be one of {', '.join(CAPTION_SHAPES)}")
+                changes["caption_shape"] = body["caption_shape"]
             if "max_streams" in body:
                 value = body["max_streams"]
                 changes["max_streams"] = (
@@ -99,6 +154,9 @@ def register(
     def add_fault(_state: ServiceState, request: Request) -> Response:
         try:
             body = validation.json_object(request)
+            if "kind" in body:
+                faults.add_behaviour(parse_behaviour(body))
+                return Response.json(200, {"faults": faults.rules()})
             validation.only_keys(body, ("path_prefix", "status", "count", "delay_s"))
             prefix = validation.string(body.get("path_prefix", "/v1/"), "path_prefix")
             count = validation.integer(body.get("count", 1), "count", 1, 1_000_000)
@@ -117,6 +175,17 @@ def register(
     def clear_faults(_state: ServiceState, _request: Request) -> Response:
         faults.clear()
         return Response.json(200, {"faults": []})
+
+    @router.route("GET", "/emulator/exchanges")
+    def exchanges(_state: ServiceState, _request: Request) -> Response:
+        return Response.json(
+            200, {"recording": parts.recorder.enabled, "exchanges": parts.recorder.exchanges()}
+        )
+
+    @router.route("DELETE", "/emulator/exchanges")
+    def forget_exchanges(_state: ServiceState, _request: Request) -> Response:
+        parts.recorder.clear()
+        return Response.json(200, {"recording": parts.recorder.enabled, "exchanges": []})
 
     @router.route("POST", "/emulator/crash")
     def crash(_state: ServiceState, request: Request) -> Response:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import threading
 
-from emulators.rtvi import admin, captions, chat, files, streams
+from emulators.rtvi import admin, cameras, captions, chat, files, streams
 from emulators.rtvi.config import Settings
 from emulators.rtvi.faults import FaultTable
 from emulators.rtvi.knobs import Knobs, KnobValues
+from emulators.rtvi.recorder import Recorder
 from emulators.rtvi.routing import Router
 
 
@@ -25,12 +26,16 @@ class Application:
                 latency_ms=settings.latency_ms,
                 latency_per_stream_ms=settings.latency_per_stream_ms,
                 drain_s=settings.drain_s,
+                caption_shape=settings.caption_shape,
             )
         )
-        self.streams = streams.StreamTable(self.knobs, decode=not settings.no_decode)
-        self.captions = captions.CaptionService(self.streams, self.knobs)
-        self.files = files.FileStore(settings.files_dir)
         self.faults = FaultTable(settings.fail_rate, settings.fail_seed)
+        self.streams = streams.StreamTable(self.knobs, decode=not settings.no_decode)
+        self.streams.stuck = self.faults.stuck
+        self.captions = captions.CaptionService(self.streams, self.knobs, self.faults)
+        self.files = files.FileStore(settings.files_dir)
+        self.bus = cameras.BusConfig()
+        self.recorder = Recorder(settings.record_path)
         self._requests: dict[str, int] = {}
         self._requests_lock = threading.Lock()
 
@@ -48,8 +53,13 @@ class Application:
         captions.register(router, self.captions)
         files.register(router, self.files)
         chat.register(router, self.streams, self.files, self.knobs)
+        cameras.register(router, self.streams, self.knobs, self.bus)
         admin.register(
-            router, self.knobs, self.streams, self.captions, self.faults, self.stop_decoders,
+            router,
+            admin.AdminParts(
+                self.knobs, self.streams, self.captions, self.faults, self.recorder, self.bus
+            ),
+            self.stop_decoders,
             self.requests,
         )
 

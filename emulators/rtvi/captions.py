@@ -4,13 +4,28 @@ A caption request cuts each of its streams' timelines into chunks and, at the en
 describes the frames that stream's decoder delivered during it. Nothing is invented: a chunk in
 which no fresh frame arrived says so and reports ``frame_count`` 0.
 
+The body is the spec's ``VlmQuery``, checked strictly (``CAPTION_QUERY``). Results follow the
+spec's ``VlmCaptionResponse`` (chunk) and ``VlmCaptionsCompletionResponse`` (wrapper), in the
+shape the ``caption_shape`` knob selects (``RTVI_EMU_CAPTION_SHAPE``, default ``flat``):
+
+- ``flat``: each SSE event is one chunk, a bare ``VlmCaptionResponse``; the non-streaming body is
+  that chunk too when the request names one stream (a flat body can hold only one chunk: with
+  several streams the body is the wrapped one).
+- ``wrapped``: each SSE event, and the non-streaming body, is a ``VlmCaptionsCompletionResponse``
+  ``{id, created, model, media_info, chunk_responses: [...]}`` (plus ``usage`` in the body).
+- In both shapes the usage event (``stream_options.include_usage``) is wrapped, with
+  ``chunk_responses: []`` and ``usage`` (``CompletionUsage``), then ``data: [DONE]``.
+
 Choices where the real service's behaviour is not published:
 
-- ``chunk_duration`` 0 or absent means "no chunking" for files; a live stream must be cut
-  somewhere, so it gets ``DEFAULT_LIVE_CHUNK_S`` (2 s). ``chunk_overlap_duration`` widens the frame
-  window backwards; chunks still start every ``chunk_duration``.
-- ``start_time``/``end_time`` are seconds since the request started (floats); ``media_info``
-  carries wall-clock ISO-8601 UTC timestamps of the same window.
+- ``chunk_duration`` 0 means "no chunking" for files; a live stream must be cut somewhere, so it
+  gets ``DEFAULT_LIVE_CHUNK_S`` (2 s). ``chunk_overlap_duration`` widens the frame window
+  backwards (a negative one counts as 0); it must stay below the chunk (else 400).
+- ``start_time``/``end_time`` are the chunk's wall-clock window as ISO-8601 UTC strings (the same
+  instants as ``media_info``); ``id`` of the wrapper is the request ID (``X-Request-Id``).
+- The spec carries no stream ID in a result: a client that must tell streams apart opens one
+  request per stream (as the product does). ``chunk_id`` counts chunks per stream from 0 and
+  wraps at the spec's maximum (100000).
 - Latencies are measured: ``decode_latency_ms`` is the time to select and analyse the chunk's
   frames, ``vlm_latency_ms`` the (really slept) simulated model time ``RTVI_EMU_LATENCY_MS +
   RTVI_EMU_LATENCY_PER_STREAM_MS * live streams``, ``queue_time_s`` the wait between chunk end and
@@ -18,18 +33,22 @@ Choices where the real service's behaviour is not published:
   ``chunk_latency_ms``/``processing_latency_s`` chunk end to answer.
 - Tokens: ``input_tokens`` = words of the prompt + ``TOKENS_PER_FRAME`` per frame; ``output_tokens``
   = words of the content (capped by ``max_tokens``).
-- ``stream: true``: SSE, one ``data: {json}`` event per stream and chunk, kept open until the
-  client disconnects or the request is stopped; then an optional usage event and ``data: [DONE]``.
-  ``stream: false``: the answer comes after the first chunk of every stream, as one JSON object
-  ``{"id", "object": "caption.completion", "model", "created", "chunks": [...], "choices": [...],
-  "usage"}``.
+- ``stream: true``: SSE, one event per stream and chunk, kept open until the client disconnects
+  or the request is stopped. ``stream: false``: the answer comes after the first chunk of every
+  stream.
+- ``id`` must name registered live streams (files, ``url`` and ``media_info`` offsets are
+  accepted by validation but this emulator captions live streams only: 400 otherwise). An empty
+  list is 400.
 - The request is "active" (its streams cannot be deleted) while its SSE connection lives.
 - Several requests may caption one stream ("subscribers") when their decode settings match; a
   different setting gives 400 ``BadParameters``. ``DELETE .../{stream_id}`` stops the one
-  request on that stream (all streams of it); with several and no ``request_id`` it answers 409.
+  request on that stream (all streams of it); with several and no ``request_id``, or none at
+  all, it answers 400 (the spec documents no 404 or 409 there); a malformed ID is 422.
 - Capacity: 503 ``ServerBusy`` when live streams exceed ``max_streams`` or when the streams being
-  captioned, with this request's, would.
-- ``model`` must be a non-empty string; it is echoed, not checked against ``/v1/models``.
+  captioned, with this request's, would. While the model loads: 503 ``ServiceUnavailable``.
+- ``model`` is echoed, not checked against ``/v1/models``.
+- Behaviour faults (``faults``) can swap or mix two streams' frames, skip chunk IDs, put an
+  ``error`` into 200 events, or empty the content.
 """
 
 from __future__ import annotations
@@ -41,19 +60,36 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
-from emulators.rtvi import validation
+from emulators.rtvi import schema, validation
+from emulators.rtvi.faults import FaultTable
 from emulators.rtvi.knobs import Knobs
 from emulators.rtvi.routing import Request, Response, Router, StreamWriter
+from emulators.rtvi.schema import (
+    FREE_OBJECT,
+    IDENTIFIER,
+    AnyOf,
+    Array,
+    Boolean,
+    Enum,
+    Integer,
+    Number,
+    Object,
+    Text,
+    nullable,
+    text,
+)
 from emulators.rtvi.state import ServiceState
-from emulators.rtvi.streams import StreamTable, loading_response
+from emulators.rtvi.streams import StreamTable, loading_response, no_such_stream
 from emulators.rtvi.validation import Invalid
 
-DEFAULT_LIVE_CHUNK_S = 2.0
+DEFAULT_LIVE_CHUNK_S = 2
 MAX_IDS = 50
+MAX_CHUNK_ID = 100_000
 TOKENS_PER_FRAME = 196
 WAIT_SLICE_S = 0.1  # how often a waiting request checks for stop and client disconnect
 SSE_CONTENT_TYPE = "text/event-stream"
 NO_FRAME_CONTENT = "No new frame was decoded from the stream during this chunk."
+EVENT_ERROR = {"code": "InternalError", "message": "VLM inference failed for this chunk"}
 DECODE_KEYS = (
     "chunk_duration",
     "chunk_overlap_duration",
@@ -62,22 +98,52 @@ DECODE_KEYS = (
     "vlm_input_width",
     "vlm_input_height",
 )
-CAPTION_KEYS = (
-    "id",
-    "prompt",
-    "model",
-    "stream",
-    "stream_options",
-    "max_tokens",
-    "min_tokens",
-    "ignore_eos",
-    "temperature",
-    "top_p",
-    "top_k",
-    "seed",
-    "system_prompt",
-    *DECODE_KEYS,
-    "response_format",
+GENERATION_TOKENS = Integer(1, 16384)
+MEDIA_INFO_OFFSET = Object(
+    {
+        "type": Enum(("offset",)),
+        "start_offset": Integer(0, 4_000_000_000),
+        "end_offset": Integer(0, 4_000_000_000),
+    },
+    required=("type",),
+)
+# The spec's VlmQuery, field by field.
+CAPTION_QUERY = Object(
+    {
+        "id": AnyOf((IDENTIFIER, Array(IDENTIFIER, MAX_IDS))),
+        "url": nullable(Text(2048, r"^(https?://|s3://|file://).*")),
+        "url_headers": nullable(FREE_OBJECT),
+        "media_type": Text(10, r"^(video|image)$"),
+        "creation_time": nullable(text(30)),
+        "system_prompt": text(10240),
+        "prompt": text(10240),
+        "model": text(256),
+        "api_type": Text(32, r"^[A-Za-z]*$"),
+        "response_format": Object({"type": Enum(("json_object", "text"))}, required=("type",)),
+        "stream": Boolean(),
+        "stream_options": nullable(Object({"include_usage": Boolean()})),
+        "max_tokens": GENERATION_TOKENS,
+        "min_tokens": GENERATION_TOKENS,
+        "temperature": Number(0, 1),
+        "top_p": Number(0, 1),
+        "top_k": Number(1, 1000),
+        "ignore_eos": nullable(Boolean()),
+        "seed": Integer(1, 4294967295),
+        "chunk_duration": Integer(0, 3600),
+        "chunk_overlap_duration": Integer(-3600, 3600),
+        "media_info": nullable(MEDIA_INFO_OFFSET),
+        "num_frames_per_second_or_fixed_frames_chunk": Number(-1, 512),
+        "use_fps_for_chunking": nullable(Boolean()),
+        "vlm_input_width": Integer(0, 4096),
+        "vlm_input_height": Integer(0, 4096),
+        "enable_reasoning": Boolean(),
+        "preserve_reasoning_tags": Boolean(),
+        "enable_audio": Boolean(),
+        "mm_processor_kwargs": nullable(FREE_OBJECT),
+        "media_io_kwargs": nullable(FREE_OBJECT),
+        "alert_category": nullable(text(500)),
+    },
+    required=("id", "prompt", "model"),
 )
 
 
@@ -90,8 +156,8 @@ class CaptionParams:
     include_usage: bool
     max_tokens: int
     decode: tuple[tuple[str, object], ...]  # the settings that must match between subscribers
-    chunk_s: float
-    overlap_s: float
+    chunk_s: int
+    overlap_s: int
 
 
 @dataclass
@@ -101,84 +167,59 @@ class Session:
     params: CaptionParams
     request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     created: int = field(default_factory=lambda: int(time.time()))
+    started_unix: float = field(default_factory=time.time)
     stop: threading.Event = field(default_factory=threading.Event)
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    chunks: int = 0
 
 
-def parse(request: Request) -> CaptionParams:
-    body = validation.json_object(request)
-    validation.only_keys(body, CAPTION_KEYS)
-    raw_ids = validation.require(body, "id")
-    if isinstance(raw_ids, list):
-        if not 1 <= len(raw_ids) <= MAX_IDS:
-            raise Invalid(f"body.id: expected 1..{MAX_IDS} stream IDs")
-        ids = [validation.uuid_text(item, f"body.id[{i}]") for i, item in enumerate(raw_ids)]
-    else:
-        ids = [validation.uuid_text(raw_ids, "body.id")]
-    prompt = validation.string(validation.require(body, "prompt"), "body.prompt")
-    model = validation.string(validation.require(body, "model"), "body.model")
-    if not model:
-        raise Invalid("body.model: must not be empty")
+@dataclass(frozen=True)
+class Chunk:
+    """One stream's chunk result: the spec's ``VlmCaptionResponse`` plus what wraps it."""
+
+    stream_id: str
+    body: dict[str, object]
+    media_info: dict[str, object]
+    error: bool
+
+
+def _canonical(identifier: str) -> str:
+    try:
+        return str(uuid.UUID(identifier))
+    except ValueError:
+        return identifier
+
+
+def parse(request: Request) -> CaptionParams | Response:
+    """The request's parameters; raises Invalid (422), or returns a 400 for a schema-valid
+    request the service cannot serve."""
+    body = schema.json_body(validation.body_json(request), CAPTION_QUERY)
+    raw_ids = body["id"]
+    listed = raw_ids if isinstance(raw_ids, list) else [raw_ids]
+    ids = list(dict.fromkeys(_canonical(str(item)) for item in listed))
+    if not ids:
+        return Response.error(400, "InvalidParameters", "id names no stream")
     options = body.get("stream_options") or {}
-    if not isinstance(options, dict):
-        raise Invalid("body.stream_options: expected an object")
-    validation.only_keys(options, ("include_usage",), "body.stream_options")
-    include_usage = validation.boolean(options.get("include_usage", False), "include_usage")
-    _check_numbers(body)
-    decode = tuple((key, body.get(key)) for key in DECODE_KEYS)
-    chunk = float(body.get("chunk_duration") or 0)  # type: ignore[arg-type]
-    overlap = float(body.get("chunk_overlap_duration") or 0)  # type: ignore[arg-type]
+    assert isinstance(options, dict)
+    chunk = int(body.get("chunk_duration") or 0)  # type: ignore[call-overload]
+    overlap = max(0, int(body.get("chunk_overlap_duration") or 0))  # type: ignore[call-overload]
     chunk_s = chunk if chunk > 0 else DEFAULT_LIVE_CHUNK_S
     if overlap >= chunk_s:
-        raise Invalid("body.chunk_overlap_duration: must be less than chunk_duration")
+        return Response.error(
+            400, "InvalidParameters", "chunk_overlap_duration must be less than chunk_duration"
+        )
     return CaptionParams(
         ids,
-        prompt,
-        model,
-        validation.boolean(body.get("stream", False), "body.stream"),
-        include_usage,
+        str(body["prompt"]),
+        str(body["model"]),
+        bool(body.get("stream", False)),
+        bool(options.get("include_usage", False)),
         int(body.get("max_tokens") or 512),  # type: ignore[call-overload]
-        decode,
+        tuple((key, body.get(key)) for key in DECODE_KEYS),
         chunk_s,
         overlap,
     )
-
-
-def _check_numbers(body: dict[str, object]) -> None:
-    integers = {
-        "max_tokens": (1, 16384),
-        "min_tokens": (0, 16384),
-        "seed": (0, 2**63 - 1),
-        "top_k": (-1, 1000),
-        "vlm_input_width": (0, 4096),
-        "vlm_input_height": (0, 4096),
-        "num_frames_per_second_or_fixed_frames_chunk": (0, 256),
-    }
-    numbers = {
-        "temperature": (0.0, 1.0),
-        "top_p": (0.0, 1.0),
-        "chunk_duration": (0.0, 3600.0),
-        "chunk_overlap_duration": (0.0, 3600.0),
-    }
-    for key, (low, high) in integers.items():
-        if body.get(key) is not None:
-            validation.integer(body[key], f"body.{key}", low, high)
-    for key, (flow, fhigh) in numbers.items():
-        if body.get(key) is not None:
-            validation.number(body[key], f"body.{key}", flow, fhigh)
-    for key in ("ignore_eos", "use_fps_for_chunking"):
-        if body.get(key) is not None:
-            validation.boolean(body[key], f"body.{key}")
-    if body.get("system_prompt") is not None:
-        validation.string(body["system_prompt"], "body.system_prompt")
-    response_format = body.get("response_format")
-    if response_format is not None:
-        if not isinstance(response_format, dict):
-            raise Invalid("body.response_format: expected an object")
-        validation.only_keys(response_format, ("type",), "body.response_format")
-        if response_format.get("type") not in ("text", "json_object"):
-            raise Invalid("body.response_format.type: must be text or json_object")
 
 
 def _iso(unix: float) -> str:
@@ -186,12 +227,21 @@ def _iso(unix: float) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _timestamps(start_unix: float, end_unix: float) -> dict[str, object]:
+    return {
+        "type": "timestamp",
+        "start_timestamp": _iso(start_unix),
+        "end_timestamp": _iso(end_unix),
+    }
+
+
 class CaptionService:
     """Active caption requests, their chunk loop and counters."""
 
-    def __init__(self, streams: StreamTable, knobs: Knobs) -> None:
+    def __init__(self, streams: StreamTable, knobs: Knobs, faults: FaultTable) -> None:
         self._streams = streams
         self._knobs = knobs
+        self._faults = faults
         self._lock = threading.Lock()
         self._sessions: dict[str, Session] = {}
         self.chunks_total = 0
@@ -211,7 +261,7 @@ class CaptionService:
         for stream_id in params.stream_ids:
             stream = self._streams.get(stream_id)
             if stream is None or stream.draining:
-                return Response.error(404, "NotFound", f"stream {stream_id} not found")
+                return no_such_stream()
         limit = self._knobs.values.max_streams
         live = self._streams.live_count()
         with self._lock:
@@ -219,7 +269,7 @@ class CaptionService:
             wanted = captioned | set(params.stream_ids)
             if limit is not None and (live > limit or len(wanted) > limit):
                 return Response.error(
-                    503, "ServerBusy", f"at capacity: {len(wanted)} streams over a limit of {limit}"
+                    503, "ServerBusy", "At capacity, the number of captioned streams is limited"
                 )
             for other in self._sessions.values():
                 shared = set(other.params.stream_ids) & set(params.stream_ids)
@@ -227,7 +277,7 @@ class CaptionService:
                     return Response.error(
                         400,
                         "BadParameters",
-                        f"stream {sorted(shared)[0]} is captioned with other decode settings",
+                        "The stream is captioned with other decode settings",
                     )
             session = Session(params)
             self._sessions[session.request_id] = session
@@ -246,8 +296,8 @@ class CaptionService:
         for stream_id in session.params.stream_ids:
             stream = self._streams.get(stream_id)
             if stream is not None and stream_id not in remaining:
-                stream.chunk_duration = 0.0
-                stream.chunk_overlap_duration = 0.0
+                stream.chunk_duration = 0
+                stream.chunk_overlap_duration = 0
 
     def stop(self, stream_id: str, request_id: str | None) -> Response:
         with self._lock:
@@ -255,10 +305,10 @@ class CaptionService:
         if request_id is not None:
             on_stream = [s for s in on_stream if s.request_id == request_id]
         if not on_stream:
-            return Response.error(404, "NotFound", f"no caption request on stream {stream_id}")
+            return Response.error(400, "InvalidParameter", "No caption request on this stream")
         if len(on_stream) > 1:
             return Response.error(
-                409, "MultipleSubscribers", "several caption requests: give request_id"
+                400, "MultipleSubscribers", "Several caption requests, give request_id"
             )
         self.close(on_stream[0])
         return Response.json(
@@ -287,15 +337,15 @@ class CaptionService:
         index: int,
         window: tuple[float, float],
         origin: tuple[float, float],
-    ) -> dict[str, object]:
+    ) -> Chunk:
         """Describe one stream's chunk ``index`` whose window ``[start, end)`` is monotonic."""
         start, end = window
         origin_mono, origin_unix = origin
         params = session.params
         begun = time.monotonic()
-        stream = self._streams.get(stream_id)
+        source = self._streams.get(self._faults.frames_source(stream_id, index))
         frames = (
-            [] if stream is None else stream.decoder.frames_between(start - params.overlap_s, end)
+            [] if source is None else source.decoder.frames_between(start - params.overlap_s, end)
         )
         tally = Counter(frame.description for frame in frames)
         decoded = time.monotonic()
@@ -304,54 +354,44 @@ class CaptionService:
         content = NO_FRAME_CONTENT
         if frames:
             content = f"The frame shows {tally.most_common(1)[0][0]}."
+        error = self._faults.event_error(stream_id)
+        if error or self._faults.empty_content(stream_id):
+            content = ""
         output_tokens = min(len(content.split()), params.max_tokens)
         input_tokens = len(params.prompt.split()) + TOKENS_PER_FRAME * len(frames)
         with self._lock:
             session.prompt_tokens += input_tokens
             session.completion_tokens += output_tokens
+            session.chunks += 1
             self.chunks_total += 1
             self.empty_chunks_total += 0 if frames else 1
-        return {
-            "id": session.request_id,
-            "object": "caption.chunk",
-            "created": int(time.time()),
-            "model": params.model,
-            "stream_id": stream_id,
-            "chunk_id": index,
-            "start_time": round(start - origin_mono, 3),
-            "end_time": round(end - origin_mono, 3),
+        start_unix = origin_unix + (start - origin_mono)
+        end_unix = origin_unix + (end - origin_mono)
+        body: dict[str, object] = {
+            "chunk_id": self._faults.chunk_id(stream_id, index) % (MAX_CHUNK_ID + 1),
+            "start_time": _iso(start_unix),
+            "end_time": _iso(end_unix),
             "content": content,
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "stop",
-                    "message": {"role": "assistant", "content": content},
-                }
-            ],
             "decode_latency_ms": round((decoded - begun) * 1000, 3),
             "vlm_latency_ms": round((answered - decoded) * 1000, 3),
-            "chunk_latency_ms": round((answered - end) * 1000, 3),
+            "chunk_latency_ms": round(max(0.0, answered - end) * 1000, 3),
             "queue_time_s": round(max(0.0, begun - end), 6),
-            "processing_latency_s": round(answered - end, 6),
+            "processing_latency_s": round(max(0.0, answered - end), 6),
             "frame_count": len(frames),
             "input_tokens": input_tokens,
             "output_tokens": output_tokens,
-            "media_info": {
-                "type": "timestamp",
-                "start_timestamp": _iso(origin_unix + (start - origin_mono)),
-                "end_timestamp": _iso(origin_unix + (end - origin_mono)),
-            },
         }
+        return Chunk(stream_id, body, _timestamps(start_unix, end_unix), error)
 
     def run(
         self,
         session: Session,
         writer: StreamWriter | None,
         first_only: bool,
-    ) -> list[dict[str, object]]:
+    ) -> list[Chunk]:
         """Produce chunks until stopped (or after the first set); SSE events go to ``writer``."""
         origin = (time.monotonic(), time.time())
-        produced: list[dict[str, object]] = []
+        produced: list[Chunk] = []
         index = 0
         while True:
             start = origin[0] + index * session.params.chunk_s
@@ -359,17 +399,59 @@ class CaptionService:
             if not self.wait_until(session, end, writer):
                 return produced
             for stream_id in session.params.stream_ids:
-                event = self.chunk(session, stream_id, index, (start, end), origin)
-                produced.append(event)
-                if writer is not None and not writer.write(_sse(event)):
+                chunk = self.chunk(session, stream_id, index, (start, end), origin)
+                produced.append(chunk)
+                if writer is not None and not writer.write(_sse(self.event(session, chunk))):
                     return produced
             if first_only:
                 return produced
             index += 1
 
-    def usage(self, session: Session) -> dict[str, int]:
+    def event(self, session: Session, chunk: Chunk) -> dict[str, object]:
+        """One SSE event in the shape the ``caption_shape`` knob selects."""
+        if self._knobs.values.caption_shape == "wrapped":
+            event = self._wrapper(session, chunk.media_info, [chunk.body])
+        else:
+            event = dict(chunk.body)
+        if chunk.error:
+            event["error"] = dict(EVENT_ERROR)
+        return event
+
+    def _wrapper(
+        self, session: Session, media_info: dict[str, object], bodies: list[dict[str, object]]
+    ) -> dict[str, object]:
+        return {
+            "id": session.request_id,
+            "created": int(time.time()),
+            "model": session.params.model,
+            "media_info": media_info,
+            "chunk_responses": bodies,
+        }
+
+    def usage_event(self, session: Session) -> dict[str, object]:
+        wrapper = self._wrapper(session, _timestamps(session.started_unix, time.time()), [])
+        wrapper["usage"] = self.usage(session)
+        return wrapper
+
+    def completion(self, session: Session, chunks: list[Chunk]) -> dict[str, object]:
+        """The non-streaming body (see the module docstring for the flat case)."""
+        if self._knobs.values.caption_shape == "flat" and len(chunks) == 1:
+            return self.event(session, chunks[0])
+        wrapper = self._wrapper(
+            session,
+            _timestamps(session.started_unix, time.time()),
+            [chunk.body for chunk in chunks],
+        )
+        wrapper["usage"] = self.usage(session)
+        if any(chunk.error for chunk in chunks):
+            wrapper["error"] = dict(EVENT_ERROR)
+        return wrapper
+
+    def usage(self, session: Session) -> dict[str, object]:
         with self._lock:
             return {
+                "query_processing_time": int(time.time() - session.started_unix),
+                "total_chunks_processed": session.chunks,
                 "prompt_tokens": session.prompt_tokens,
                 "completion_tokens": session.completion_tokens,
                 "total_tokens": session.prompt_tokens + session.completion_tokens,
@@ -386,11 +468,13 @@ def register(router: Router, service: CaptionService) -> None:
     @router.route("POST", "/v1/generate_captions")
     def generate(state: ServiceState, request: Request) -> Response:
         if not state.is_ready():
-            return loading_response()
+            return loading_response(503)
         try:
             params = parse(request)
         except Invalid as exc:
             return validation.invalid_response(exc)
+        if isinstance(params, Response):
+            return params
         opened = service.open(params)
         if isinstance(opened, Response):
             return opened
@@ -400,14 +484,14 @@ def register(router: Router, service: CaptionService) -> None:
                 chunks = service.run(session, None, first_only=True)
             finally:
                 service.close(session)
-            return Response.json(200, _completion(session, chunks, service.usage(session)))
+            return Response.json(200, service.completion(session, chunks))
 
         def body(writer: StreamWriter) -> None:
             try:
                 service.run(session, writer, first_only=False)
                 if writer.alive():
                     if params.include_usage:
-                        writer.write(_sse(_usage_event(session, service.usage(session))))
+                        writer.write(_sse(service.usage_event(session)))
                     writer.write(b"data: [DONE]\n\n")
             finally:
                 service.close(session)
@@ -419,42 +503,12 @@ def register(router: Router, service: CaptionService) -> None:
     def stop(state: ServiceState, request: Request) -> Response:
         if not state.is_ready():
             return loading_response()
-        request_ids = request.query.get("request_id")
-        stream_id = request.params["stream_id"]
         try:
-            stream_id = str(uuid.UUID(stream_id))
-        except ValueError:
-            return Response.error(404, "NotFound", f"no caption request on stream {stream_id}")
-        return service.stop(stream_id, request_ids[0] if request_ids else None)
-
-
-def _usage_event(session: Session, usage: dict[str, int]) -> dict[str, object]:
-    return {
-        "id": session.request_id,
-        "object": "caption.chunk",
-        "created": int(time.time()),
-        "model": session.params.model,
-        "choices": [],
-        "usage": usage,
-    }
-
-
-def _completion(
-    session: Session, chunks: list[dict[str, object]], usage: dict[str, int]
-) -> dict[str, object]:
-    return {
-        "id": session.request_id,
-        "object": "caption.completion",
-        "created": session.created,
-        "model": session.params.model,
-        "chunks": chunks,
-        "choices": [
-            {
-                "index": i,
-                "finish_reason": "stop",
-                "message": {"role": "assistant", "content": chunk["content"]},
-            }
-            for i, chunk in enumerate(chunks)
-        ],
-        "usage": usage,
-    }
+            stream_id = schema.uuid_param(request.params["stream_id"], "path.stream_id")
+            request_ids = request.query.get("request_id")
+            request_id = (
+                schema.uuid_param(request_ids[-1], "query.request_id") if request_ids else None
+            )
+        except Invalid as exc:
+            return validation.invalid_response(exc)
+        return service.stop(stream_id, request_id)

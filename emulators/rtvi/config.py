@@ -35,16 +35,27 @@ Knobs:
 - ``RTVI_EMU_FAIL_RATE`` (0..1, default 0): probability that a ``/v1/`` request other than health
   answers ``500 InternalServerError`` (injected); ``RTVI_EMU_FAIL_SEED`` makes it reproducible.
 - ``RTVI_EMU_FILES_DIR``: where uploaded files are kept (default: a fresh temporary folder).
+- ``RTVI_EMU_CAPTION_SHAPE`` (``flat`` | ``wrapped``, default ``flat``): the shape of caption
+  results (SSE events and the non-streaming body of ``generate_captions``). ``wrapped`` is the
+  spec's ``VlmCaptionsCompletionResponse`` (chunk fields inside ``chunk_responses[]``); ``flat``
+  is one ``VlmCaptionResponse`` per event (see ``captions``). Run-time: ``caption_shape``.
+- ``RTVI_EMU_API_TOKEN``: when set, every ``/v1/`` request (health probes included: the spec
+  declares bearer security on every operation) without ``Authorization: Bearer <token>`` answers
+  ``401 {"code": "Unauthorized", ...}``. A secret: never logged, never shown by the admin API.
+- ``RTVI_EMU_RECORD``: a file path; every ``/v1/`` exchange (request body, status, response body,
+  each SSE ``data:`` event) is appended to it as one JSON line, and kept in memory for
+  ``GET /emulator/exchanges`` (see ``recorder``). Credentials are never recorded.
 
 Emulator-only admin API (never part of the real service; see ``admin``): ``GET /emulator/state``,
-``POST /emulator/knobs``, ``POST|DELETE /emulator/faults``, ``POST /emulator/crash``.
+``POST /emulator/knobs``, ``POST|DELETE /emulator/faults`` (HTTP faults and caption/delete
+faults for canaries), ``GET|DELETE /emulator/exchanges``, ``POST /emulator/crash``.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 DEFAULT_HOST = "0.0.0.0"
 DEFAULT_PORT = 8000
@@ -55,6 +66,8 @@ DEFAULT_MAX_MODEL_LEN = 32768
 DEFAULT_KV_CACHE_DTYPE = "auto"
 DEFAULT_LATENCY_MS = 20.0
 DEFAULT_DRAIN_S = 1.0
+CAPTION_SHAPES = ("flat", "wrapped")
+DEFAULT_CAPTION_SHAPE = "flat"
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 FALSY = frozenset({"0", "false", "no", "off"})
 
@@ -89,6 +102,9 @@ class Settings:
     fail_seed: int | None = None
     files_dir: str | None = None
     no_decode: bool = False
+    caption_shape: str = DEFAULT_CAPTION_SHAPE
+    api_token: str | None = field(default=None, repr=False)  # a secret: never in a repr or log
+    record_path: str | None = None
 
 
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -168,7 +184,28 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         fail_seed=_optional_integer(source, "RTVI_EMU_FAIL_SEED"),
         files_dir=_text(source, "RTVI_EMU_FILES_DIR"),
         no_decode=_flag(source, "RTVI_EMU_NO_DECODE", False),
+        caption_shape=_choice(source, "RTVI_EMU_CAPTION_SHAPE", CAPTION_SHAPES,
+                              DEFAULT_CAPTION_SHAPE),
+        api_token=_secret(source, "RTVI_EMU_API_TOKEN"),
+        record_path=_text(source, "RTVI_EMU_RECORD"),
     )
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw not in choices:
+        raise ConfigError(f"{name} must be one of {list(choices)}")
+    return raw
+
+
+def _secret(env: Mapping[str, str], name: str) -> str | None:
+    """A secret is taken verbatim (no ``escaped:`` decoding) and never echoed in errors."""
+    raw = env.get(name, "").strip()
+    if raw and not all(0x21 <= ord(c) <= 0x7E for c in raw):
+        raise ConfigError(f"{name} must be printable ASCII without spaces")
+    return raw or None
 
 
 def _optional_integer(env: Mapping[str, str], name: str) -> int | None:

@@ -3,11 +3,15 @@
 Shapes follow ``shared/contracts/rtvi-api.md``. Where the real service's behaviour is unknown the
 choice is documented here:
 
-- ``/v1/startup`` and ``/v1/health/live`` bodies: the contract gives only status codes; we answer
-  the same ``health.response`` object as ready does, with their own message.
-- While loading, and also after a fatal fault with ``RTVI_EMU_FATAL_EXIT=0``, ready/startup/models
-  answer 503 ``Model is loading``: a real server whose engine died during load cannot tell that it
-  will never finish, which is exactly why the reconciler must read fatal markers from the logs.
+- ``/v1/startup`` and ``/v1/health/live`` bodies: the spec gives no schema; we answer the same
+  ``health.response`` object as ready does, with their own message. ``?detailed=true`` adds a
+  ``checks`` list; a ``detailed`` that is not a boolean is 422.
+- While loading, and also after a fatal fault with ``RTVI_EMU_FATAL_EXIT=0``, ready answers 503
+  ``Model is loading``: a real server whose engine died during load cannot tell that it will
+  never finish, which is exactly why the reconciler must read fatal markers from the logs.
+  ``/v1/startup`` and ``/v1/models`` document no 503: they answer 500 ``ServiceUnavailable``.
+- ``/v1/version`` is ``{"release": SERVICE_VERSION, "api": "v1"}``; ``/v1/manifest`` is
+  ``{"version": SERVICE_VERSION, "model": <the served model ID>}``.
 - ``/v1/assets/stats``: the real shape is not published. We answer
   ``{"files":{"count":N,"bytes":B},"streams":{"count":S,"draining":D},
   "caption_requests":{"active":C},"storage_bytes":B}``: counts per asset kind plus the storage
@@ -18,8 +22,10 @@ choice is documented here:
 
 from __future__ import annotations
 
+from emulators.rtvi import schema, validation
 from emulators.rtvi.routing import Request, Response, Router
 from emulators.rtvi.state import ServiceState
+from emulators.rtvi.validation import Invalid
 
 SERVICE_VERSION = "3.2.1"
 MODEL_OWNER = "nvidia"
@@ -27,31 +33,54 @@ MODEL_API_TYPE = "internal"
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LOADING_CODE = "ServiceUnavailable"
 LOADING_MESSAGE = "Model is loading"
+API_VERSION = "v1"
 
 
-def _health(message: str) -> Response:
-    return Response.json(200, {"object": "health.response", "message": message})
+def _health(state: ServiceState, request: Request, message: str, ok: bool = True) -> Response:
+    try:
+        detailed = schema.boolean_query(request.query.get("detailed"), "detailed")
+    except Invalid as exc:
+        return validation.invalid_response(exc)
+    if not ok:
+        return _loading()
+    body: dict[str, object] = {"object": "health.response", "message": message}
+    if detailed:
+        body["checks"] = [
+            {"name": "model", "status": "ready" if state.is_ready() else "loading"},
+            {"name": "http", "status": "ok"},
+        ]
+    return Response.json(200, body)
 
 
-def _loading() -> Response:
-    return Response.error(503, LOADING_CODE, LOADING_MESSAGE)
+def _loading(status: int = 503) -> Response:
+    return Response.error(status, LOADING_CODE, LOADING_MESSAGE)
 
 
-def ready(state: ServiceState, _request: Request) -> Response:
-    return _health("Service is ready.") if state.is_ready() else _loading()
+def ready(state: ServiceState, request: Request) -> Response:
+    return _health(state, request, "Service is ready.", state.is_ready())
 
 
-def live(_state: ServiceState, _request: Request) -> Response:
-    return _health("Service is live.")
+def live(state: ServiceState, request: Request) -> Response:
+    return _health(state, request, "Service is live.")
 
 
 def startup(state: ServiceState, _request: Request) -> Response:
-    return _health("Service has started.") if state.is_ready() else _loading()
+    if not state.is_ready():
+        return _loading(500)
+    return Response.json(200, {"object": "health.response", "message": "Service has started."})
+
+
+def version(_state: ServiceState, _request: Request) -> Response:
+    return Response.json(200, {"release": SERVICE_VERSION, "api": API_VERSION})
+
+
+def manifest(state: ServiceState, _request: Request) -> Response:
+    return Response.json(200, {"version": SERVICE_VERSION, "model": state.settings.model_id})
 
 
 def models(state: ServiceState, _request: Request) -> Response:
     if not state.is_ready():
-        return _loading()
+        return _loading(500)
     data: list[dict[str, object]] = []
     if not state.settings.no_models:
         data.append(
@@ -183,3 +212,5 @@ def register(router: Router) -> None:
     router.get("/v1/metrics")(metrics)
     router.get("/v1/metadata")(metadata)
     router.get("/v1/assets/stats")(asset_stats)
+    router.get("/v1/version")(version)
+    router.get("/v1/manifest")(manifest)

@@ -1,6 +1,6 @@
 """Knobs that tests may change while the emulator runs (``POST /emulator/knobs``).
 
-Why separate from ``config.Settings``: settings are frozen at start-up; these four are read on
+Why separate from ``config.Settings``: settings are frozen at start-up; these are read on
 every request, start from their environment knob, and can be changed at run time so a test can
 prove "503 at capacity, then success after capacity was raised" against one process.
 """
@@ -17,6 +17,7 @@ class KnobValues:
     latency_ms: float  # base per-chunk VLM latency
     latency_per_stream_ms: float  # added per active stream
     drain_s: float  # drain window of a stream delete
+    caption_shape: str = "flat"  # "flat" | "wrapped": shape of caption events and bodies
 
 
 class Knobs:

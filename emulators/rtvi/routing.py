@@ -20,6 +20,24 @@ JSON_CONTENT_TYPE = "application/json"
 TEXT_CONTENT_TYPE = "text/plain; charset=utf-8"
 UNMATCHED_ROUTE = "<unmatched>"  # metrics label for paths that match no route
 _PARAM = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# ServiceError (the spec's error body): code ^[A-Za-z]*$ (<= 128), message ^[A-Za-z\-. ,_"']*$
+# (<= 1024) -- no digits, colons or brackets. Messages are written in words and then cleaned.
+_CODE_NOT_ALLOWED = re.compile(r"[^A-Za-z]")
+_MESSAGE_INDEX = re.compile(r"\[\d+\]")
+_MESSAGE_NOT_ALLOWED = re.compile(r"[^A-Za-z\-. ,_\"']+")
+MAX_CODE_LEN = 128
+MAX_MESSAGE_LEN = 1024
+
+
+def service_code(code: str) -> str:
+    return _CODE_NOT_ALLOWED.sub("", code)[:MAX_CODE_LEN]
+
+
+def service_message(message: str) -> str:
+    """``message`` reduced to what ServiceError allows: list indexes dropped, any other
+    disallowed run (digits, colons, slashes, ...) becomes one space."""
+    cleaned = _MESSAGE_NOT_ALLOWED.sub(" ", _MESSAGE_INDEX.sub("", message))
+    return " ".join(cleaned.split())[:MAX_MESSAGE_LEN]
 
 
 @dataclass(frozen=True)
@@ -73,8 +91,9 @@ class Response:
     def error(
         cls, status: int, code: str, message: str, headers: tuple[tuple[str, str], ...] = ()
     ) -> Response:
-        """The contract's error shape: ``{"code": str, "message": str}``."""
-        body = json.dumps({"code": code, "message": message}, separators=(",", ":"))
+        """The spec's ``ServiceError``: ``{"code", "message"}``, both reduced to its patterns."""
+        payload = {"code": service_code(code), "message": service_message(message)}
+        body = json.dumps(payload, separators=(",", ":"))
         return cls(status, body.encode("utf-8"), JSON_CONTENT_TYPE, headers)
 
     @classmethod

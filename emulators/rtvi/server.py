@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hmac
 import http
 import os
 import select
@@ -27,7 +28,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 
-from emulators.rtvi import core, logs
+from emulators.rtvi import core, logs, recorder
 from emulators.rtvi.app import Application
 from emulators.rtvi.config import ConfigError, load_settings
 from emulators.rtvi.lifecycle import Lifecycle
@@ -47,6 +48,7 @@ MAX_BODY_BYTES = 64 * 1024 * 1024  # bodies are JSON for now; uploads come with 
 CONFIG_ERROR_EXIT_CODE = 2
 LISTEN_ERROR_EXIT_CODE = 1
 HANDLED_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+UNAUTHORIZED_CODE = "Unauthorized"
 
 
 def build_router(app: Application | None = None) -> Router:
@@ -94,6 +96,23 @@ class ChunkedWriter:
             with contextlib.suppress(OSError):
                 self._handler.wfile.write(b"0\r\n\r\n")
                 self._handler.wfile.flush()
+
+
+class RecordingWriter:
+    """Passes a streaming body through and keeps each SSE ``data:`` payload for the recorder."""
+
+    def __init__(self, inner: ChunkedWriter) -> None:
+        self._inner = inner
+        self.payloads: list[str] = []
+
+    def write(self, data: bytes) -> bool:
+        sent = self._inner.write(data)
+        if sent and len(self.payloads) < recorder.MAX_EVENTS:
+            self.payloads.extend(recorder.sse_payloads(data))
+        return sent
+
+    def alive(self) -> bool:
+        return self._inner.alive()
 
 
 class ExitLatch:
@@ -170,7 +189,9 @@ class EmulatorHandler(BaseHTTPRequestHandler):
             body = self._read_body()
         except BodyError as exc:
             self.close_connection = True
-            self._finish(path, UNMATCHED_ROUTE, Response.error(400, "BadRequest", str(exc)))
+            error = Response.error(400, "BadRequest", str(exc))
+            self._write(error)
+            self._finish(path, UNMATCHED_ROUTE, error)
             return
         request = Request(
             method=self.command,
@@ -180,13 +201,33 @@ class EmulatorHandler(BaseHTTPRequestHandler):
             body=body,
         )
         route, response = self._route(request)
+        events = self._write(response)
         self._finish(path, route, response)
+        self._record(request, response, events)
+
+    def _record(self, request: Request, response: Response, events: list[str] | None) -> None:
+        app = self.emulator.app
+        if app is None or not app.recorder.enabled or not request.path.startswith("/v1/"):
+            return
+        app.recorder.record(
+            request.method,
+            request.path,
+            request.query,
+            (request.headers.get("content-type", ""), request.body),
+            response.status,
+            (response.content_type, response.body),
+            events,
+        )
 
     def _route(self, request: Request) -> tuple[str, Response]:
         resolved = self.emulator.router.resolve(request.method, request.path)
         app = self.emulator.app
         if app is not None and isinstance(resolved, Match):
             app.count(f"{request.method} {resolved.route.template}")
+        refused = self._unauthorized(request)
+        if refused is not None:
+            template = resolved.route.template if isinstance(resolved, Match) else ""
+            return template or UNMATCHED_ROUTE, refused
         if app is not None:
             decision = app.faults.decide(request.path)
             if decision.delay_s > 0:
@@ -212,6 +253,24 @@ class EmulatorHandler(BaseHTTPRequestHandler):
             return resolved.template, Response.error(405, "MethodNotAllowed", message, allow)
         message = f"No route for {request.method} {request.path}"
         return UNMATCHED_ROUTE, Response.error(404, "NotFound", message)
+
+    def _unauthorized(self, request: Request) -> Response | None:
+        """401 for a ``/v1/`` request without the configured bearer token (none set: open).
+        The token is compared in constant time and never echoed."""
+        token = self.emulator.state.settings.api_token
+        if token is None or not request.path.startswith("/v1/"):
+            return None
+        scheme, _, given = request.headers.get("authorization", "").strip().partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(
+            given.strip().encode("utf-8", "replace"), token.encode()
+        ):
+            return None
+        return Response.error(
+            401,
+            UNAUTHORIZED_CODE,
+            "Missing or invalid bearer token",
+            (("WWW-Authenticate", "Bearer"),),
+        )
 
     def _read_body(self) -> bytes:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
@@ -247,7 +306,6 @@ class EmulatorHandler(BaseHTTPRequestHandler):
             self.rfile.readline(16)  # CRLF after each chunk
 
     def _finish(self, path: str, route: str, response: Response) -> None:
-        self._write(response)
         self.emulator.state.count_request(self.command, route, response.status)
         if self.emulator.state.settings.access_log:
             self.emulator.sink.info(
@@ -260,10 +318,10 @@ class EmulatorHandler(BaseHTTPRequestHandler):
                 )
             )
 
-    def _write(self, response: Response) -> None:
+    def _write(self, response: Response) -> list[str] | None:
+        """Send ``response``; a streamed one returns its SSE ``data:`` payloads."""
         if response.stream is not None and self.command != "HEAD":
-            self._write_stream(response)
-            return
+            return self._write_stream(response)
         self.send_response(response.status)
         self.send_header("Content-Type", response.content_type)
         self.send_header("Content-Length", str(len(response.body)))
@@ -274,8 +332,9 @@ class EmulatorHandler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(response.body)
+        return None
 
-    def _write_stream(self, response: Response) -> None:
+    def _write_stream(self, response: Response) -> list[str]:
         """Headers, then the body's chunks as it writes them; the connection closes after."""
         assert response.stream is not None
         self.close_connection = True
@@ -287,11 +346,13 @@ class EmulatorHandler(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.flush()
-        writer = ChunkedWriter(self)
+        chunked = ChunkedWriter(self)
+        writer = RecordingWriter(chunked)
         try:
             response.stream(writer)
         finally:
-            writer.end()
+            chunked.end()
+        return writer.payloads
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """Malformed requests (caught by the base class) get the contract's JSON error shape."""

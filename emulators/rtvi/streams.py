@@ -3,60 +3,111 @@
 Each registered stream owns a real decoder (``ingest.Decoder``) from the moment it is added until
 its drain window has passed. With ``RTVI_EMU_NO_DECODE=1`` the decoder is never started (no
 ffmpeg, no thread): everything else here -- validation, duplicates, capacity, listing, drain --
-is unchanged, and the admin state shows ``decoder_running: false`` with no frames.
+is unchanged, and the admin state shows ``decoder_running: false`` with no frames. Bodies are
+the spec's ``AddLiveStreams`` and ``DeleteLiveStreamsRequest`` (strict: unknown keys, wrong types
+or bounds give 422); answers are ``AddLiveStreamsResponse``, ``LiveStreamInfo`` and
+``DeleteLiveStreamsResponse``.
 
 Choices where the real service's behaviour is not published:
 
 - Validation is all-or-nothing: one malformed entry fails the whole request with 422 (as a
-  pydantic body model would). Run-time refusals are per entry: duplicate ID (409
-  ``DuplicateStreamId``) and capacity (503 ``ServerBusy``) go into ``errors`` as
-  ``{"id", "liveStreamUrl", "error", "error_code", "status_code"}`` (the delete-batch shape, keyed
-  by ``id``). When no entry was admitted and every error has the same status, that status is the
-  response status and the body is ``{"code", "message", "results": [], "errors": [...]}``.
+  pydantic body model does). Run-time refusals are per entry and always inside a 200 (the spec
+  documents no 409 or 503 for ``streams/add``): duplicate ID (409 ``DuplicateStreamId``) and
+  capacity (503 ``ServerBusy``) go into ``errors`` as ``{"id", "liveStreamUrl", "error",
+  "error_code", "status_code"}`` (the delete-batch shape, keyed by ``id``).
 - Two entries of one request with the same ``id``: the second is a duplicate.
-- ``username``/``password`` are used for decoding only and never returned or logged;
-  ``sensor_name`` and ``place_*`` strings are echoed by ``get-stream-info``.
+- ``username``/``password`` are used for decoding only and never returned or logged. The seven
+  ``place_*`` fields are echoed by ``get-stream-info`` (``place_name``/``place_type`` as strings,
+  ``""`` when absent or null; the five numbers as numbers or null); ``sensor_name`` is kept for
+  ``/v1/stream/get-stream-info`` (``LiveStreamInfo`` has no such field).
 - Capacity counts live streams; draining ones no longer count (their slot is being released).
-- Drain: a deleted stream stays listed (``"status": "draining"``) until its window passes, then
-  its decoder is killed and it disappears. Window = ``RTVI_EMU_DRAIN_S`` capped by
-  ``drain_timeout_seconds``. A batch drains its streams in parallel (one window); a single
-  ``DELETE /v1/streams/delete/{id}`` blocks for one window and answers once the stream is gone,
-  which is why N single deletes cost about N windows. A non-blocking batch answers at once; a
-  blocking one after its window.
+- Drain: a deleted stream stays listed until its window passes, then its decoder is killed and
+  it disappears (``/emulator/state`` shows ``"status": "draining"``; ``LiveStreamInfo`` has no
+  status field). Window = ``RTVI_EMU_DRAIN_S`` capped by ``drain_timeout_seconds``. A batch drains
+  its streams in parallel (one window); a single ``DELETE /v1/streams/delete/{id}`` blocks for one
+  window and answers once the stream is gone, which is why N single deletes cost about N windows.
+  A non-blocking batch answers at once; a blocking one after its window.
 - Deleting a stream that is already draining is not an error: it is reported as deleted again and
   keeps its earlier deadline.
-- Unknown IDs: 404 ``NotFound``; an ID that is not a UUID: 400 ``BadParameter`` (batch) or 404
-  (path). A stream with an active caption request: 409 ``ResourceInUse``.
-- While the model loads, every endpoint here answers 503 like ready does.
+- Unknown IDs: 400 ``InvalidParameter`` (as the real service: the spec documents no 404), inside
+  ``errors`` for a batch; an ID that is not a UUID: 422 (path or batch body). A stream with an
+  active caption request, or under the ``stuck_delete`` fault: 409 ``ResourceInUse``.
+- While the model loads every endpoint here answers 500 ``ServiceUnavailable`` (the spec documents
+  503 only for captions, chat and the health probes).
 """
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from emulators.rtvi import ingest, validation
+from emulators.rtvi import ingest, schema, validation
 from emulators.rtvi.knobs import Knobs
 from emulators.rtvi.routing import Request, Response, Router
+from emulators.rtvi.schema import (
+    DESCRIPTION_PATTERN,
+    UUID,
+    AnyOf,
+    Array,
+    Boolean,
+    Null,
+    Number,
+    Object,
+    Text,
+    nullable,
+    text,
+)
 from emulators.rtvi.state import ServiceState
 from emulators.rtvi.validation import Invalid
 
 MAX_ENTRIES = 256
-MAX_URL_LEN = 256
-MAX_DESCRIPTION_LEN = 256
 MAX_DRAIN_TIMEOUT_S = 3600
-DESCRIPTION_RE = re.compile(r"^[A-Za-z0-9_.\-\"' ,]*\Z")
-STREAM_KEYS = ("liveStreamUrl", "description", "id", "username", "password", "sensor_name")
-PLACE_PREFIX = "place_"
-BATCH_KEYS = ("stream_ids", "blocking", "drain_timeout_seconds")
+PLACE_TEXTS = ("place_name", "place_type")
+PLACE_NUMBERS = {
+    "place_lat": 90.0,
+    "place_lon": 180.0,
+    "place_alt": 1_000_000.0,
+    "place_coordinate_x": 1_000_000.0,
+    "place_coordinate_y": 1_000_000.0,
+}
+CREDENTIAL = Text(256, DESCRIPTION_PATTERN)
+# The spec's AddLiveStream, field by field.
+ADD_STREAM = Object(
+    {
+        "liveStreamUrl": Text(256, r"^rtsp://"),
+        "description": Text(256, DESCRIPTION_PATTERN),
+        "username": CREDENTIAL,
+        "password": CREDENTIAL,
+        **{key: nullable(text(256)) for key in PLACE_TEXTS},
+        **{key: nullable(Number(-bound, bound)) for key, bound in PLACE_NUMBERS.items()},
+        "id": AnyOf((UUID, Null())),
+        "sensor_name": text(256),
+    },
+    required=("liveStreamUrl", "description"),
+)
+ADD_STREAMS = Object({"streams": Array(ADD_STREAM, MAX_ENTRIES, 1)}, required=("streams",))
+DELETE_BATCH = Object(
+    {
+        "stream_ids": Array(UUID, MAX_ENTRIES, 1),
+        "blocking": Boolean(),
+        "drain_timeout_seconds": nullable(Number(0, MAX_DRAIN_TIMEOUT_S)),
+    },
+    required=("stream_ids",),
+)
+LOADING_CODE = "ServiceUnavailable"
+LOADING_MESSAGE = "Model is loading"
 
 
-def loading_response() -> Response:
-    return Response.error(503, "ServiceUnavailable", "Model is loading")
+def loading_response(status: int = 500) -> Response:
+    """While the model loads: 503 where the operation documents it, else 500."""
+    return Response.error(status, LOADING_CODE, LOADING_MESSAGE)
+
+
+def no_such_stream() -> Response:
+    return Response.error(400, "InvalidParameter", "No such live-stream")
 
 
 @dataclass
@@ -66,27 +117,29 @@ class Stream:
     id: str
     url: str
     description: str
-    echoed: dict[str, str]  # sensor_name, place_*
+    places: dict[str, object]  # the seven place_* fields, always present
     decoder: ingest.Decoder
+    sensor_name: str = ""
+    camera_id: str | None = None  # set when added through /v1/stream/add
+    camera_name: str | None = None
     added_unix: float = field(default_factory=time.time)
     drain_deadline: float | None = None  # monotonic; set once deletion started
-    chunk_duration: float = 0.0
-    chunk_overlap_duration: float = 0.0
+    chunk_duration: int = 0
+    chunk_overlap_duration: int = 0
 
     @property
     def draining(self) -> bool:
         return self.drain_deadline is not None
 
     def info(self) -> dict[str, object]:
+        """The spec's ``LiveStreamInfo``."""
         return {
             "id": self.id,
             "liveStreamUrl": self.url,
             "description": self.description,
             "chunk_duration": self.chunk_duration,
             "chunk_overlap_duration": self.chunk_overlap_duration,
-            "status": "draining" if self.draining else "active",
-            "added_at": self.added_unix,
-            **self.echoed,
+            **self.places,
         }
 
 
@@ -97,11 +150,21 @@ class NewStream:
     id: str | None
     username: str | None
     password: str | None
-    echoed: dict[str, str]
+    places: dict[str, object]
+    sensor_name: str = ""
+    camera_id: str | None = None
+    camera_name: str | None = None
+
+
+def places_of(entry: dict[str, object]) -> dict[str, object]:
+    places: dict[str, object] = {key: entry.get(key) or "" for key in PLACE_TEXTS}
+    places.update({key: entry.get(key) for key in PLACE_NUMBERS})
+    return places
 
 
 class StreamTable:
-    """All registered streams; ``in_use`` tells whether a caption request holds a stream."""
+    """All registered streams; ``in_use`` tells whether a caption request holds a stream and
+    ``stuck`` whether the ``stuck_delete`` fault refuses its deletion."""
 
     def __init__(self, knobs: Knobs, decode: bool = True) -> None:
         self._knobs = knobs
@@ -109,12 +172,20 @@ class StreamTable:
         self._lock = threading.Lock()
         self._streams: dict[str, Stream] = {}
         self.in_use: Callable[[str], bool] = lambda _stream_id: False
+        self.stuck: Callable[[str], bool] = lambda _stream_id: False
 
     # --- queries ---------------------------------------------------------------------------
 
     def get(self, stream_id: str) -> Stream | None:
         with self._lock:
             return self._streams.get(stream_id)
+
+    def by_camera(self, camera_id: str) -> Stream | None:
+        with self._lock:
+            for stream in self._streams.values():
+                if camera_id in (stream.camera_id, stream.id):
+                    return stream
+            return None
 
     def listing(self) -> list[Stream]:
         with self._lock:
@@ -139,7 +210,14 @@ class StreamTable:
             url = ingest.with_credentials(entry.url, entry.username, entry.password)
             decoder = ingest.Decoder(url, stream_id[:8])
             self._streams[stream_id] = Stream(
-                stream_id, entry.url, entry.description, entry.echoed, decoder
+                stream_id,
+                entry.url,
+                entry.description,
+                entry.places,
+                decoder,
+                entry.sensor_name,
+                entry.camera_id,
+                entry.camera_name,
             )
         if self._decode:
             decoder.start()
@@ -150,11 +228,11 @@ class StreamTable:
         with self._lock:
             stream = self._streams.get(stream_id)
             if stream is None:
-                return 404, "NotFound", f"stream {stream_id} not found"
+                return 400, "InvalidParameter", f"No such live-stream {stream_id}"
             if stream.drain_deadline is not None:
                 return stream.drain_deadline
-            if self.in_use(stream_id):
-                return 409, "ResourceInUse", f"stream {stream_id} has an active caption request"
+            if self.in_use(stream_id) or self.stuck(stream_id):
+                return 409, "ResourceInUse", f"Resource {stream_id} is currently being used"
             stream.drain_deadline = time.monotonic() + window_s
             return stream.drain_deadline
 
@@ -192,42 +270,22 @@ class StreamTable:
 
 
 def parse_add(request: Request) -> list[NewStream]:
-    body = validation.json_object(request)
-    validation.only_keys(body, ("streams",))
-    entries = validation.require(body, "streams")
-    if not isinstance(entries, list) or not 1 <= len(entries) <= MAX_ENTRIES:
-        raise Invalid(f"body.streams: expected a list of 1..{MAX_ENTRIES} entries")
-    return [_parse_entry(entry, f"body.streams[{index}]") for index, entry in enumerate(entries)]
+    body = schema.json_body(validation.body_json(request), ADD_STREAMS)
+    entries = body["streams"]
+    assert isinstance(entries, list)
+    return [_entry(entry) for entry in entries]
 
 
-def _parse_entry(entry: object, where: str) -> NewStream:
-    if not isinstance(entry, dict):
-        raise Invalid(f"{where}: expected an object")
-    extra = [key for key in entry if key not in STREAM_KEYS and not key.startswith(PLACE_PREFIX)]
-    validation.only_keys({key: None for key in extra}, (), where)
-    url = validation.string(
-        validation.require(entry, "liveStreamUrl", where), f"{where}.liveStreamUrl", MAX_URL_LEN
-    )
-    if not url.startswith("rtsp://"):
-        raise Invalid(f"{where}.liveStreamUrl: must match ^rtsp://")
-    description = validation.string(
-        validation.require(entry, "description", where), f"{where}.description", MAX_DESCRIPTION_LEN
-    )
-    if not DESCRIPTION_RE.match(description):
-        raise Invalid(f"{where}.description: only [A-Za-z0-9_.-\"' ,] allowed")
-    stream_id = None
-    if entry.get("id") is not None:
-        stream_id = validation.uuid_text(entry["id"], f"{where}.id")
-    optional: dict[str, str] = {}
-    for key in ("username", "password", "sensor_name"):
-        if entry.get(key) is not None:
-            optional[key] = validation.string(entry[key], f"{where}.{key}", MAX_URL_LEN)
-    echoed = {k: v for k, v in optional.items() if k == "sensor_name"}
-    for key, value in entry.items():
-        if key.startswith(PLACE_PREFIX) and value is not None:
-            echoed[key] = validation.string(value, f"{where}.{key}", MAX_URL_LEN)
+def _entry(entry: dict[str, object]) -> NewStream:
+    stream_id = entry.get("id")
     return NewStream(
-        url, description, stream_id, optional.get("username"), optional.get("password"), echoed
+        url=str(entry["liveStreamUrl"]),
+        description=str(entry["description"]),
+        id=None if stream_id is None else str(uuid.UUID(str(stream_id))),
+        username=str(entry["username"]) if entry.get("username") else None,
+        password=str(entry["password"]) if entry.get("password") else None,
+        places=places_of(entry),
+        sensor_name=str(entry.get("sensor_name") or ""),
     )
 
 
@@ -239,27 +297,15 @@ class BatchDelete:
 
 
 def parse_batch(request: Request) -> BatchDelete:
-    body = validation.json_object(request)
-    validation.only_keys(body, BATCH_KEYS)
-    ids = validation.require(body, "stream_ids")
-    if not isinstance(ids, list) or not 1 <= len(ids) <= MAX_ENTRIES:
-        raise Invalid(f"body.stream_ids: expected a list of 1..{MAX_ENTRIES} IDs")
-    stream_ids = [validation.string(item, f"body.stream_ids[{i}]") for i, item in enumerate(ids)]
-    blocking = validation.boolean(body.get("blocking", False), "body.blocking")
+    body = schema.json_body(validation.body_json(request), DELETE_BATCH)
+    ids = body["stream_ids"]
+    assert isinstance(ids, list)
     timeout = body.get("drain_timeout_seconds")
-    drain_timeout = (
-        None
-        if timeout is None
-        else validation.number(timeout, "body.drain_timeout_seconds", 0, MAX_DRAIN_TIMEOUT_S)
+    return BatchDelete(
+        [str(uuid.UUID(str(item))) for item in ids],
+        bool(body.get("blocking", False)),
+        None if timeout is None else float(timeout),  # type: ignore[arg-type]
     )
-    return BatchDelete(stream_ids, blocking, drain_timeout)
-
-
-def _canonical(stream_id: str) -> str | None:
-    try:
-        return str(uuid.UUID(stream_id))
-    except ValueError:
-        return None
 
 
 # --- handlers --------------------------------------------------------------------------------
@@ -293,18 +339,6 @@ def register(router: Router, table: StreamTable, knobs: Knobs) -> None:
                     "status_code": status,
                 }
             )
-        statuses = {error["status_code"] for error in errors}
-        if not results and len(statuses) == 1:
-            first = errors[0]
-            return Response.json(
-                int(str(first["status_code"])),
-                {
-                    "code": first["error_code"],
-                    "message": first["error"],
-                    "results": [],
-                    "errors": errors,
-                },
-            )
         return Response.json(200, {"results": results, "errors": errors})
 
     @router.route("GET", "/v1/streams/get-stream-info")
@@ -317,11 +351,14 @@ def register(router: Router, table: StreamTable, knobs: Knobs) -> None:
     def delete_one(state: ServiceState, request: Request) -> Response:
         if not state.is_ready():
             return loading_response()
-        stream_id = _canonical(request.params["stream_id"]) or request.params["stream_id"]
+        try:
+            stream_id = schema.uuid_param(request.params["stream_id"], "path.stream_id")
+        except Invalid as exc:
+            return validation.invalid_response(exc)
         outcome = table.start_drain(stream_id, knobs.values.drain_s)
         if isinstance(outcome, tuple):
             status, code, message = outcome
-            return Response.error(status, code, message)
+            return Response.error(status, code, message.replace(f" {stream_id}", ""))
         time.sleep(max(0.0, outcome - time.monotonic()))
         table.finish_drain([stream_id])
         return Response.json(200, {"id": stream_id, "deleted": True})
@@ -340,11 +377,7 @@ def register(router: Router, table: StreamTable, knobs: Knobs) -> None:
         deleted: list[str] = []
         errors: list[dict[str, object]] = []
         latest = time.monotonic()
-        for raw_id in batch.stream_ids:
-            stream_id = _canonical(raw_id)
-            if stream_id is None:
-                errors.append(_batch_error(raw_id, 400, "BadParameter", "not a valid UUID"))
-                continue
+        for stream_id in batch.stream_ids:
             outcome = table.start_drain(stream_id, window)
             if isinstance(outcome, tuple):
                 errors.append(_batch_error(stream_id, *outcome))

@@ -26,11 +26,18 @@ def invalid_response(exc: Invalid) -> Response:
     return Response.error(422, VALIDATION_CODE, str(exc))
 
 
-def json_object(request: Request) -> dict[str, object]:
+def body_json(request: Request) -> object:
+    """The parsed JSON body; an empty or malformed one is Invalid (422, as FastAPI answers)."""
+    if not request.body.strip():
+        raise Invalid("body: field required")
     try:
-        body = request.json()
+        return request.json()
     except (ValueError, UnicodeDecodeError):
         raise Invalid("body: not valid JSON") from None
+
+
+def json_object(request: Request) -> dict[str, object]:
+    body = body_json(request)
     if not isinstance(body, dict):
         raise Invalid("body: expected a JSON object")
     return body

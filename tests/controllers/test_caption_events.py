@@ -9,7 +9,7 @@ import pytest
 
 from controllers.caption_events import CaptionChunk, chunks_of
 
-SPEC = Path(__file__).resolve().parents[1] / "data" / "rtvi-openapi.json"  # ../shared/contracts
+SPEC = Path(__file__).resolve().parents[1] / "contract" / "rtvi-openapi.json"  # ../shared/contracts
 
 FLAT = {"id": "s1", "chunk_id": 4, "start_time": "2026-12-04T08:00:00Z",
         "end_time": "2026-12-04T08:00:05Z", "content": "The frame shows solid RED.",

@@ -60,12 +60,14 @@ def test_upload_chat_about_the_file_and_delete(
         uploaded = http.post("/v1/files", data=form, files={"file": ("m.png", data, "image/png")})
         assert uploaded.status_code == 200, uploaded.text
         record = uploaded.json()
-        assert (record["object"], record["bytes"], record["filename"]) == (
-            "file",
+        assert (record["purpose"], record["bytes"], record["filename"]) == (
+            "vision",
             len(data),
             "m.png",
         )
-        assert [f["id"] for f in http.get("/v1/files").json()["data"]] == [record["id"]]
+        listed = http.get("/v1/files", params={"purpose": "vision"}).json()["data"]
+        assert [f["id"] for f in listed] == [record["id"]]
+        assert http.get(f"/v1/files/{record['id']}/content").content == data
         stats = http.get("/v1/assets/stats").json()
         assert stats["files"] == {"count": 1, "bytes": len(data)}
         assert stats["storage_bytes"] == len(data)
@@ -80,7 +82,7 @@ def test_upload_chat_about_the_file_and_delete(
         )
         assert bad.status_code == 422
         assert http.delete(f"/v1/files/{record['id']}").json()["deleted"] is True
-        assert http.delete(f"/v1/files/{record['id']}").status_code == 404
+        assert http.delete(f"/v1/files/{record['id']}").status_code == 400  # no 404 in the spec
         assert http.get("/v1/assets/stats").json()["files"] == {"count": 0, "bytes": 0}
 
 
@@ -107,7 +109,7 @@ def test_chat_about_a_stream_echo_and_sse(
         strict = http.post("/v1/chat/completions", json={**_chat(None), "bogus": True})
         assert strict.status_code == 422
         missing = http.post("/v1/chat/completions", json=_chat(rc.new_id()))
-        assert missing.status_code == 404
+        assert missing.status_code == 400
         metrics = http.get("/v1/metrics").text
         for name in (
             "rtvi_emulator_active_streams 1",
