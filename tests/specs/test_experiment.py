@@ -1,0 +1,139 @@
+"""The Experiment spec and its pure rules (the performance contract and the canary)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from specs.experiment import (
+    Experiment,
+    check_experiment,
+    check_template,
+    solid_labels,
+)
+from specs.models import Deployment
+
+DIGEST = "ab" * 32
+
+
+def _experiment(**spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"type": "canary", "runId": "canary-4-001", "template": "vlm",
+                            "service": {"hostPort": 18100},
+                            "measurement": {"claim": "4 streams under p95 2 s"},
+                            "canary": {"streams": 4}}
+    body.update(spec)
+    return {"apiVersion": "rtvi.reconciler/v1", "kind": "Experiment",
+            "metadata": {"name": "canary"}, "spec": body}
+
+
+def _rules(**spec: Any) -> list[tuple[str, str]]:
+    exp = Experiment.model_validate(_experiment(**spec))
+    return [(".".join(map(str, f.path)), f.rule) for f in check_experiment(exp)]
+
+
+def _template(profile: str = "standard", port: int = 18000) -> Deployment:
+    return Deployment.model_validate({
+        "apiVersion": "rtvi.reconciler/v1", "kind": "Deployment", "metadata": {"name": "vlm"},
+        "spec": {"host": "local", "profile": profile, "image": f"rtvi@sha256:{DIGEST}",
+                 "model": {"path": "ngc:nim/nvidia/m:1", "use": "vllm-compatible"},
+                 "port": {"host": port}}})
+
+
+def test_a_plain_four_stream_canary_is_valid() -> None:
+    assert _rules() == []
+    exp = Experiment.model_validate(_experiment())
+    assert exp.spec.canary is not None and exp.spec.canary.semanticIsolation is True
+    assert exp.spec.measurement.metrics == ["chunk_latency_ms", "dropped_chunks"]
+    assert check_template(exp, _template()) == []
+
+
+@pytest.mark.parametrize("streams", [3, 5, 64, 0])
+def test_canary_stream_counts_are_the_contract_s(streams: int) -> None:
+    with pytest.raises(ValidationError):
+        Experiment.model_validate(_experiment(canary={"streams": streams}))
+
+
+def test_32_synthetic_streams_are_refused_and_pinned_media_accepted() -> None:
+    assert ("spec.canary.streams", "Experiment rule: canary") in _rules(canary={"streams": 32})
+    media = [{"label": f"object{i}", "path": f"/media/{i}.png", "sha256": DIGEST}
+             for i in range(32)]
+    assert _rules(canary={"streams": 32, "media": media}) == []
+
+
+def test_media_must_match_the_streams_and_labels_must_tell_sources_apart() -> None:
+    one = [{"label": "cat", "path": "/m/cat.png", "sha256": DIGEST}]
+    assert ("spec.canary.media", "Experiment rule: canary") in _rules(
+        canary={"streams": 2, "media": one})
+    clash = [{"label": "cat", "path": "/m/a.png", "sha256": DIGEST},
+             {"label": "black cat", "path": "/m/b.png", "sha256": DIGEST}]
+    assert ("spec.canary.media.0.label", "Experiment rule: canary") in _rules(
+        canary={"streams": 2, "media": clash})
+    with pytest.raises(ValidationError):  # a label a caption can say: lowercase words
+        Experiment.model_validate(_experiment(canary={"streams": 1, "media": [
+            {"label": "Cat!", "path": "/m/a.png", "sha256": DIGEST}]}))
+
+
+def test_isolation_needs_two_streams_and_qualification_needs_isolation() -> None:
+    assert ("spec.canary.semanticIsolation", "Experiment rule: canary") in _rules(
+        canary={"streams": 1})
+    assert ("spec.canary.qualificationOnly", "Experiment rule: canary") in _rules(
+        canary={"streams": 2, "semanticIsolation": False, "qualificationOnly": True})
+
+
+def test_workload_shape_follows_the_load_unit() -> None:
+    found = _rules(workload={"loadUnit": "independent_live_stream",
+                             "sourceIdentityPolicy": "shared_across_requests",
+                             "sessionReuse": True, "sourceIdentityCount": 2})
+    assert {p for p, _ in found} >= {"spec.workload.sourceIdentityPolicy",
+                                     "spec.workload.sessionReuse",
+                                     "spec.workload.sourceIdentityCount"}
+    assert ("spec.workload.loadUnit", "Experiment rule: canary") in _rules(workload={
+        "loadUnit": "shared_stream_subscriber", "sourceIdentityPolicy": "shared_across_requests",
+        "sessionReuse": True})
+    assert ("spec.workload.sourceIdentityPolicy", "Experiment rule: performance contract") in (
+        _rules(workload={"loadUnit": "file_request"}))
+
+
+@pytest.mark.parametrize(("paths", "bad"), [
+    ({"output": "out", "scratch": "out"}, "spec.paths.scratch"),
+    ({"output": "out", "scratch": "out/tmp"}, "spec.paths.scratch"),
+    ({"output": "/tmp/out"}, "spec.paths.output"),
+    ({"output": "../elsewhere"}, "spec.paths.output"),
+    ({"mutableCache": "."}, "spec.paths.mutableCache"),
+])
+def test_run_paths_are_distinct_and_inside_the_run_folder(paths: dict[str, str],
+                                                         bad: str) -> None:
+    assert (bad, "Experiment rule: isolated paths") in _rules(paths=paths)
+
+
+@pytest.mark.parametrize("run_id", ["ab", "Canary", "x/y", "../up", "-lead"])
+def test_run_ids_are_safe_folder_names(run_id: str) -> None:
+    with pytest.raises(ValidationError):
+        Experiment.model_validate(_experiment(runId=run_id))
+
+
+def test_measurement_needs_a_claim_and_metrics() -> None:
+    with pytest.raises(ValidationError):
+        Experiment.model_validate(_experiment(measurement={"claim": ""}))
+    with pytest.raises(ValidationError):
+        Experiment.model_validate(_experiment(measurement={"claim": "c", "metrics": []}))
+
+
+def test_template_rules() -> None:
+    exp = Experiment.model_validate(_experiment(measurement={"claim": "c", "published": True}))
+    rules = {".".join(map(str, f.path)) for f in check_template(exp, _template(port=18100))}
+    assert rules == {"spec.measurement.published", "spec.service.hostPort"}
+    assert check_template(exp, _template(profile="perf")) == []
+    [missing] = check_template(exp, None)
+    assert missing.path == ("spec", "template") and "not defined" in missing.message
+
+
+def test_probe_labels_are_distinct_and_none_contains_another() -> None:
+    for streams in (2, 4, 8, 16):
+        labels = solid_labels(streams)
+        assert len(labels) == len(set(labels)) == streams
+        for label in labels:
+            words = set(label.split())
+            assert not any(o != label and set(o.split()) >= words for o in labels), label
