@@ -1,0 +1,102 @@
+"""An experiment's evidence folder: single-use run IDs, no secrets, no unbacked PASS, verifiable."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from state.evidence import CHECKSUMS, Evidence, EvidenceError, verify
+from state.redaction import Redactor
+
+
+def _sealed(tmp_path: Path, redactor: Redactor | None = None) -> Evidence:
+    ev = Evidence.create(tmp_path / "evidence", "run-001", redactor or Redactor())
+    ev.status("Running", "Active")
+    ev.event("Launched", "service created")
+    ev.write_json("manifest.json", {"image": "rtvi@sha256:" + "ab" * 32})
+    ev.gate("isolation", True, "3 correct answers from each of 4 sources",
+            {"answers": {"red": ["The frame shows solid RED."] * 3}})
+    ev.write_text("logs/service.log", "INFO ready\n")
+    assert ev.finish("PASS", ["isolation"], "all gates passed") == "PASS"
+    ev.seal()
+    return ev
+
+
+def test_a_sealed_bundle_verifies(tmp_path: Path) -> None:
+    ev = _sealed(tmp_path)
+    assert verify(ev.folder) == []
+    status = json.loads((ev.folder / "status.json").read_text())
+    assert status["result"] == "PASS" and status["phase"] == "Done"
+    listed = (ev.folder / CHECKSUMS).read_text().splitlines()
+    assert [line.split("  ")[1] for line in listed] == [
+        "events.jsonl", "gates/isolation.json", "logs/service.log", "manifest.json",
+        "status.json"]
+
+
+@pytest.mark.parametrize("victim", ["events.jsonl", "gates/isolation.json", "logs/service.log",
+                                    "manifest.json", "status.json"])
+def test_one_changed_byte_anywhere_is_named(tmp_path: Path, victim: str) -> None:
+    ev = _sealed(tmp_path)
+    path = ev.folder / victim
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    assert verify(ev.folder) == [f"{path}: changed (sha256 differs from {CHECKSUMS})"]
+
+
+def test_missing_added_and_linked_files_are_named(tmp_path: Path) -> None:
+    ev = _sealed(tmp_path)
+    (ev.folder / "manifest.json").unlink()
+    (ev.folder / "extra.txt").write_text("added later")
+    os.symlink("/etc/hostname", ev.folder / "link")
+    problems = verify(ev.folder)
+    assert f"{ev.folder / 'manifest.json'}: listed but missing" in problems
+    assert f"{ev.folder / 'extra.txt'}: not in {CHECKSUMS} (added after sealing)" in problems
+    assert f"{ev.folder / 'link'}: a symbolic link, not evidence" in problems
+    (ev.folder / CHECKSUMS).write_text("garbage\n")
+    assert verify(ev.folder)[0].endswith(":1: not a 'sha256  path' line")
+
+
+def test_a_run_id_is_used_once(tmp_path: Path) -> None:
+    Evidence.create(tmp_path, "run-001")
+    with pytest.raises(EvidenceError, match="run ID run-001 was used before"):
+        Evidence.create(tmp_path, "run-001")
+
+
+def test_pass_needs_every_declared_gate_passed_with_evidence(tmp_path: Path) -> None:
+    ev = Evidence.create(tmp_path, "run-002")
+    ev.gate("isolation", True, "ok", {"answers": {"red": ["red"]}})
+    ev.gate("performance", False, "p95 3.1 s over 2 s", {"p95_ms": 3100})
+    ev.gate("cleanup", True, "claimed", {})  # no evidence: not a recorded gate
+    result = ev.finish("PASS", ["isolation", "performance", "cleanup", "frames"], "done")
+    assert result == "FAIL"
+    status = json.loads((ev.folder / "status.json").read_text())
+    assert status["result"] == "FAIL"
+    assert status["reason"] == ("refused PASS: gate cleanup has no evidence; gate frames has no "
+                                "evidence; gate performance did not pass")
+
+
+def test_no_secret_reaches_the_folder(tmp_path: Path) -> None:
+    redactor = Redactor()
+    canary = "canary-secret-5f3a9c"
+    redactor.register(canary)
+    ev = Evidence.create(tmp_path, "run-003", redactor)
+    ev.write_json("manifest.json", {"env": {"TOKEN": canary}, "note": f"token={canary}"})
+    ev.write_text("logs/service.log", f"using {canary}\n")
+    ev.event("Launched", f"with {canary}", detail={"k": canary})
+    ev.gate("isolation", True, f"r {canary}", {"raw": [canary]})
+    ev.status("Running", "Active", note=canary)
+    ev.seal()
+    for path in ev.folder.rglob("*"):
+        if path.is_file():
+            assert canary.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize("name", ["../escape.json", "/etc/passwd", "a/../../b", ""])
+def test_files_stay_inside_the_folder(tmp_path: Path, name: str) -> None:
+    ev = Evidence.create(tmp_path, "run-004")
+    with pytest.raises(EvidenceError):
+        ev.write_text(name, "x")
