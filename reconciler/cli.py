@@ -493,5 +493,39 @@ def events(ctx: Context, name: str | None, follow: bool, output: str) -> None:
         sys.exit(EXIT_OK)
 
 
+@main.command()
+@click.argument("run_id")
+@click.option("--root", type=click.Path(path_type=Path, file_okay=False),
+              help="Evidence root (default: <state dir>/evidence, unless the Experiment named "
+              "its own evidenceRoot).")
+@click.option("--verify", is_flag=True,
+              help="Re-read every file and compare with checksums.sha256; exit 1 naming each "
+              "file that is missing, changed or was added after the run sealed it.")
+@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text")
+@pass_ctx
+def evidence(ctx: Context, run_id: str, root: Path | None, verify: bool, output: str) -> None:
+    """Show an Experiment run's result and gates from its evidence folder; --verify checks it."""
+    from reconciler.evidence_view import default_root, print_summary, summary
+    from state.evidence import Evidence, EvidenceError
+    from state.evidence import verify as verify_folder
+
+    try:
+        found = Evidence.open(root or default_root(ctx.state_dir), run_id)
+    except EvidenceError as exc:
+        ctx.fail(str(exc))
+    data = summary(found)
+    problems = verify_folder(found.folder) if verify else []
+    if output == "json":
+        click.echo(safe_json(json.dumps({**data, "verified": not problems} if verify else data)))
+    else:
+        print_summary(ctx.out, data)
+    for problem in problems:
+        ctx.err.print(f"error: {safe(problem)}", markup=False)
+    if verify and not problems and output == "text":
+        ctx.out.print("  verified: every file matches checksums.sha256", markup=False)
+    if problems:
+        raise SystemExit(EXIT_ERROR)
+
+
 if __name__ == "__main__":
     main()

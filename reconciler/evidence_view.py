@@ -1,0 +1,48 @@
+"""What ``reconciler evidence RUN`` shows: a run's status, its gates, and whether it is intact."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from reconciler.output import safe
+from state.evidence import STATUS, Evidence
+
+
+def summary(evidence: Evidence) -> dict[str, Any]:
+    """Status and gates of one run, as plain data (``-o json`` prints exactly this)."""
+    try:
+        status = json.loads((evidence.folder / STATUS).read_text("utf-8"))
+    except (OSError, ValueError):
+        status = {}
+    status = status if isinstance(status, dict) else {}
+    return {"run": evidence.folder.name, "folder": str(evidence.folder),
+            "phase": status.get("phase"), "state": status.get("state"),
+            "result": status.get("result"), "reason": status.get("reason"),
+            "gates": [{"gate": g.name, "passed": g.passed, "reason": g.reason}
+                      for g in evidence.gates().values()]}
+
+
+def print_summary(console: Console, data: dict[str, Any]) -> None:
+    console.print(Text.assemble(("run ", ""), (safe(data["run"]), "bold"),
+                                f"  ({safe(data['folder'])})"), highlight=False)
+    for key in ("phase", "state", "result", "reason"):
+        console.print(f"  {key}: {safe(str(data[key] or '-'))}", markup=False, highlight=False)
+    if data["gates"]:
+        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+        for col in ("GATE", "VERDICT", "REASON"):
+            table.add_column(col, overflow="fold")
+        for gate in data["gates"]:
+            table.add_row(Text(safe(gate["gate"])), "PASS" if gate["passed"] else "FAIL",
+                          Text(safe(gate["reason"])))
+        console.print(table)
+
+
+def default_root(state_dir: Path) -> Path:
+    """Where runs keep their evidence unless their spec names an ``evidenceRoot``."""
+    return state_dir / "evidence"
