@@ -27,7 +27,8 @@ from state.models import ResourceStatus, utc_now
 from state.store import Store
 
 PARALLEL = 2
-"""Probes the watch runs at once: the daemon's own passes keep the rest of the machine."""
+"""Probes the watch runs at once: the daemon's own passes keep the rest of the machine. One
+round reads the records once and writes each StreamSet's once, however many sources it has."""
 ROUND_PAUSE_S = 1.0
 """Pause between rounds when nothing was due."""
 PROBE_TIMEOUT_S = 5.0  # under the daemon's shutdown timeout: SIGTERM never waits on it long
@@ -74,28 +75,39 @@ class FrameWatch:
                 return
 
     def round(self, stop: threading.Event | None = None) -> bool:
-        """Re-prove up to ``PARALLEL`` due sources; False when none was due."""
-        batch = due(self.store.list(), time.time())[:PARALLEL]
-        if not batch or (stop is not None and stop.is_set()):
+        """Re-prove every due source, one StreamSet after another (the one with the oldest
+        proof first), ``PARALLEL`` probes at a time; each StreamSet's record is written once,
+        after its sources, and a StreamSet with a stopped source is woken. False: none due."""
+        batch = due(self.store.list(), time.time())
+        if not batch:
             return False
-        samples = probe_many([url for _, _, url in batch], PROBE_TIMEOUT_S)
+        by_set: dict[str, list[tuple[str, str]]] = {}
         for resource, name, url in batch:
-            sample = samples[url]
-            if isinstance(sample, ControllerError):
-                self._record(resource, name, SourceFacts(frames_fresh=False,
-                                                         error=str(sample)))
+            by_set.setdefault(resource, []).append((name, url))
+        for resource, sources in by_set.items():
+            if stop is not None and stop.is_set():
+                break
+            found: dict[str, SourceFacts] = {}
+            for i in range(0, len(sources), PARALLEL):
+                chunk = sources[i:i + PARALLEL]
+                samples = probe_many([url for _, url in chunk], PROBE_TIMEOUT_S)
+                for name, url in chunk:
+                    sample = samples[url]
+                    found[name] = (SourceFacts(frames_fresh=False, error=str(sample))
+                                   if isinstance(sample, ControllerError) else
+                                   SourceFacts(last_frame_at=utc_now(),
+                                               frame=sample.description))
+            self._record(resource, found)
+            if any(f.frames_fresh is False for f in found.values()):
                 self.wake(resource)
-            else:
-                self._record(resource, name, SourceFacts(last_frame_at=utc_now(),
-                                                         frame=sample.description))
         return True
 
-    def _record(self, resource: str, name: str, new: SourceFacts) -> None:
+    def _record(self, resource: str, found: dict[str, SourceFacts]) -> None:
         def mutate(st: ResourceStatus) -> None:
             known = StreamSetStatusFacts.of(st)
-            old = known.sources.get(name)
-            if old is None or not old.registered:
-                return  # removed or re-registered meanwhile: the pass knows better
-            known.sources[name] = old.merged(new)
+            for name, new in found.items():
+                old = known.sources.get(name)
+                if old is not None and old.registered:  # else: gone or re-registered meanwhile
+                    known.sources[name] = old.merged(new)
             known.put(st)
         self.store.update(resource, "StreamSet", resource.split("/", 1)[1], mutate, create=False)
