@@ -183,6 +183,10 @@ class FolderSource:
         # the folder still hashes to it.
         self._seen: str | None = None
         self._stop: threading.Event | None = None  # the watcher's: ends the quiet wait
+        # The last good snapshot: a folder that hashes the same (`reconciler sync`, an editor
+        # that saved without changing a byte) is not parsed again -- 20 StreamSets of 49
+        # sources took 0.2 s of pure-Python YAML per look.
+        self._last: Snapshot | None = None
 
     def load(self) -> Snapshot:
         """Read the folder once it has settled: its content must hash the same before and after
@@ -209,6 +213,9 @@ class FolderSource:
             settled, _ = self._state_or_raise()
             if settled != before:
                 raise _StillChanging
+        if self._last is not None and self._last.revision == before:
+            self._mark_seen(before)
+            return self._last
         error: SpecError | None = None
         spec_set = SpecSet()
         try:
@@ -221,7 +228,8 @@ class FolderSource:
         self._mark_seen(after)
         if error is not None:
             raise SourceError(f"{self.name}: invalid specs", error.issues, revision=after)
-        return Snapshot(revision=after, spec_set=spec_set, root=self.path)
+        self._last = Snapshot(revision=after, spec_set=spec_set, root=self.path)
+        return self._last
 
     def watch(self, stop: threading.Event, changed: Callable[[], None]) -> None:
         """Watch in the caller's thread; re-arm when the folder appears, vanishes or is

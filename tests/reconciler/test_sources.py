@@ -132,6 +132,23 @@ def test_folder_revision_changes_iff_content_changes(folder: Path) -> None:
     assert source.load().revision not in (first.revision, added.revision)
 
 
+def test_an_unchanged_folder_is_not_parsed_again(folder: Path) -> None:
+    """`reconciler sync` re-reads the source: the same bytes give the very same snapshot (no
+    YAML parsed again); one changed byte gives a new one, and back gives the first content."""
+    source = FolderSource(folder, quiet_s=0)
+    first = source.load()
+    assert source.load() is first
+    spec = folder / "team" / "vlm.yaml"
+    spec.write_text(SPECS.replace("18000", "18001"))
+    changed = source.load()
+    assert changed is not first and changed.spec_set.deployments[0].spec.port.host == 18001
+    assert source.load() is changed
+    spec.write_text(SPECS)
+    back = source.load()
+    assert back.revision == first.revision and back.spec_set.deployments[0].spec.port.host == (
+        18000)
+
+
 def test_folder_invalid_file_is_refused_naming_file_and_line(folder: Path) -> None:
     source = FolderSource(folder)
     good = source.load()
