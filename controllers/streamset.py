@@ -476,10 +476,12 @@ class StreamSetController:
         self._write(desired, [item])
 
     def _write(self, desired: StreamSetDesired, items: list[InventoryItem] | None = None,
-               facts: dict[str, SourceFacts] | None = None) -> None:
-        """One status write for a step: inventory entries and the facts each source gained
-        (only the facts set in each ``SourceFacts`` are merged in). Nothing to say, no write."""
-        if not items and not facts:
+               facts: dict[str, SourceFacts] | None = None,
+               then: Callable[[ResourceStatus], None] | None = None) -> None:
+        """One status write for a step: inventory entries, the facts each source gained (only
+        the facts set in each ``SourceFacts`` are merged in), then ``then``. Nothing to say, no
+        write."""
+        if not items and not facts and then is None:
             return
 
         def mutate(st: ResourceStatus) -> None:
@@ -490,6 +492,8 @@ class StreamSetController:
                 for name, new in facts.items():
                     known.sources[name] = (known.sources.get(name) or SourceFacts()).merged(new)
                 known.put(st)
+            if then is not None:
+                then(st)
         self._update(desired.resource, mutate)
 
     def _record_desired(self, desired: StreamSetDesired) -> None:
@@ -503,15 +507,15 @@ class StreamSetController:
             known.put(st)
         self._update(desired.resource, mutate)
 
-    def _record_sources(self, desired: StreamSetDesired, result: StreamSetResult) -> None:
+    def _record_sources(self, desired: StreamSetDesired, result: StreamSetResult,
+                        then: Callable[[ResourceStatus], None] | None = None) -> None:
         self._write(desired, facts={
             name: (caption_facts(report.caption) if report.caption else SourceFacts()).merged(
                 SourceFacts(frames_fresh=report.fresh, error=report.error))
-            for name, report in result.sources.items()})
+            for name, report in result.sources.items()}, then=then)
 
     def _record_ready(self, desired: StreamSetDesired, result: StreamSetResult,
                       revision: str | None) -> None:
-        self._record_sources(desired, result)
         n = len(result.sources)
 
         def mutate(st: ResourceStatus) -> None:
@@ -523,7 +527,7 @@ class StreamSetController:
             st.set_condition("Progressing", "False", "Converged", "")
             st.set_condition("Degraded", "False", "Healthy", "")
             st.set_condition("Stalled", "False", "Converged", "")
-        self._update(desired.resource, mutate)
+        self._record_sources(desired, result, then=mutate)  # one write: facts and verdict
 
     def _history(self, desired: StreamSetDesired, the_plan: StreamPlan,
                  revision: str | None) -> None:
