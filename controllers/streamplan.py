@@ -92,6 +92,9 @@ class StreamPlan:
     resource: str
     actions: list[StreamAction] = field(default_factory=list)
     conflict: str | None = None
+    # RTVI's streams as the plan saw them: a pass that acts on this plan without removing
+    # anything first needs not list them again (None: a plan made without asking RTVI).
+    listed: dict[str, StreamInfo] | None = None
 
     @property
     def changes(self) -> bool:
@@ -133,7 +136,7 @@ def recorded_sources(record: ResourceStatus | None) -> dict[str, SourceFacts]:
 def plan_streamset(desired: StreamSetDesired, observed: StreamSetObserved,
                    record: ResourceStatus | None) -> StreamPlan:
     """Pure: what makes RTVI, VST and the publishers match the spec, each with its cause."""
-    result = StreamPlan(desired.resource)
+    result = StreamPlan(desired.resource, listed=observed.streams)
     recorded = recorded_sources(record)
     owned = {item.name for item in record.inventory} if record is not None else set()
     for name in sorted((owned | set(recorded)) - set(desired.sources)):

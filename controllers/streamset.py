@@ -28,7 +28,7 @@ from controllers.docker_client import DockerEngine
 from controllers.errors import ControllerError, PermanentError, TemporaryError
 from controllers.frames import MAX_PARALLEL, probe_many, redact
 from controllers.http_api import ClientPool
-from controllers.rtvi_client import MAX_BATCH, RtviBusy, RtviClient
+from controllers.rtvi_client import MAX_BATCH, RtviBusy, RtviClient, StreamInfo
 from controllers.session import HostSession
 from controllers.statusfacts import SourceFacts, StreamSetStatusFacts
 from controllers.streamhealth import (
@@ -140,7 +140,8 @@ class StreamSetController:
         touched = {a.source for a in the_plan.actions if a.verb != "remove"}
         origins = self._publish(desired, the_plan)
         rtvi_urls, retired = self._sensors(desired, the_plan, origins)
-        self._register(desired, rtvi_urls)
+        removes = any(a.verb in ("remove", "replace") for a in the_plan.actions)
+        self._register(desired, rtvi_urls, None if removes else the_plan.listed)
         self._retire_sensors(desired, retired)
         self._history(desired, the_plan, revision)
         result = self._verify(desired, rtvi_urls, deadline, waiting=bool(touched))
@@ -280,14 +281,17 @@ class StreamSetController:
                                     for name, url in urls.items()})
         return urls
 
-    def _register(self, desired: StreamSetDesired, urls: dict[str, str]) -> None:
+    def _register(self, desired: StreamSetDesired, urls: dict[str, str],
+                  listed: dict[str, StreamInfo] | None = None) -> None:
         """Make RTVI's stream list match: add missing IDs, replace IDs with a stale URL (their
-        captions stopped first, as for any delete)."""
-        rtvi = self._rtvi(desired.rtvi_url)
-        try:
-            listed = {s.id: s for s in rtvi.list_streams()}
-        finally:
-            rtvi.close()
+        captions stopped first, as for any delete). ``listed``: RTVI's streams as this pass's
+        plan just saw them (nothing removed since), else they are listed now."""
+        if listed is None:
+            rtvi = self._rtvi(desired.rtvi_url)
+            try:
+                listed = {s.id: s for s in rtvi.list_streams()}
+            finally:
+                rtvi.close()
         stale = [s for s in desired.sources.values()
                  if s.stream_id in listed and listed[s.stream_id].url != urls[s.name]]
         if stale:

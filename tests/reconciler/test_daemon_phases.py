@@ -131,7 +131,7 @@ def test_a_no_op_pass_writes_no_state_file_and_makes_at_most_2_api_calls_per_hos
 def test_a_stream_set_is_planned_once_per_pass_from_the_shared_host_view(
         cli: Cli, instance: str, emulator_image: str, tmp_path: Path) -> None:
     """A no-op pass over a Deployment with a StreamSet of two published sources: the
-    StreamSet asks RTVI for its streams once to plan and once to register (never again to
+    StreamSet asks RTVI for its streams once, to plan (registration reuses that list; no
     re-plan), its publishers come from the Host's shared view (no Docker call of its own), it
     trusts the frame watch's proof instead of decoding every source again, and so it writes
     no state file."""
@@ -158,7 +158,7 @@ def test_a_stream_set_is_planned_once_per_pass_from_the_shared_host_view(
         wait_for("the queue to drain", lambda: _metric(
             metrics, "rtvi_reconciler_queue_depth") == 0, 10)
         lists = _metric(metrics, calls, target="http:list streams") - lists_before
-        assert lists == 2, f"{lists} stream lists for one no-op StreamSet pass"
+        assert lists == 1, f"{lists} stream lists for one no-op StreamSet pass"
         made = _metric(metrics, calls, target="docker:local") - docker_before
         assert made <= 2, f"{made} Docker API calls for a no-op pass (Host, Deployment, " \
                           "StreamSet)"
