@@ -205,12 +205,18 @@ def _event_problems(
             continue
         if schema is None:
             continue
-        errors = schema_errors(event, schema)
-        if errors and op.template == CAPTIONS_PATH:
-            flat = schema_errors(event, {"$ref": FLAT_CAPTION_ITEM})
-            errors = [] if not flat else [*errors, *[f"(as a flat chunk) {e}" for e in flat]]
-        problems += [f"event {index}: {e}" for e in errors]
+        problems += [f"event {index}: {e}" for e in _caption_errors(op, event, schema)]
     return problems
+
+
+def _caption_errors(op: Operation, instance: object, schema: Mapping[str, Any]) -> list[str]:
+    """Schema errors of a success body or event; a ``generate_captions`` one may instead be one
+    flat chunk (``VlmCaptionResponse``: the shape servers stream, see the module docstring)."""
+    errors = schema_errors(instance, schema)
+    if errors and op.template == CAPTIONS_PATH:
+        flat = schema_errors(instance, {"$ref": FLAT_CAPTION_ITEM})
+        errors = [] if not flat else [*errors, *[f"(as a flat chunk) {e}" for e in flat]]
+    return errors
 
 
 def exchange_problems(
@@ -234,10 +240,8 @@ def exchange_problems(
     elif events is not None:
         problems += _event_problems(op, events, schema)
     elif schema is not None:
-        errors = schema_errors(response_body, schema)
-        if errors and op.template == CAPTIONS_PATH and 200 <= status < 300:
-            flat = schema_errors(response_body, {"$ref": FLAT_CAPTION_ITEM})
-            errors = [] if not flat else [*errors, *[f"(as a flat chunk) {e}" for e in flat]]
+        errors = (_caption_errors(op, response_body, schema) if 200 <= status < 300
+                  else schema_errors(response_body, schema))
         problems += [f"response: {e}" for e in errors]
     request = _request_problems(op, query or {}, request_body)
     if status == 422 and not request:

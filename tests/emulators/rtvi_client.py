@@ -103,3 +103,17 @@ def cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+def first_events(http: httpx.Client, body: dict[str, object],
+                 count: int) -> list[dict[str, object]]:
+    """The first ``count`` JSON events of a streamed ``generate_captions`` (then hang up)."""
+    events: list[dict[str, object]] = []
+    with http.stream("POST", "/v1/generate_captions", json=body) as response:
+        assert response.status_code == 200
+        for event in sse_events(response):
+            assert isinstance(event, dict)
+            events.append(event)
+            if len(events) >= count:
+                break
+    return events

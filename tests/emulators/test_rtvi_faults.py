@@ -43,16 +43,7 @@ def _caption(http: httpx.Client, stream_id: str) -> dict[str, object]:
 
 
 def _stream(http: httpx.Client, stream_id: str, count: int) -> list[dict[str, object]]:
-    events: list[dict[str, object]] = []
-    body = rc.caption_body(stream_id, stream=True, chunk_duration=1)
-    with http.stream("POST", "/v1/generate_captions", json=body) as response:
-        assert response.status_code == 200
-        for event in rc.sse_events(response):
-            assert isinstance(event, dict)
-            events.append(event)
-            if len(events) >= count:
-                break
-    return events
+    return rc.first_events(http, rc.caption_body(stream_id, stream=True, chunk_duration=1), count)
 
 
 def _fault(http: httpx.Client, **fault: object) -> None:

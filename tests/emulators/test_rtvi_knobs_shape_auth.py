@@ -17,16 +17,6 @@ StartEmulator = Callable[..., EmulatorProcess]
 TOKEN = "tok-Canary-7f3a9c"  # must never appear in any output of the emulator
 
 
-def _events(http: httpx.Client, body: dict[str, object], count: int) -> list[dict[str, object]]:
-    events: list[dict[str, object]] = []
-    with http.stream("POST", "/v1/generate_captions", json=body) as response:
-        assert response.status_code == 200
-        for event in rc.sse_events(response):
-            assert isinstance(event, dict)
-            events.append(event)
-            if len(events) >= count:
-                break
-    return events
 
 
 def test_flat_and_wrapped_shapes(start_emulator: StartEmulator, rtsp_source: RtspSource) -> None:
@@ -37,7 +27,7 @@ def test_flat_and_wrapped_shapes(start_emulator: StartEmulator, rtsp_source: Rts
         rc.add(http, rc.entry(rtsp_source.url("red"), stream_id))
         rc.wait_decoding(http, stream_id, frames=1)
         body = rc.caption_body(stream_id, stream=True, chunk_duration=1)
-        [wrapped] = _events(http, body, 1)
+        [wrapped] = rc.first_events(http, body, 1)
         assert set(wrapped) == {"id", "created", "model", "media_info", "chunk_responses"}
         [chunk] = wrapped["chunk_responses"]  # type: ignore[misc]
         assert chunk["content"] == "The frame shows solid RED."
@@ -48,7 +38,7 @@ def test_flat_and_wrapped_shapes(start_emulator: StartEmulator, rtsp_source: Rts
 
         assert http.post("/emulator/knobs", json={"caption_shape": "flat"}).json()[
             "caption_shape"] == "flat"
-        [flat] = _events(http, body, 1)
+        [flat] = rc.first_events(http, body, 1)
         assert "chunk_responses" not in flat and "id" not in flat
         assert flat["content"] == "The frame shows solid RED." and flat["chunk_id"] == 0
         single = http.post("/v1/generate_captions", json={**body, "stream": False}).json()
