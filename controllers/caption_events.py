@@ -70,9 +70,8 @@ def _chunk(raw: dict[str, Any], error: str) -> CaptionChunk:
 def _error(raw: dict[str, Any]) -> str:
     """An error reported inside a 200: ``error`` as text or as ``{code, message}``."""
     value = raw.get("error")
-    if isinstance(value, dict):
-        parts = [str(value[k]) for k in ("code", "message") if value.get(k)]
-        return ": ".join(parts) or "error"
+    if isinstance(value, dict):  # an empty object says nothing went wrong
+        return ": ".join(str(value[k]) for k in ("code", "message") if value.get(k))
     return str(value) if value else ""
 
 

@@ -50,6 +50,10 @@ class ProbeTimeout(ProbeFailed):
     """No frame within the time allowed; ffmpeg was killed."""
 
 
+class ProbeSlotsBusy(ProbeTimeout):
+    """Every probe slot of this process stayed busy: nothing was learnt about the source."""
+
+
 class ProbeUnavailable(PermanentError):
     """Probing cannot work here: ffmpeg is missing or the URL is not rtsp://."""
 
@@ -144,8 +148,8 @@ def probe_many(urls: list[str], timeout_s: float) -> dict[str, FrameSample | Con
 
     def one(url: str) -> FrameSample | ControllerError:
         if not _SLOTS.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            return ProbeTimeout(f"no frame from {redact(url)}: all {MAX_PARALLEL} probe slots "
-                                f"stayed busy for {timeout_s:.1f} s")
+            return ProbeSlotsBusy(f"not probed {redact(url)}: all {MAX_PARALLEL} probe slots "
+                                  f"stayed busy for {timeout_s:.1f} s")
         try:
             return probe(url, deadline - time.monotonic())
         except ControllerError as exc:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from controllers.errors import ControllerError
-from controllers.frames import probe_many
+from controllers.frames import ProbeSlotsBusy, probe_many
 from controllers.statusfacts import SourceFacts, StreamSetStatusFacts
 from state.models import ResourceStatus, utc_now
 from state.store import Store
@@ -31,11 +31,15 @@ PARALLEL = 2
 round reads the records once and writes each StreamSet's once, however many sources it has."""
 ROUND_PAUSE_S = 1.0
 """Pause between rounds when nothing was due."""
+TRUST_PROOF_S = 300.0
+"""How old a recorded proof a steady-state pass still trusts when the frame budget is shorter:
+one round of the watch over a thousand sources takes minutes on a small machine."""
 PROBE_TIMEOUT_S = 5.0  # under the daemon's shutdown timeout: SIGTERM never waits on it long
 DEFAULT_MAX_AGE_S = 15.0
 
 
-def _age_s(stamp: str | None, now: float) -> float:
+def age_s(stamp: str | None, now: float) -> float:
+    """Seconds since an ISO-8601 stamp (infinite for none or a malformed one)."""
     if not stamp:
         return float("inf")
     try:
@@ -46,17 +50,17 @@ def _age_s(stamp: str | None, now: float) -> float:
 
 
 def due(records: list[ResourceStatus], now: float) -> list[tuple[str, str, str]]:
-    """(resource, source, URL) of every fresh source of a Ready StreamSet whose proof is
-    older than its ``maxFrameAgeSeconds``, oldest first. Pure."""
+    """(resource, source, URL) of every fresh, registered source of a StreamSet whose proof is
+    older than its ``maxFrameAgeSeconds``, oldest first. A StreamSet that is not Ready is
+    watched too: its passes probe only the sources already failing. Pure."""
     found: list[tuple[float, str, str, str]] = []
     for record in records:
-        ready = record.condition("Ready")
-        if record.kind != "StreamSet" or ready is None or ready.status != "True":
+        if record.kind != "StreamSet":
             continue
         known = StreamSetStatusFacts.of(record)
         budget = known.max_frame_age_seconds or DEFAULT_MAX_AGE_S
         for name, src in known.sources.items():
-            age = _age_s(src.last_frame_at, now)
+            age = age_s(src.last_frame_at, now)
             if src.registered and src.frames_fresh and src.rtvi_url and age >= budget:
                 found.append((age, record.resource, name, src.rtvi_url))
     found.sort(key=lambda item: -item[0])
@@ -87,27 +91,35 @@ class FrameWatch:
         for resource, sources in by_set.items():
             if stop is not None and stop.is_set():
                 break
-            found: dict[str, SourceFacts] = {}
+            found: dict[tuple[str, str], SourceFacts] = {}
             for i in range(0, len(sources), PARALLEL):
                 chunk = sources[i:i + PARALLEL]
                 samples = probe_many([url for _, url in chunk], PROBE_TIMEOUT_S)
                 for name, url in chunk:
                     sample = samples[url]
-                    found[name] = (SourceFacts(frames_fresh=False, error=str(sample))
-                                   if isinstance(sample, ControllerError) else
-                                   SourceFacts(last_frame_at=utc_now(),
-                                               frame=sample.description))
-            self._record(resource, found)
-            if any(f.frames_fresh is False for f in found.values()):
+                    if isinstance(sample, ProbeSlotsBusy):
+                        continue  # nothing learnt about the source: the next round asks again
+                    found[(name, url)] = (SourceFacts(frames_fresh=False, error=str(sample))
+                                          if isinstance(sample, ControllerError) else
+                                          SourceFacts(last_frame_at=utc_now(),
+                                                      frame=sample.description))
+            if self._record(resource, found):
                 self.wake(resource)
         return True
 
-    def _record(self, resource: str, found: dict[str, SourceFacts]) -> None:
+    def _record(self, resource: str, found: dict[tuple[str, str], SourceFacts]) -> bool:
+        """Merge what the round learnt; True when a source it recorded has stopped. A source
+        removed or re-registered (another URL) since it was probed is left to its pass."""
+        stopped = False
+
         def mutate(st: ResourceStatus) -> None:
+            nonlocal stopped
             known = StreamSetStatusFacts.of(st)
-            for name, new in found.items():
+            for (name, url), new in found.items():
                 old = known.sources.get(name)
-                if old is not None and old.registered:  # else: gone or re-registered meanwhile
+                if old is not None and old.registered and old.rtvi_url == url:
                     known.sources[name] = old.merged(new)
+                    stopped = stopped or new.frames_fresh is False
             known.put(st)
         self.store.update(resource, "StreamSet", resource.split("/", 1)[1], mutate, create=False)
+        return stopped

@@ -57,15 +57,14 @@ class ClientPool:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._clients: dict[tuple[type[ApiClient], str], ApiClient] = {}
-        self._tokens: dict[str, str] = {}
+        self._clients: dict[tuple[type[ApiClient], str, str | None], ApiClient] = {}
+        self._tokens: dict[str, str | None] = {}
 
     def authorize(self, base_url: str, token: str | None) -> None:
-        """Requests to ``base_url`` carry this bearer token (a service's ``apiTokenSecret``);
-        set before the first client for it is lent."""
-        if token:
-            with self._lock:
-                self._tokens[base_url] = token
+        """Requests to ``base_url`` carry this bearer token (a service's ``apiTokenSecret``;
+        None: none). Clients lent later use it; one lent before keeps the token it had."""
+        with self._lock:
+            self._tokens[base_url] = token
 
     def token(self, base_url: str) -> str | None:
         with self._lock:
@@ -73,11 +72,12 @@ class ClientPool:
 
     def get(self, cls: type[C], base_url: str, count: Counter | None = None) -> C:
         with self._lock:
-            client = self._clients.get((cls, base_url))
+            token = self._tokens.get(base_url)
+            client = self._clients.get((cls, base_url, token))
             if client is None:
-                client = cls(base_url, count=count, token=self._tokens.get(base_url))
+                client = cls(base_url, count=count, token=token)
                 client._pooled = True
-                self._clients[(cls, base_url)] = client
+                self._clients[(cls, base_url, token)] = client
             assert isinstance(client, cls)
             return client
 

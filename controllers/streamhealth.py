@@ -30,6 +30,7 @@ class SourceReport:
     frame: str = ""
     error: str = ""
     caption: CaptionState | None = None
+    trusted: bool = False  # fresh by the frame watch's recent proof, not probed by this pass
 
 
 @dataclass

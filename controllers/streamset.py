@@ -27,6 +27,7 @@ from controllers.captions import CaptionHub
 from controllers.docker_client import DockerEngine
 from controllers.errors import ControllerError, PermanentError, TemporaryError
 from controllers.frames import MAX_PARALLEL, probe_many, redact
+from controllers.framewatch import TRUST_PROOF_S, age_s
 from controllers.http_api import ClientPool
 from controllers.rtvi_client import MAX_BATCH, RtviBusy, RtviClient, StreamInfo
 from controllers.session import HostSession
@@ -141,7 +142,7 @@ class StreamSetController:
         origins = self._publish(desired, the_plan)
         rtvi_urls, retired = self._sensors(desired, the_plan, origins)
         removes = any(a.verb in ("remove", "replace") for a in the_plan.actions)
-        self._register(desired, rtvi_urls, None if removes else the_plan.listed)
+        touched |= self._register(desired, rtvi_urls, None if removes else the_plan.listed)
         self._retire_sensors(desired, retired)
         self._history(desired, the_plan, revision)
         result = self._verify(desired, rtvi_urls, deadline, waiting=bool(touched))
@@ -282,10 +283,11 @@ class StreamSetController:
         return urls
 
     def _register(self, desired: StreamSetDesired, urls: dict[str, str],
-                  listed: dict[str, StreamInfo] | None = None) -> None:
+                  listed: dict[str, StreamInfo] | None = None) -> set[str]:
         """Make RTVI's stream list match: add missing IDs, replace IDs with a stale URL (their
         captions stopped first, as for any delete). ``listed``: RTVI's streams as this pass's
-        plan just saw them (nothing removed since), else they are listed now."""
+        plan just saw them (nothing removed since), else they are listed now. Returns the
+        sources it (re-)added: their frames must be proven again, whatever was recorded."""
         if listed is None:
             rtvi = self._rtvi(desired.rtvi_url)
             try:
@@ -328,6 +330,7 @@ class StreamSetController:
                              f"{', '.join(sorted(busy))}")
         if retry:
             raise TemporaryError("; ".join(retry[n] for n in sorted(retry)))
+        return {src.name for src in wanted}
 
     def _add(self, desired: StreamSetDesired, rtvi: RtviClient, wanted: list[DesiredSource],
              urls: dict[str, str]) -> tuple[set[str], dict[str, str], dict[str, str]]:
@@ -424,12 +427,17 @@ class StreamSetController:
         return done
 
     def _trust_recorded_frames(self, desired: StreamSetDesired, result: StreamSetResult) -> None:
-        """Sources proven fresh at this very spec, and still so by the watch's last look."""
+        """Sources proven fresh at this very spec and URL, recently (by the watch or a pass):
+        within the frame budget, or TRUST_PROOF_S when one watch round takes longer than that.
+        An older proof (a restart after hours, a watch that fell behind) is probed again."""
+        window = max(desired.streamset.spec.readiness.maxFrameAgeSeconds, TRUST_PROOF_S)
+        now = time.time()
         for name, fact in recorded_sources(self.store.load(desired.resource)).items():
             src = desired.sources.get(name)
-            if src is not None and fact.frames_fresh and fact.registered and fact.hash == src.hash:
+            if (src is not None and fact.frames_fresh and fact.registered
+                    and fact.hash == src.hash and age_s(fact.last_frame_at, now) <= window):
                 report = result.sources[name]
-                report.fresh, report.frame = True, fact.frame or ""
+                report.fresh, report.frame, report.trusted = True, fact.frame or "", True
 
     def _captions(self, desired: StreamSetDesired, model: str, result: StreamSetResult) -> None:
         captions = desired.streamset.spec.captions
@@ -513,8 +521,11 @@ class StreamSetController:
 
     def _record_sources(self, desired: StreamSetDesired, result: StreamSetResult,
                         then: Callable[[ResourceStatus], None] | None = None) -> None:
+        # A trusted source's freshness is the watch's to record: writing it again here would
+        # overwrite a failure the watch found meanwhile, and keep the trust alive by itself.
         self._write(desired, facts={
             name: (caption_facts(report.caption) if report.caption else SourceFacts()).merged(
+                SourceFacts() if report.trusted else
                 SourceFacts(frames_fresh=report.fresh, error=report.error))
             for name, report in result.sources.items()}, then=then)
 

@@ -254,7 +254,7 @@ class EventLog:
         with contextlib.suppress(OSError, RuntimeError):
             yield from watchfiles.watch(self.path.parent, recursive=False, debounce=50, step=5,
                                         rust_timeout=max(1, int(poll_s * 1000)),
-                                        yield_on_timeout=True, raise_interrupt=False)
+                                        yield_on_timeout=True)  # Ctrl-C ends events -f
         while True:
             time.sleep(poll_s)
             yield None

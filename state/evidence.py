@@ -23,6 +23,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,9 @@ MANIFEST = "manifest.json"
 GATES_DIR = "gates"
 Result = Literal["PASS", "FAIL", "INCONCLUSIVE"]
 CHUNK = 1 << 20
+RUN_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{2,62}$")
+"""A run ID is a folder name: no separators, no dot-dot, no leading dash (``specs.experiment``
+holds the same pattern for the spec; a test keeps the two equal)."""
 
 
 class EvidenceError(StateError):
@@ -65,7 +70,7 @@ class Evidence:
     @classmethod
     def create(cls, root: Path, run_id: str, redactor: Redactor = DEFAULT_REDACTOR) -> Evidence:
         """A new, empty folder for ``run_id``; EvidenceError if one exists (IDs are single-use)."""
-        folder = root / run_id
+        folder = root / _checked(run_id)
         ensure_dir(root)
         try:
             folder.mkdir(mode=0o700)
@@ -76,7 +81,7 @@ class Evidence:
 
     @classmethod
     def open(cls, root: Path, run_id: str, redactor: Redactor = DEFAULT_REDACTOR) -> Evidence:
-        folder = root / run_id
+        folder = root / _checked(run_id)
         if not folder.is_dir():
             raise EvidenceError(f"no evidence for run {run_id} under {root}")
         return cls(folder, redactor)
@@ -133,12 +138,12 @@ class Evidence:
     def finish(self, result: Result, declared: Iterable[str], reason: str) -> Result:
         """Write the terminal status. A PASS whose declared gates are not all recorded as
         passed, with evidence, becomes FAIL naming what is missing: PASS is never unbacked."""
-        recorded = self.gates()
+        recorded, declared = self.gates(), list(declared)
         missing = [g for g in declared if g not in recorded]
         failed = [g for g in declared if g in recorded and not recorded[g].passed]
-        if result == "PASS" and (missing or failed):
+        if result == "PASS" and (missing or failed or not declared):
             why = "; ".join([*(f"gate {g} has no evidence" for g in missing),
-                             *(f"gate {g} did not pass" for g in failed)])
+                             *(f"gate {g} did not pass" for g in failed)]) or "no gate declared"
             result, reason = "FAIL", f"refused PASS: {why}"
         self.status("Done", "Terminal", result, reason=reason)
         self.event("Result", f"{result}: {reason}", result=result)
@@ -173,25 +178,43 @@ def verify(folder: Path) -> list[str]:
         path = folder / rel
         if rel not in present:
             problems.append(f"{path}: listed but missing")
-        elif _sha256(path) != digest:
+            continue
+        try:
+            same = _sha256(path) == digest
+        except OSError as exc:
+            problems.append(f"{path}: cannot be read ({exc.strerror or exc.__class__.__name__})")
+            continue
+        if not same:
             problems.append(f"{path}: changed (sha256 differs from {CHECKSUMS})")
     problems += [f"{folder / rel}: not in {CHECKSUMS} (added after sealing)"
                  for rel in sorted(present - set(listed))]
-    problems += [f"{folder / rel}: a symbolic link, not evidence" for rel in
-                 _files(folder, links=True)]
+    problems += [f"{folder / rel}: not a regular file (a link, pipe or device is not evidence)"
+                 for rel in _files(folder, odd=True)]
     return problems
 
 
-def _files(folder: Path, links: bool = False) -> list[str]:
-    """Every regular file under ``folder`` (or, with ``links``, every symbolic link),
-    relative, sorted; links are never followed."""
+def _files(folder: Path, odd: bool = False) -> list[str]:
+    """Every regular file under ``folder`` (or, with ``odd``, everything else that is not a
+    folder: links, pipes, devices), relative, sorted; nothing is followed or opened."""
     found = []
     for base, dirs, files in os.walk(folder, followlinks=False):
         for name in files + dirs:
             path = Path(base) / name
-            if path.is_symlink() if links else (name in files and not path.is_symlink()):
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                continue
+            regular, folder_like = stat.S_ISREG(mode), stat.S_ISDIR(mode)
+            if (not regular and not folder_like) if odd else regular:
                 found.append(str(path.relative_to(folder)))
     return sorted(found)
+
+
+def _checked(run_id: str) -> str:
+    if not RUN_ID_RE.fullmatch(run_id):
+        raise EvidenceError(f"{run_id!r} is not a run ID (lowercase letters, digits, '.', '_' "
+                            "and '-', 3 to 63 characters, starting with a letter or digit)")
+    return run_id
 
 
 def _sha256(path: Path) -> str:

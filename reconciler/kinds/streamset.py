@@ -204,9 +204,13 @@ def _teardown(ctx: PassContext, record: ResourceStatus) -> Result:
 
 
 def _recorded_token(dep: ResourceStatus) -> str | None:
-    """The API token of a Deployment as last applied (its spec may be gone from the specs)."""
+    """The API token of a Deployment as last applied (its spec may be gone from the specs).
+    A token that cannot be had now does not block the teardown: it is tried without one (a
+    service that insists answers 401, and the teardown reports that, naming the service)."""
     try:
-        spec = DeploymentSpec.model_validate(dep.applied_spec or {})
+        return api_token(DeploymentSpec.model_validate(dep.applied_spec or {}))
     except ValidationError:
         return None  # an older record: it sends no token, as before
-    return api_token(spec)
+    except ControllerError as exc:
+        log.warning("teardown.token_unavailable", resource=dep.resource, error=str(exc))
+        return None

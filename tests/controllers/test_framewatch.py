@@ -34,10 +34,12 @@ def test_only_fresh_registered_sources_past_their_budget_oldest_first() -> None:
                            "gone": _src("2026-12-04T08:50:00Z", registered=False)}),
         _set("b", "True", {"older": _src("2026-12-04T08:57:00Z"),
                            "never": _src(None)}),
-        _set("c", "False", {"x": _src("2026-12-04T08:00:00Z")}),  # not Ready: its pass's job
+        _set("c", "False", {"x": _src("2026-12-04T08:00:00Z"),  # not Ready: still watched
+                            "failing": _src("2026-12-04T08:00:00Z", fresh=False)}),
         _set("d", "True", {"slow": _src("2026-12-04T08:58:00Z")}, max_age=600),
     ]
     assert due(records, NOW) == [("StreamSet/b", "never", "rtsp://127.0.0.1:8554/x"),
+                                 ("StreamSet/c", "x", "rtsp://127.0.0.1:8554/x"),
                                  ("StreamSet/b", "older", "rtsp://127.0.0.1:8554/x"),
                                  ("StreamSet/a", "old", "rtsp://127.0.0.1:8554/x")]
 

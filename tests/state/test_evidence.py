@@ -55,7 +55,8 @@ def test_missing_added_and_linked_files_are_named(tmp_path: Path) -> None:
     problems = verify(ev.folder)
     assert f"{ev.folder / 'manifest.json'}: listed but missing" in problems
     assert f"{ev.folder / 'extra.txt'}: not in {CHECKSUMS} (added after sealing)" in problems
-    assert f"{ev.folder / 'link'}: a symbolic link, not evidence" in problems
+    assert f"{ev.folder / 'link'}: not a regular file (a link, pipe or device is not evidence)" \
+        in problems
     (ev.folder / CHECKSUMS).write_text("garbage\n")
     assert verify(ev.folder)[0].endswith(":1: not a 'sha256  path' line")
 
@@ -100,3 +101,32 @@ def test_files_stay_inside_the_folder(tmp_path: Path, name: str) -> None:
     ev = Evidence.create(tmp_path, "run-004")
     with pytest.raises(EvidenceError):
         ev.write_text(name, "x")
+
+
+def test_a_pipe_in_the_folder_is_named_not_read(tmp_path: Path) -> None:
+    ev = _sealed(tmp_path)
+    os.mkfifo(ev.folder / "logs" / "pipe")  # reading it would block forever
+    assert verify(ev.folder) == [f"{ev.folder / 'logs' / 'pipe'}: not a regular file (a link, "
+                                 "pipe or device is not evidence)"]
+
+
+def test_pass_with_no_declared_gate_is_refused(tmp_path: Path) -> None:
+    ev = Evidence.create(tmp_path, "run-005")
+    assert ev.finish("PASS", [], "nothing checked") == "FAIL"
+    status = json.loads((ev.folder / "status.json").read_text())
+    assert status["reason"] == "refused PASS: no gate declared"
+
+
+@pytest.mark.parametrize("run_id", ["../x", "/abs", "a/b", "..", "ab", "-x1", "Run1"])
+def test_run_ids_are_plain_folder_names(tmp_path: Path, run_id: str) -> None:
+    with pytest.raises(EvidenceError, match="is not a run ID"):
+        Evidence.create(tmp_path / "root", run_id)
+    with pytest.raises(EvidenceError, match="is not a run ID"):
+        Evidence.open(tmp_path / "root", run_id)
+    assert not (tmp_path / "x").exists() and not (tmp_path / "root").exists()
+
+
+def test_the_spec_and_the_folder_agree_on_run_ids() -> None:
+    from specs.experiment import RUN_ID_PATTERN
+    from state.evidence import RUN_ID_RE
+    assert RUN_ID_RE.pattern == RUN_ID_PATTERN

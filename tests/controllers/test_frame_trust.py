@@ -1,0 +1,88 @@
+"""What a steady-state StreamSet pass may trust, and what the frame watch may write (real Store)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from controllers.captions import CaptionHub
+from controllers.framewatch import FrameWatch
+from controllers.http_api import ClientPool
+from controllers.statusfacts import SourceFacts, StreamSetStatusFacts
+from controllers.streamhealth import SourceReport, StreamSetResult
+from controllers.streamplan import StreamSetDesired, desired_sources
+from controllers.streamset import StreamSetController
+from specs.models import Deployment, StreamSet
+from state.models import ResourceStatus
+from state.store import Store
+from tests.reconciler.stream_helpers import colours, streamset
+from tests.specs_factory import deployment
+
+RESOURCE = "StreamSet/cams"
+
+
+def _stamp(seconds_ago: float) -> str:
+    then = datetime.now(UTC) - timedelta(seconds=seconds_ago)
+    return then.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store(tmp_path / "state")
+
+
+def _desired() -> StreamSetDesired:
+    ss = StreamSet.model_validate(streamset(colours(["RED", "BLUE", "GREEN", "CYAN"])))
+    dep = Deployment.model_validate(deployment("vlm", "rtvi@sha256:" + "ab" * 32, 18000))
+    return StreamSetDesired(streamset=ss, deployment=dep, resource=RESOURCE, spec_hash="h",
+                            rtvi_url="http://127.0.0.1:1", publisher_host="local", vst_url=None,
+                            sources=desired_sources(ss, "inst"), source_file="specs/x.yaml")
+
+
+def _record(store: Store, sources: dict[str, SourceFacts]) -> None:
+    def mutate(st: ResourceStatus) -> None:
+        known = StreamSetStatusFacts.of(st)
+        known.max_frame_age_seconds = 15
+        known.sources = sources
+        known.put(st)
+    store.update(RESOURCE, "StreamSet", "cams", mutate)
+
+
+def test_only_recent_proofs_at_this_spec_are_trusted(store: Store) -> None:
+    desired = _desired()
+    src = desired.sources
+    _record(store, {
+        "red": SourceFacts(registered=True, frames_fresh=True, hash=src["red"].hash,
+                           last_frame_at=_stamp(5), rtvi_url="rtsp://a/red"),
+        "blue": SourceFacts(registered=True, frames_fresh=True, hash=src["blue"].hash,
+                            last_frame_at=_stamp(3 * 3600), rtvi_url="rtsp://a/blue"),  # old
+        "green": SourceFacts(registered=True, frames_fresh=False, hash=src["green"].hash,
+                             last_frame_at=_stamp(5)),  # the watch saw it stop
+        "cyan": SourceFacts(registered=True, frames_fresh=True, hash="another spec",
+                            last_frame_at=_stamp(5)),
+    })
+    ctl = StreamSetController(store, "inst", lambda _h: None, CaptionHub(),  # type: ignore
+                              lambda *_: None, ClientPool(), frames_watched=True)
+    result = StreamSetResult({n: SourceReport(n) for n in src})
+    ctl._trust_recorded_frames(desired, result)
+    assert {n for n, r in result.sources.items() if r.trusted and r.fresh} == {"red"}
+
+
+def test_the_watch_never_writes_onto_a_re_registered_source_or_a_pruned_record(
+        store: Store) -> None:
+    woken: list[str] = []
+    watch = FrameWatch(store, woken.append)
+    _record(store, {"red": SourceFacts(registered=True, frames_fresh=True,
+                                       rtvi_url="rtsp://new/red", last_frame_at=_stamp(60))})
+    stopped = SourceFacts(frames_fresh=False, error="no frame")
+    assert watch._record(RESOURCE, {("red", "rtsp://old/red"): stopped}) is False
+    record = store.load(RESOURCE)
+    assert StreamSetStatusFacts.of(record).sources["red"].frames_fresh is True
+    assert watch._record(RESOURCE, {("red", "rtsp://new/red"): stopped}) is True
+    assert StreamSetStatusFacts.of(store.load(RESOURCE)).sources["red"].frames_fresh is False
+
+    store.delete(RESOURCE)
+    watch._record(RESOURCE, {("red", "rtsp://new/red"): stopped})
+    assert store.load(RESOURCE) is None  # a background writer never brings a record back
