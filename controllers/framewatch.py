@@ -30,7 +30,9 @@ PARALLEL = 2
 """Probes the watch runs at once: the daemon's own passes keep the rest of the machine. One
 round reads the records once and writes each StreamSet's once, however many sources it has."""
 ROUND_PAUSE_S = 1.0
-"""Pause between rounds when nothing was due."""
+"""Shortest pause between rounds when nothing was due."""
+MAX_IDLE_S = 5.0
+"""Longest pause: a StreamSet that turns Ready meanwhile is watched within this."""
 TRUST_PROOF_S = 300.0
 """How old a recorded proof a steady-state pass still trusts when the frame budget is shorter:
 one round of the watch over a thousand sources takes minutes on a small machine."""
@@ -49,20 +51,32 @@ def age_s(stamp: str | None, now: float) -> float:
         return float("inf")
 
 
+def _watched(record: ResourceStatus, now: float) -> list[tuple[float, float, str, str]]:
+    """(age, budget, source, URL) of each fresh, registered source of a StreamSet record."""
+    if record.kind != "StreamSet":
+        return []
+    known = StreamSetStatusFacts.of(record)
+    budget = known.max_frame_age_seconds or DEFAULT_MAX_AGE_S
+    return [(age_s(src.last_frame_at, now), budget, name, src.rtvi_url)
+            for name, src in known.sources.items()
+            if src.registered and src.frames_fresh and src.rtvi_url]
+
+
+def idle_s(records: list[ResourceStatus], now: float) -> float:
+    """How long the watch may rest before the next proof falls due (ROUND_PAUSE_S to
+    MAX_IDLE_S): a thousand records are not read every second for nothing. Pure."""
+    waits = [budget - age for record in records for age, budget, _, _ in _watched(record, now)]
+    return min(MAX_IDLE_S, max(ROUND_PAUSE_S, min(waits, default=MAX_IDLE_S)))
+
+
 def due(records: list[ResourceStatus], now: float) -> list[tuple[str, str, str]]:
     """(resource, source, URL) of every fresh, registered source of a StreamSet whose proof is
     older than its ``maxFrameAgeSeconds``, oldest first. A StreamSet that is not Ready is
     watched too: its passes probe only the sources already failing. Pure."""
     found: list[tuple[float, str, str, str]] = []
     for record in records:
-        if record.kind != "StreamSet":
-            continue
-        known = StreamSetStatusFacts.of(record)
-        budget = known.max_frame_age_seconds or DEFAULT_MAX_AGE_S
-        for name, src in known.sources.items():
-            age = age_s(src.last_frame_at, now)
-            if src.registered and src.frames_fresh and src.rtvi_url and age >= budget:
-                found.append((age, record.resource, name, src.rtvi_url))
+        found += [(age, record.resource, name, url)
+                  for age, budget, name, url in _watched(record, now) if age >= budget]
     found.sort(key=lambda item: -item[0])
     return [(resource, name, url) for _, resource, name, url in found]
 
@@ -75,16 +89,19 @@ class FrameWatch:
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
-            if not self.round(stop) and stop.wait(ROUND_PAUSE_S):
+            rest = self.round(stop)
+            if rest and stop.wait(rest):
                 return
 
-    def round(self, stop: threading.Event | None = None) -> bool:
+    def round(self, stop: threading.Event | None = None) -> float:
         """Re-prove every due source, one StreamSet after another (the one with the oldest
         proof first), ``PARALLEL`` probes at a time; each StreamSet's record is written once,
-        after its sources, and a StreamSet with a stopped source is woken. False: none due."""
-        batch = due(self.store.list(), time.time())
+        after its sources, and a StreamSet with a stopped source is woken. Returns how long
+        to rest before the next round (0: go on at once)."""
+        records, _ = self.store.scan("StreamSet")  # a broken record is the pass's to report
+        batch = due(records, time.time())
         if not batch:
-            return False
+            return idle_s(records, time.time())
         by_set: dict[str, list[tuple[str, str]]] = {}
         for resource, name, url in batch:
             by_set.setdefault(resource, []).append((name, url))
@@ -105,7 +122,7 @@ class FrameWatch:
                                                       frame=sample.description))
             if self._record(resource, found):
                 self.wake(resource)
-        return True
+        return 0.0
 
     def _record(self, resource: str, found: dict[tuple[str, str], SourceFacts]) -> bool:
         """Merge what the round learnt; True when a source it recorded has stopped. A source

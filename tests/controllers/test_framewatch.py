@@ -49,3 +49,12 @@ def test_other_kinds_and_bad_facts_are_ignored() -> None:
     dep.set_condition("Ready", "True", "x")
     odd = _set("e", "True", {"s": {"registered": "yes?", "framesFresh": True}})
     assert due([dep, odd], NOW) == []
+
+
+def test_the_watch_rests_until_the_next_proof_falls_due() -> None:
+    from controllers.framewatch import MAX_IDLE_S, ROUND_PAUSE_S, idle_s
+    assert idle_s([], NOW) == MAX_IDLE_S
+    soon = _set("a", "True", {"s": _src("2026-12-04T08:59:47Z")})  # 13 s of a 15 s budget
+    assert idle_s([soon], NOW) == 2.0
+    late = _set("b", "True", {"s": _src("2026-12-04T08:50:00Z")})
+    assert idle_s([soon, late], NOW) == ROUND_PAUSE_S
