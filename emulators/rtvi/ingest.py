@@ -40,6 +40,10 @@ BACKOFF_START_S = 0.2
 BACKOFF_CAP_S = 2.0
 HISTORY_FRAMES = 64  # 32 s at 2 fps: more than any chunk the tests or defaults use
 STOP_WAIT_S = 3.0
+STALL_TIMEOUT_US = 5_000_000
+"""A decoder whose source sends nothing for 5 s gives up and restarts: without it, an RTSP
+session that stalls (its publisher restarted, the engine paused it) left a stream decoding
+nothing forever, and its captions said "no new frame" while the source was back."""
 _PR_SET_PDEATHSIG = 1
 
 
@@ -56,6 +60,8 @@ def ffmpeg_argv(url: str) -> list[str]:
         "500000",
         "-probesize",
         "50000",
+        "-timeout",  # a source that goes silent ends this run (then it restarts), never hangs it
+        str(STALL_TIMEOUT_US),
         "-i",
         url,
         "-vf",

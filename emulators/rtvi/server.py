@@ -158,6 +158,13 @@ class EmulatorServer(ThreadingHTTPServer):
         self.app = app
         super().__init__(address, EmulatorHandler)
 
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that hung up mid-answer (the healthcheck reads 64 bytes and leaves) is
+        normal, not a traceback in the service log; anything else is reported as before."""
+        if isinstance(sys.exc_info()[1], ConnectionResetError | BrokenPipeError):
+            return
+        super().handle_error(request, client_address)  # type: ignore[arg-type]
+
 
 class BodyError(ValueError):
     """The request body cannot be read (bad length, bad chunking, too large)."""

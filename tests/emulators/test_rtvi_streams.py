@@ -11,9 +11,12 @@ import datetime
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+import httpx
 import pytest
 
+from tests.conftest import free_port
 from tests.emulators import rtvi_client as rc
 from tests.emulators.helpers import EmulatorProcess, wait_for
 from tests.emulators.rtsp_source import RtspSource
@@ -401,3 +404,45 @@ def test_no_decode_knob_registers_without_opening_the_source(
         assert gone.json() == {"deleted": ids[:2], "errors": []}
         assert rc.listed_ids(quiet) == set()
         assert rc.add(quiet, rc.entry(url, ids[2])).status_code == 200  # capacity freed
+
+
+def test_a_source_that_stalls_is_decoded_again_when_it_resumes(
+    start_emulator: StartEmulator, tmp_path: Path
+) -> None:
+    """A publisher frozen mid-session (SIGSTOP: the socket stays open, nothing comes) must not
+    leave the stream decoding nothing for ever: the decoder gives up, retries, and frames flow
+    again once the source resumes."""
+    source = RtspSource(free_port(), {"red": ("FF0000", None)}, tmp_path / "rtsp.log")
+    source.start()
+    try:
+        emulator = _ready(start_emulator)
+        stream_id = rc.new_id()
+        with rc.client(emulator) as http:
+            rc.add(http, rc.entry(source.url("red"), stream_id))
+            rc.wait_decoding(http, stream_id, frames=2)
+            assert source.process is not None
+            source.process.send_signal(signal.SIGSTOP)
+            try:
+                before = _frames(http, stream_id)
+                wait_for(lambda: True if _restarts(http, stream_id) >= 1 else None,
+                         timeout=30.0, what="the stalled decoder to give up and retry")
+            finally:
+                source.process.send_signal(signal.SIGCONT)
+            wait_for(lambda: True if _frames(http, stream_id) > before + 2 else None,
+                     timeout=30.0, what="frames again after the source resumed")
+    finally:
+        source.stop()
+
+
+def _stream_state(http: httpx.Client, stream_id: str) -> dict[str, object]:
+    found: dict[str, object] = next(
+        s for s in http.get("/emulator/state").json()["streams"] if s["id"] == stream_id)
+    return found
+
+
+def _frames(http: httpx.Client, stream_id: str) -> int:
+    return int(str(_stream_state(http, stream_id)["frame_count"]))
+
+
+def _restarts(http: httpx.Client, stream_id: str) -> int:
+    return int(str(_stream_state(http, stream_id)["decoder_restarts"]))
