@@ -30,6 +30,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.specdocs import deployment_doc, host_doc  # noqa: E402
 from controllers.waiting import until  # noqa: E402
 from emulators.image import build_emulator_image  # noqa: E402
 from reconciler import logging as rlog  # noqa: E402
@@ -44,16 +45,8 @@ LABEL = "rtvi.bench"
 
 
 def specs_for(n: int, image_id: str, folder: Path) -> None:
-    docs: list[dict[str, object]] = [{"apiVersion": "rtvi.reconciler/v1", "kind": "Host",
-                                      "metadata": {"name": "local"}}]
-    for i in range(n):
-        docs.append({"apiVersion": "rtvi.reconciler/v1", "kind": "Deployment",
-                     "metadata": {"name": f"bench-{i}"},
-                     "spec": {"host": "local", "image": f"rtvi-emulator@{image_id}",
-                              "model": {"use": "vllm-compatible",
-                                        "path": "ngc:nim/nvidia/bench:1"},
-                              "port": {"host": BASE_PORT + i},
-                              "readiness": {"timeoutSeconds": 300, "pollSeconds": 0.2}}})
+    docs: list[dict[str, object]] = [host_doc()]
+    docs += [deployment_doc(i, image_id, BASE_PORT + i) for i in range(n)]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "bench.yaml").write_text(yaml.safe_dump_all(docs))
 

@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,12 +36,14 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.specdocs import deployment_doc, host_doc  # noqa: E402
 from controllers.hostview import VIEW_MAX_AGE_S  # noqa: E402
 from controllers.waiting import until  # noqa: E402
 from emulators.image import build_emulator_image  # noqa: E402
 from reconciler import control  # noqa: E402
 from state.models import ResourceStatus  # noqa: E402
 from state.store import Store  # noqa: E402
+from tests.emulators.helpers import free_port  # noqa: E402
 
 IMAGE_TAG = "rtvi-emulator:bench"
 LABEL = "rtvi.bench"
@@ -53,32 +54,17 @@ TARGETS = {"resync_s": 0.5, "rss_mib": 150.0, "save_p50_ms": 150.0, "sigterm_s":
            "calls_per_host": 2}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def deployment(i: int, image_id: str, env: dict[str, str] | None = None,
                slow: bool = False) -> dict[str, object]:
-    spec: dict[str, object] = {
-        "host": "local", "image": f"rtvi-emulator@{image_id}",
-        "model": {"use": "vllm-compatible", "path": "ngc:nim/nvidia/bench:1"},
-        "port": {"host": BASE_PORT + i},
-        "readiness": {"timeoutSeconds": 300, "pollSeconds": 0.2}}
     env = dict(env or {})
     if slow:
         env["RTVI_EMU_STARTUP_DELAY_S"] = "600"
-    if env:
-        spec["env"] = env
-    return {"apiVersion": "rtvi.reconciler/v1", "kind": "Deployment",
-            "metadata": {"name": f"bench-{i}"}, "spec": spec}
+    return deployment_doc(i, image_id, BASE_PORT + i, env=env)
 
 
 def write(folder: Path, n: int, image_id: str, save: int | None = None,
           slow: bool = False) -> None:
-    docs: list[dict[str, object]] = [{"apiVersion": "rtvi.reconciler/v1", "kind": "Host",
-                                      "metadata": {"name": "local"}}]
+    docs: list[dict[str, object]] = [host_doc()]
     docs += [deployment(i, image_id, {"BENCH_SAVE": str(save)} if i == 0 and save else None)
              for i in range(n)]
     if slow:

@@ -45,6 +45,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.specdocs import deployment_doc, host_doc  # noqa: E402
 from controllers.hostview import VIEW_MAX_AGE_S  # noqa: E402
 from controllers.waiting import until  # noqa: E402
 from emulators.image import build_emulator_image  # noqa: E402
@@ -109,17 +110,10 @@ class RtspServer:
 
 def write_specs(folder: Path, image_id: str, deployments: int, streams: int,
                 server: RtspServer) -> None:
-    docs: list[dict[str, object]] = [{"apiVersion": "rtvi.reconciler/v1", "kind": "Host",
-                                      "metadata": {"name": "local"}}]
+    docs: list[dict[str, object]] = [host_doc()]
     for d in range(deployments):
-        docs.append({"apiVersion": "rtvi.reconciler/v1", "kind": "Deployment",
-                     "metadata": {"name": f"bench-{d}"},
-                     "spec": {"host": "local", "image": f"rtvi-emulator@{image_id}",
-                              "model": {"use": "vllm-compatible",
-                                        "path": "ngc:nim/nvidia/bench:1"},
-                              "port": {"host": BASE_PORT + d},
-                              "env": {"RTVI_EMU_NO_DECODE": "1", "RTVI_EMU_ACCESS_LOG": "0"},
-                              "readiness": {"timeoutSeconds": 600, "pollSeconds": 0.5}}})
+        docs.append(deployment_doc(d, image_id, BASE_PORT + d, timeout_s=600, poll_s=0.5,
+                                   env={"RTVI_EMU_NO_DECODE": "1", "RTVI_EMU_ACCESS_LOG": "0"}))
         docs.append({"apiVersion": "rtvi.reconciler/v1", "kind": "StreamSet",
                      "metadata": {"name": f"cams-{d}"},
                      "spec": {"deployment": f"bench-{d}",
