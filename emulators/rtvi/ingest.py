@@ -44,6 +44,9 @@ STALL_TIMEOUT_US = 5_000_000
 """A decoder whose source sends nothing for 5 s gives up and restarts: without it, an RTSP
 session that stalls (its publisher restarted, the engine paused it) left a stream decoding
 nothing forever, and its captions said "no new frame" while the source was back."""
+STALL_FRAMES_S = 10.0
+"""A decoder that produced no frame for this long is killed and restarted even while its
+socket stays busy (a session that still talks but no longer delivers pictures)."""
 _PR_SET_PDEATHSIG = 1
 
 
@@ -120,6 +123,7 @@ class Decoder:
         self._latest: bytes | None = None
         self._frame_count = 0
         self._restarts = 0
+        self._last_frame_at = time.monotonic()
         self._thread = threading.Thread(target=self._run, name=f"ingest-{name}", daemon=True)
 
     def start(self) -> None:
@@ -170,6 +174,19 @@ class Decoder:
             backoff = BACKOFF_START_S if produced else min(backoff * 2, BACKOFF_CAP_S)
             self._stop.wait(backoff)
 
+    def _watch(self, process: subprocess.Popen[bytes], done: threading.Event) -> None:
+        """Kill ``process`` when it has delivered no frame for STALL_FRAMES_S (the reader then
+        sees its end and the decoder restarts)."""
+        with self._lock:
+            self._last_frame_at = time.monotonic()
+        while not done.wait(1.0):
+            with self._lock:
+                silent = time.monotonic() - self._last_frame_at
+            if silent > STALL_FRAMES_S:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                return
+
     def _decode_once(self) -> bool:
         """Run ffmpeg until it exits or we stop; True when it produced at least one frame."""
         try:
@@ -188,6 +205,10 @@ class Decoder:
             self._kill()
         produced = False
         assert process.stdout is not None
+        done = threading.Event()
+        watchdog = threading.Thread(target=self._watch, args=(process, done), daemon=True,
+                                    name=f"{threading.current_thread().name}-watchdog")
+        watchdog.start()
         try:
             while True:
                 frame = _read_exact(process.stdout, colours.FRAME_BYTES)
@@ -199,7 +220,9 @@ class Decoder:
                     self._latest = frame
                     self._history.append(info)
                     self._frame_count += 1
+                    self._last_frame_at = info.at
         finally:
+            done.set()
             if process.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
