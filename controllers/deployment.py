@@ -438,23 +438,10 @@ class DeploymentController:
         self._forget_item(desired, staged)
 
     def _create(self, desired: Desired, name: str, secret_env: dict[str, str]) -> str:
-        spec = desired.deployment.spec
-        env = dict(desired.env)
-        env.update(secret_env)
-        request = ContainerRequest(
-            name=name,
-            image=desired.image_id,
-            labels=desired.labels,
-            environment=env,
-            ports={} if spec.network == "host" else {
-                f"{spec.port.container}/tcp": (spec.port.address, spec.port.host)},
-            mounts=[(m.source, m.target, m.readOnly) for m in spec.mounts],
-            gpu_ids=[self._gpu_uuid(ref) for ref in spec.gpus],
-            stop_timeout=spec.stopGraceSeconds,
-            network_mode="host" if spec.network == "host" else None,
-        )
+        request = container_request(desired, name, secret_env,
+                                    [self._gpu_uuid(ref) for ref in desired.deployment.spec.gpus])
         container_id = self.engine.create(request)
-        del env, request  # secret values live no longer than the create call
+        del request  # secret values live no longer than the create call
         return container_id
 
     def _inventory(self, desired: Desired, name: str, container_id: str | None) -> None:
@@ -551,6 +538,27 @@ class DeploymentController:
         self.store.update(resource, "Deployment", name, lambda st: st.add_history(entry))
 
 
+def container_request(desired: Desired, name: str, secret_env: dict[str, str],
+                      gpu_ids: list[str]) -> ContainerRequest:
+    """The engine request for a Deployment's container (also an experiment run's service,
+    which is its template's container under another name, labels and port)."""
+    spec = desired.deployment.spec
+    env = dict(desired.env)
+    env.update(secret_env)
+    return ContainerRequest(
+        name=name,
+        image=desired.image_id,
+        labels=desired.labels,
+        environment=env,
+        ports={} if spec.network == "host" else {
+            f"{spec.port.container}/tcp": (spec.port.address, spec.port.host)},
+        mounts=[(m.source, m.target, m.readOnly) for m in spec.mounts],
+        gpu_ids=gpu_ids,
+        stop_timeout=spec.stopGraceSeconds,
+        network_mode="host" if spec.network == "host" else None,
+    )
+
+
 def remove_owned(engine: DockerEngine, store: Store, instance: str, resource: str,
                  record: ResourceStatus) -> tuple[list[str], list[str]]:
     """Delete containers the inventory lists AND that carry our labels; returns (removed,
@@ -595,6 +603,7 @@ __all__ = [
     "Desired",
     "Plan",
     "ReadinessFailed",
+    "container_request",
     "plan",
     "remove_owned",
     "resolve_desired",

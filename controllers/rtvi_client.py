@@ -184,6 +184,18 @@ class RtviClient(ApiClient):
         if response.status_code not in (httpx.codes.OK, httpx.codes.NOT_FOUND):
             raise self._fail("stop captions", response)
 
+    def asset_stats(self) -> dict[str, Any]:
+        """``GET /v1/assets/stats``: asset counts (its shape is not published; callers read it
+        defensively). Cleanup proves "zero assets" with it."""
+        response = self._request("asset stats", "GET", "/v1/assets/stats")
+        if response.status_code != httpx.codes.OK:
+            raise self._fail("asset stats", response)
+        body = _json(response)
+        if not isinstance(body, dict):
+            raise RtviUnavailable(f"RTVI at {self.base_url}: asset stats returned "
+                                  f"{type(body).__name__}, not an object")
+        return body
+
     def model_id(self) -> str:
         response = self._request("models", "GET", "/v1/models")
         if response.status_code != httpx.codes.OK:

@@ -150,3 +150,24 @@ class SourceRecordFacts(Facts):
     source: str | None = None
     resources: int | None = None
     rejected_revision: str | None = None
+
+
+class ExperimentStatusFacts(Facts):
+    """An Experiment: the run it stands for, where it is, and (once terminal) its verdict.
+
+    ``phase`` is Pending, Preflight, Running, Collecting, CleaningUp or Done; ``result`` is set
+    only when Done (PASS, FAIL or INCONCLUSIVE) and never changes after. ``gates``: each gate's
+    verdict and reason ("PASS: ..."), the detail being in the evidence folder."""
+
+    run_id: str | None = None
+    phase: str | None = None
+    result: Literal["PASS", "FAIL", "INCONCLUSIVE"] | None = None
+    reason: str | None = None
+    template: str | None = None
+    host: str | None = None
+    container: str | None = None
+    url: str | None = None  # the run's service, as this process reaches it
+    evidence: str | None = None  # the run's evidence folder
+    started_at: str | None = None
+    finished_at: str | None = None
+    gates: dict[str, str] = {}

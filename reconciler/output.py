@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from reconciler.kinds import ResourcePlan
 
 VERB_MARK = {"create": "+", "recreate": "~", "publish": "+", "register": "+",
-             "register-sensor": "+", "replace": "~", "remove": "-"}
+             "register-sensor": "+", "replace": "~", "remove": "-", "run": ">"}
 ADDING = ("create", "publish", "register", "register-sensor")
 
 _INVISIBLE = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
@@ -131,17 +131,24 @@ def status_rows(records: list[ResourceStatus]) -> list[dict[str, Any]]:
             and st.observed_generation == st.desired_generation,
             "observedGeneration": (st.observed_generation or "")[:12],
             "since": ready.last_transition_time if ready else "",
+            # Run-once kinds (Experiment) say where a run is and, once terminal, its verdict.
+            "phase": str(st.facts.get("phase") or ""),
+            "result": str(st.facts.get("result") or ""),
         })
     return rows
 
 
 def print_status_table(console: Console, records: list[ResourceStatus]) -> None:
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for col in ("RESOURCE", "HOST", "READY", "SYNC", "REASON", "SINCE", "MESSAGE"):
+    rows = status_rows(records)
+    runs = any(row["phase"] for row in rows)  # phase and result columns only where runs are
+    for col in ("RESOURCE", "HOST", "READY", "SYNC", *(("PHASE", "RESULT") if runs else ()),
+                "REASON", "SINCE", "MESSAGE"):
         table.add_column(col, overflow="fold")
-    for row in status_rows(records):
+    for row in rows:
         cells = (row["resource"], row["host"], row["ready"], "yes" if row["inSync"] else "no",
-                 row["reason"], row["since"], row["message"])
+                 *((row["phase"], row["result"]) if runs else ()), row["reason"], row["since"],
+                 row["message"])
         table.add_row(*(Text(safe(cell)) for cell in cells))  # Text: never parsed as markup
     console.print(table)
 
@@ -216,6 +223,12 @@ def print_status_detail(console: Console, st: ResourceStatus) -> None:
     for key, value in sorted(st.facts.items()):
         if key == "sources" and st.kind == "StreamSet" and isinstance(value, dict):
             continue  # shown as a table below
+        if key == "gates" and isinstance(value, dict):  # a run's gates: one line each
+            console.print("  gates:", highlight=False)
+            for gate, verdict in sorted(value.items()):
+                console.print(f"    {safe(gate)}: {safe(verdict)}", highlight=False,
+                              markup=False)
+            continue
         shown = json.dumps(value) if isinstance(value, dict | list) else str(value)
         console.print(f"  {safe(key)}: {safe(shown)}", highlight=False, markup=False)
     if st.kind == "StreamSet":

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import ipaddress
 
-from specs.models import Deployment, Host, Resource, StreamSet
+from specs.experiment import R_TEMPLATE, Experiment, check_template
+from specs.models import Deployment, Host, StreamSet
+from specs.models import Resource as BuiltinResource
 from specs.rules import R10, Finding
 
 R_UNIQUE = "names are unique per kind"
 R_REFERENCE = "references name an existing resource"
 R_PORT = "published ports are unique per Host"
+Resource = BuiltinResource | Experiment  # every kind a spec set may hold
 
 
 def check_set(resources: list[Resource]) -> list[tuple[Resource, Finding]]:
@@ -46,6 +49,32 @@ def check_set(resources: list[Resource]) -> list[tuple[Resource, Finding]]:
                                       "defined", R_REFERENCE)))
     found.extend(_gpu_claims(deployments))
     found.extend(_port_claims(deployments))
+    found.extend(_experiments([r for r in resources if isinstance(r, Experiment)], deployments))
+    return found
+
+
+def _experiments(experiments: list[Experiment], deployments: list[Deployment]
+                 ) -> list[tuple[Resource, Finding]]:
+    """Each Experiment's template exists and suits it; its port is free of every Deployment on
+    the template's Host; no two Experiments share a run ID (a run ID is used once)."""
+    found: list[tuple[Resource, Finding]] = []
+    by_name = {d.metadata.name: d for d in deployments}
+    run_ids: dict[str, str] = {}
+    for exp in experiments:
+        template = by_name.get(exp.spec.template)
+        found += [(exp, f) for f in check_template(exp, template)]
+        if template is not None:
+            for dep in deployments:
+                if (dep is not template and dep.spec.host == template.spec.host
+                        and dep.spec.port.host == exp.spec.service.hostPort):
+                    found.append((exp, Finding(
+                        ("spec", "service", "hostPort"), f"port {exp.spec.service.hostPort} is "
+                        f"Deployment {dep.metadata.name}'s on Host {dep.spec.host}", R_PORT)))
+        other = run_ids.setdefault(exp.spec.runId, exp.metadata.name)
+        if other != exp.metadata.name:
+            found.append((exp, Finding(("spec", "runId"), f"run ID {exp.spec.runId} is also "
+                                       f"Experiment {other}'s: a run ID is used once",
+                                       R_TEMPLATE)))
     return found
 
 

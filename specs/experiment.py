@@ -15,12 +15,21 @@ needs the evidence root, so it is judged at plan time, not here.
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Iterator
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from specs.models import SHA256_PATTERN, Deployment, Metadata, Name, Strict
+from specs.models import (
+    ENV_NAME_PATTERN,
+    SHA256_PATTERN,
+    Deployment,
+    EnvValue,
+    Metadata,
+    Name,
+    Strict,
+)
 from specs.rules import Finding
 
 RUN_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{2,62}$"
@@ -42,6 +51,16 @@ class CanaryMedia(Strict):
     sha256: str = Field(pattern=SHA256_PATTERN)
 
 
+class CanaryPublisher(Strict):
+    """How the canary's synthetic or media sources are published (one labelled RTSP server
+    container per source on the template's Host); small by default, since only the colours
+    or objects matter and 16 streams share the Host's CPUs with the service."""
+
+    width: int = Field(default=160, ge=16, le=3840)
+    height: int = Field(default=120, ge=16, le=2160)
+    fps: int = Field(default=5, ge=1, le=60)
+
+
 class CanarySpec(Strict):
     """The canary: N independent live streams, an optional semantic-isolation gate, then the
     performance part (per-chunk latency, dropped chunks, the ledger of units)."""
@@ -56,6 +75,7 @@ class CanarySpec(Strict):
     performanceSeconds: int = Field(default=30, ge=5, le=86400)  # per repetition
     freshFrameSeconds: float = Field(default=15, gt=0, le=600)  # coverage per source
     maxP95LatencyMs: float | None = Field(default=None, gt=0)  # FAIL above (None: record only)
+    publisher: CanaryPublisher = Field(default_factory=CanaryPublisher)
 
 
 class Workload(Strict):
@@ -96,9 +116,20 @@ class RunPaths(Strict):
 
 
 class ServiceOverride(Strict):
-    """The run's own service differs from its template only in where it listens."""
+    """The run's own service differs from its template only in where it listens: its port and,
+    for a service that reads its port from the environment (``network: host``), the variables
+    that say so. Everything else is the template's, so the run measures what is deployed."""
 
     hostPort: int = Field(ge=1024, le=65535)
+    env: dict[str, EnvValue] = Field(default_factory=dict, max_length=16)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, EnvValue]) -> dict[str, EnvValue]:
+        for key in value:
+            if not re.match(ENV_NAME_PATTERN, key):
+                raise ValueError(f"invalid environment variable name {key!r}")
+        return value
 
 
 class ExperimentSpec(Strict):

@@ -18,14 +18,16 @@ from reconciler.kinds.contract import (
     key_of,
 )
 from reconciler.kinds.deployment import DeploymentKind
+from reconciler.kinds.experiment import ExperimentKind
 from reconciler.kinds.host import HostKind
 from reconciler.kinds.registry import Registry, RegistryError
 from reconciler.kinds.services import Services
 from reconciler.kinds.streamset import StreamSetKind
+from specs.models import KINDS
 
 REGISTRY = Registry()
-for _kind in (HostKind(), DeploymentKind(), StreamSetKind()):
-    REGISTRY.register(_kind)
+for _kind in (HostKind(), DeploymentKind(), StreamSetKind(), ExperimentKind()):
+    REGISTRY.register(_kind, KINDS)
 
 __all__ = ["REGISTRY", "Hooks", "Kind", "NoHooks", "PassContext", "Registry", "RegistryError",
            "ResourcePlan", "Result", "Services", "SpecResource", "guarded", "key_of"]

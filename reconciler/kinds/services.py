@@ -14,6 +14,7 @@ from typing import Literal
 import structlog
 
 from controllers.captions import CaptionHub
+from controllers.experiments.board import RunBoard
 from controllers.session import HostSession
 from controllers.statusfacts import DeploymentStatusFacts
 from specs.models import Host
@@ -38,6 +39,7 @@ class Services:
         self.host_errors: dict[str, str] = {}
         self.hosts_refused: set[str] = set()
         self.hub = CaptionHub()  # live caption sessions outlive a pass (the daemon keeps them)
+        self.experiments = RunBoard()  # experiment runs, beside the queue on their own workers
         self.frames_watched = False  # a FrameWatch runs (the daemon): see controllers.framewatch
         self.http_calls: Counter[str] = Counter()  # RTVI/VST requests by call (metrics)
         self._calls_lock = threading.Lock()
@@ -48,6 +50,7 @@ class Services:
             self.http_calls[what] += 1
 
     def close(self) -> None:
+        self.experiments.close()
         self.hub.close()
         for session in self.sessions.values():
             session.close()

@@ -1,0 +1,96 @@
+"""A run's cleanup: always runs, under one deadline, and proves what it claims.
+
+Order: stop nothing is left to stop (caption readers end with their capture), delete every
+stream the run may have registered in blocking batches and prove them gone from the listing,
+read the service's asset counts (streams, files, active caption requests must all be zero),
+keep the service's log, then remove every container the Experiment owns (its service and its
+publishers) and list again to prove none is left. GPU memory back at its start baseline is
+recorded as "not measured" where there is no GPU telemetry — never as passed.
+A leftover is a failed cleanup, named in the gate; nothing here raises.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from controllers.docker_client import DockerEngine
+from controllers.errors import ControllerError
+from controllers.experiments.service import owned_containers, remove_containers
+from controllers.experiments.streams import delete_proven
+from controllers.rtvi_client import RtviClient
+
+LOG_TAIL_LINES = 2000
+GPU_NOT_MEASURED = "not measured (no GPU telemetry on this Host)"
+
+
+@dataclass
+class CleanupReport:
+    problems: list[str] = field(default_factory=list)
+    evidence: dict[str, Any] = field(default_factory=dict)
+    service_log: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+def clean(engine: DockerEngine, instance: str, resource: str, service_id: str | None,
+          make_client: Callable[[], RtviClient] | None, stream_ids: list[str],
+          deadline_s: float, grace_s: int, stop: threading.Event) -> CleanupReport:
+    report = CleanupReport()
+    deadline = time.monotonic() + deadline_s
+    if make_client is not None:
+        _streams(report, make_client, stream_ids, deadline, stop)
+    else:
+        report.evidence["streams"] = "no service was started: no stream to delete"
+    if service_id is not None:
+        try:
+            report.service_log = engine.logs(service_id, tail=LOG_TAIL_LINES)
+        except ControllerError as exc:
+            report.service_log = f"(service log unavailable: {exc})"
+    left = remove_containers(engine, instance, resource, grace_s)
+    try:
+        remaining = [c.name for c in owned_containers(engine, instance, resource)]
+    except ControllerError as exc:
+        remaining = [f"(cannot list containers: {exc})"]
+    report.problems += left + [f"container {name} still exists" for name in remaining
+                               if not any(name in line for line in left)]
+    report.evidence["containersLeft"] = remaining
+    report.evidence["gpuMemory"] = GPU_NOT_MEASURED
+    if time.monotonic() > deadline:
+        report.problems.append(f"cleanup took longer than its {deadline_s:g}s deadline")
+    report.evidence["problems"] = report.problems
+    return report
+
+
+def _streams(report: CleanupReport, make_client: Callable[[], RtviClient],
+             stream_ids: list[str], deadline: float, stop: threading.Event) -> None:
+    client = make_client()
+    try:
+        left = delete_proven(client, stream_ids, max(1.0, deadline - time.monotonic()), stop)
+        report.problems += [f"stream {sid} is still registered (refused deletion)"
+                            for sid in left]
+        report.evidence["streamsLeft"] = left
+        stats = client.asset_stats()
+        report.evidence["assetStats"] = stats
+        for what, count in _asset_counts(stats).items():
+            if count:
+                report.problems.append(f"{count} {what} left on the service")
+    except ControllerError as exc:
+        report.problems.append(f"cannot prove the service's streams and assets are gone: {exc}")
+    finally:
+        client.close()
+
+
+def _asset_counts(stats: dict[str, Any]) -> dict[str, int]:
+    """Streams, files and active caption requests in an asset-stats answer (missing = 0)."""
+    def count(section: str, key: str) -> int:
+        part = stats.get(section)
+        value = part.get(key) if isinstance(part, dict) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    return {"stream(s)": count("streams", "count"), "file(s)": count("files", "count"),
+            "active caption request(s)": count("caption_requests", "active")}

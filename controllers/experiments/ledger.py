@@ -1,0 +1,132 @@
+"""The performance part's arithmetic: percentiles, dropped chunks and the ledger of units.
+
+Pure on purpose: the numbers a canary publishes are only as good as this module, so it is
+tested on its own. Percentiles are nearest-rank (no interpolation: every reported latency is one
+that was measured). A dropped chunk is a gap in a stream's ``chunk_id`` sequence (IDs wrap at
+the spec's maximum). Failed work counts what HTTP 200 hides: error fields, empty answers,
+dropped chunks and streams that never answered (``rules.md``, performance contract).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from controllers.caption_events import CaptionChunk
+
+CHUNK_ID_WRAP = 100_000  # the spec's maximum chunk_id + 1
+PERCENTILES = (50, 90, 95, 99)
+
+
+def percentile(values: Sequence[float], p: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(p / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def latency_summary(values: Sequence[float]) -> dict[str, float | int | None]:
+    found: dict[str, float | int | None] = {f"p{p}": percentile(values, p) for p in PERCENTILES}
+    found["count"] = len(values)
+    found["max"] = max(values) if values else None
+    return found
+
+
+def dropped(ids: Sequence[int]) -> list[tuple[int, int]]:
+    """(after, next) pairs where ``chunk_id`` skipped ahead: each a gap of dropped chunks."""
+    gaps = []
+    for before, after in itertools.pairwise(ids):
+        if (after - before) % CHUNK_ID_WRAP != 1:
+            gaps.append((before, after))
+    return gaps
+
+
+def dropped_count(ids: Sequence[int]) -> int:
+    return sum((after - before) % CHUNK_ID_WRAP - 1 for before, after in dropped(ids)
+               if (after - before) % CHUNK_ID_WRAP > 1)
+
+
+@dataclass
+class UnitOutcome:
+    """One offered unit (one stream in one repetition) and what became of it."""
+
+    source: str
+    repetition: int
+    admitted: bool = False
+    rejected: str = ""  # why it was refused (registration or caption request)
+    timed_out: bool = False
+    chunks: list[CaptionChunk] = field(default_factory=list)
+    cleaned_up: bool = False
+
+    @property
+    def answered(self) -> list[CaptionChunk]:
+        return [c for c in self.chunks if (c.frame_count or 0) > 0 and not c.error]
+
+    def failures(self) -> list[str]:
+        """Why this unit is failed work ([] when it completed)."""
+        found = []
+        if self.rejected:
+            found.append(f"rejected: {self.rejected}")
+        if self.timed_out and not self.chunks:
+            found.append("timed out: no answer arrived")
+        errors = [c.error for c in self.chunks if c.error]
+        if errors:
+            found.append(f"error inside a 200 answer ({len(errors)}x): {errors[0]}")
+        empty = [c for c in self.chunks if not c.error and (c.frame_count or 0) > 0
+                 and not c.content.strip()]
+        if empty:
+            found.append(f"empty answer ({len(empty)}x)")
+        gaps = dropped([c.chunk_id for c in self.chunks if c.chunk_id is not None])
+        if gaps:
+            count = dropped_count([c.chunk_id for c in self.chunks if c.chunk_id is not None])
+            found.append(f"dropped chunks: {count} (chunk_id " + ", ".join(
+                f"{a}→{b}" for a, b in gaps[:5]) + ")")
+        if self.admitted and not self.answered and not errors and not empty:
+            found.append("no chunk with fresh frames (no data is not low latency)")
+        return found
+
+
+@dataclass
+class Ledger:
+    offered: int = 0
+    admitted: int = 0
+    active: int = 0  # the most units captioning at once
+    completed: int = 0
+    failed: int = 0
+    rejected: int = 0
+    timed_out: int = 0
+    cleaned_up: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def ledger_of(units: Sequence[UnitOutcome], active: int) -> Ledger:
+    ledger = Ledger(offered=len(units), active=active)
+    for unit in units:
+        ledger.admitted += unit.admitted
+        ledger.rejected += bool(unit.rejected)
+        ledger.timed_out += unit.timed_out and not unit.chunks
+        ledger.cleaned_up += unit.cleaned_up
+        if unit.failures():
+            ledger.failed += 1
+        else:
+            ledger.completed += 1
+    return ledger
+
+
+def performance_report(units: Sequence[UnitOutcome], active: int) -> dict[str, Any]:
+    """Everything the performance gate is judged on, as evidence."""
+    latencies = [c.chunk_latency_ms for u in units for c in u.answered
+                 if c.chunk_latency_ms is not None]
+    per_unit = [{"source": u.source, "repetition": u.repetition, "chunks": len(u.chunks),
+                 "answered": len(u.answered), "failures": u.failures()} for u in units]
+    return {"ledger": ledger_of(units, active).as_dict(),
+            "chunkLatencyMs": latency_summary(latencies),
+            "droppedChunks": sum(dropped_count([c.chunk_id for c in u.chunks
+                                                if c.chunk_id is not None]) for u in units),
+            "units": per_unit}

@@ -1,0 +1,324 @@
+"""One run, from launch to a sealed evidence folder: the phases, the record, the evidence.
+
+``launch`` is called by a pass (it writes the record and creates the evidence folder, which
+also claims the run ID); ``execute`` then does the long work beside the queue, moving the
+record and ``status.json`` through Preflight → Running → Collecting → CleaningUp → Done.
+``recover`` finishes a run that a crash or kill interrupted: INCONCLUSIVE, then its cleanup.
+
+Rules held here, whatever happens inside a phase:
+
+- The run works from what was frozen at launch (``RunPlan``), never from a later spec.
+- Cleanup always runs once the run has started, with one deadline, and its proof is a gate.
+- PASS only when every declared gate passed with evidence (``Evidence.finish`` enforces it);
+  a run that could not judge its gates (the service never became ready, an API failed, the
+  budget ran out) is INCONCLUSIVE, never FAIL or PASS.
+- Shutdown (``Stopped``) leaves the run as it stands: the next start finds it interrupted.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import subprocess
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from controllers.deployment import Desired
+from controllers.docker_client import DockerEngine
+from controllers.errors import ControllerError
+from controllers.experiments import canary as canary_mod
+from controllers.experiments.cleanup import GPU_NOT_MEASURED, LOG_TAIL_LINES, clean
+from controllers.experiments.service import RunService, guard, launch
+from controllers.experiments.streams import canary_sources, publish, stream_id
+from controllers.rtvi_client import RtviClient
+from controllers.statusfacts import ExperimentStatusFacts
+from controllers.waiting import Stopped
+from specs.experiment import ExperimentSpec
+from specs.models import Deployment
+from state.evidence import Evidence, EvidenceError
+from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
+from state.store import Store
+
+log = structlog.get_logger("controllers.experiments")
+GATE_CLEANUP = "cleanup"
+KIND_STREAM = "stream"
+KIND_CONTAINER = "container"
+TERMINAL = "Done"
+CODE_ROOT = Path(__file__).resolve().parents[2]
+GIT_TIMEOUT_S = 5
+Result = str  # "PASS" | "FAIL" | "INCONCLUSIVE"
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything a run needs, frozen when it is launched."""
+
+    resource: str
+    name: str
+    spec: ExperimentSpec
+    run_hash: str
+    template: Deployment
+    desired: Desired  # the run's own service container, resolved on its Host
+    host: str
+    gpu_ids: list[str]
+    evidence_root: Path
+    source_file: str
+    revision: str | None
+
+
+class Recorder:
+    """The run's progress, written to its record and to its evidence ``status.json``."""
+
+    def __init__(self, store: Store, resource: str, evidence: Evidence | None,
+                 progress: Callable[[str], None] | None = None) -> None:
+        self.store, self.resource, self.evidence = store, resource, evidence
+        self.kind, self.name = resource.split("/", 1)
+        self.progress = progress
+
+    def update(self, fn: Callable[[ResourceStatus], None]) -> None:
+        self.store.update(self.resource, self.kind, self.name, fn)
+
+    def phase(self, phase: str, message: str, **facts: Any) -> None:
+        def mutate(st: ResourceStatus) -> None:
+            known = ExperimentStatusFacts.of(st)
+            known.phase = phase
+            for key, value in facts.items():
+                setattr(known, key, value)
+            known.put(st)
+            st.set_condition("Ready", "False", "Running", f"{phase}: {message}")
+            st.set_condition("Progressing", "True", phase, message)
+        self.update(mutate)
+        if self.evidence is not None:
+            self.evidence.status(phase, "Running")
+            self.evidence.event(phase, message)
+        log.info("experiment.phase", resource=self.resource, phase=phase, message=message)
+        if self.progress is not None:
+            self.progress(f"{phase}: {message}")
+
+    def streams(self, ids: list[str]) -> None:
+        """Write-ahead: these streams may exist from now on (cleanup deletes every one)."""
+        def mutate(st: ResourceStatus) -> None:
+            for sid in ids:
+                st.upsert_inventory(InventoryItem(kind=KIND_STREAM, name=sid, host=self.name,
+                                                  id=sid, state="pending",
+                                                  created_at=utc_now()))
+        self.update(mutate)
+
+    def finish(self, result: Result, reason: str, gates: dict[str, str], cleaned: bool) -> None:
+        def mutate(st: ResourceStatus) -> None:
+            known = ExperimentStatusFacts.of(st)
+            known.phase, known.result, known.reason = TERMINAL, result, reason  # type: ignore[assignment]
+            known.gates, known.finished_at = gates, utc_now()
+            known.put(st)
+            st.set_condition("Ready", "True" if result == "PASS" else "False", result, reason)
+            st.set_condition("Progressing", "False", "Done", "")
+            if cleaned:
+                st.inventory = []
+            st.add_history(HistoryEntry(time=utc_now(), action="run", target=known.run_id or "",
+                                        cause="experiment run", result="ok" if result == "PASS"
+                                        else "error", detail=f"{result}: {reason}"[:500]))
+        self.update(mutate)
+
+
+def launch_record(store: Store, plan: RunPlan) -> Evidence:
+    """Claim the run ID (its evidence folder) and record the run as Pending."""
+    evidence = Evidence.create(plan.evidence_root, plan.spec.runId)
+
+    def mutate(st: ResourceStatus) -> None:
+        st.desired_generation = st.observed_generation = plan.run_hash
+        st.applied_revision = plan.revision
+        st.source_file = plan.source_file
+        st.applied_spec = {"experiment": plan.spec.model_dump(mode="json"),
+                           "template": plan.template.spec.model_dump(mode="json")}
+        st.inventory = []
+        st.conditions = []
+        ExperimentStatusFacts(
+            run_id=plan.spec.runId, phase="Pending", template=plan.spec.template,
+            host=plan.host, container=plan.desired.container_name, url=plan.desired.probe_url,
+            evidence=str(evidence.folder), started_at=utc_now()).put(st)
+        st.set_condition("Ready", "False", "Running", "Pending: launched")
+        st.set_condition("Progressing", "True", "Pending", "launched")
+    kind, name = plan.resource.split("/", 1)
+    store.update(plan.resource, kind, name, mutate)
+    for sub in (plan.spec.paths.output, plan.spec.paths.scratch, plan.spec.paths.mutableCache):
+        evidence.path(sub).mkdir(parents=True, exist_ok=True)  # the run's isolated paths
+    evidence.status("Pending", "Running")
+    evidence.event("Launched", f"run {plan.spec.runId} of {plan.resource}",
+                   revision=plan.revision)
+    return evidence
+
+
+def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
+            stop: threading.Event, progress: Callable[[str], None]) -> Result:
+    """The whole run; returns its result (raises Stopped on shutdown, leaving it resumable)."""
+    evidence = Evidence.open(plan.evidence_root, plan.spec.runId)
+    rec = Recorder(store, plan.resource, evidence, progress)
+    declared = [*canary_mod.declared_gates(plan.spec), GATE_CLEANUP]
+    started: list[RunService] = []  # the run's service, once it serves
+    result: Result = "INCONCLUSIVE"
+    reason = ""
+    try:
+        rec.phase("Preflight", "container guard and manifest")
+        conflict = guard(engine, plan.desired.container_name, instance, plan.resource,
+                         plan.spec.runId)
+        evidence.write_json("manifest.json", _manifest(plan, engine, store))
+        if conflict is not None:
+            reason = f"container guard: {conflict}"
+            evidence.event("Conflict", conflict)
+        else:
+            result, reason = _running(plan, engine, instance, stop, progress, rec, evidence,
+                                      started)
+    except Stopped:
+        raise
+    except ControllerError as exc:
+        result, reason = "INCONCLUSIVE", f"{type(exc).__name__}: {exc}"
+    service = started[0] if started else None
+    rec.phase("Collecting", "keeping the service's log")
+    if service is not None:
+        try:
+            evidence.write_text("logs/service.log",
+                                engine.logs(service.container_id, tail=LOG_TAIL_LINES))
+        except ControllerError as exc:
+            evidence.event("LogUnavailable", str(exc))
+    rec.phase("CleaningUp", f"one deadline of {plan.spec.cleanupSeconds}s")
+    make = (lambda: RtviClient(service.probe_url, token=service.token)) if service else None
+    cleaned = _cleanup(plan, engine, store, instance, stop, evidence, make)
+    if not cleaned and result == "PASS":
+        result, reason = "FAIL", "cleanup could not prove zero leftovers"
+    if not reason:
+        reason = "every gate passed" if result == "PASS" else "a gate failed"
+    return _finish(evidence, rec, result, declared, reason, cleaned)
+
+
+def _running(plan: RunPlan, engine: DockerEngine, instance: str, stop: threading.Event,
+             progress: Callable[[str], None], rec: Recorder, evidence: Evidence,
+             started: list[RunService]) -> tuple[Result, str]:
+    spec = plan.spec
+    assert spec.canary is not None
+    rec.phase("Running", f"starting the run's service {plan.desired.container_name}")
+    service = launch(engine, plan.desired, plan.gpu_ids,
+                     float(plan.template.spec.readiness.timeoutSeconds), stop, progress)
+    started.append(service)
+    evidence.event("ServiceReady", f"{service.container_name} serves {service.model_id}",
+                   container=service.container_id)
+    sources = canary_sources(spec.canary)
+    rec.phase("Running", f"publishing {len(sources)} sources")
+    urls = publish(engine, instance, plan.resource, plan.run_hash, sources, spec.canary, stop)
+    run = canary_mod.CanaryRun(
+        spec=spec, sources=sources, urls=urls, model=service.model_id,
+        make_client=lambda: RtviClient(service.probe_url, token=service.token),
+        stream_id=lambda part, src: stream_id(instance, plan.resource, spec.runId, part, src),
+        note_streams=rec.streams, evidence=evidence, stop=stop,
+        progress=lambda message: rec.phase("Running", message))
+    passed = run.execute()
+    failed = {n: g.reason for n, g in evidence.gates().items() if not g.passed}
+    if passed:
+        return "PASS", ""
+    return "FAIL", "; ".join(f"{n}: {r}" for n, r in failed.items()) or "a gate failed"
+
+
+def _cleanup(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
+             stop: threading.Event, evidence: Evidence,
+             make_client: Callable[[], RtviClient] | None) -> bool:
+    record = store.load(plan.resource)
+    ids = [i.name for i in (record.inventory if record else []) if i.kind == KIND_STREAM]
+    report = clean(engine, instance, plan.resource, None, make_client, ids,
+                   float(plan.spec.cleanupSeconds), plan.template.spec.stopGraceSeconds, stop)
+    evidence.write_json("evidence/cleanup.json", report.evidence)
+    evidence.gate(GATE_CLEANUP, report.passed, "; ".join(report.problems) or (
+        f"zero containers, streams, files and active requests left; GPU memory "
+        f"{GPU_NOT_MEASURED}"), report.evidence)
+    return report.passed
+
+
+def _finish(evidence: Evidence, rec: Recorder, result: Result, declared: list[str],
+            reason: str, cleaned: bool) -> Result:
+    final = evidence.finish(result, declared, reason)  # type: ignore[arg-type]
+    gates = {n: f"{'PASS' if g.passed else 'FAIL'}: {g.reason}"
+             for n, g in evidence.gates().items()}
+    final_reason = reason if final == result else f"refused PASS: {reason}"
+    rec.finish(final, final_reason, gates, cleaned)
+    evidence.seal()
+    return final
+
+
+def recover(store: Store, record: ResourceStatus, engine: DockerEngine, instance: str,
+            evidence_root: Path, stop: threading.Event, token: str | None) -> Result:
+    """A run the process lost (crash, kill -9): INCONCLUSIVE, after its cleanup."""
+    known = ExperimentStatusFacts.of(record)
+    assert known.run_id is not None
+    try:
+        evidence: Evidence | None = Evidence.open(evidence_root, known.run_id)
+    except EvidenceError:
+        evidence = None
+    rec = Recorder(store, record.resource, evidence)
+    reason = (f"interrupted during {known.phase or 'Pending'}: the reconciler stopped while "
+              "the run was under way; its cleanup ran after the restart")
+    rec.phase("CleaningUp", "the run was interrupted; cleaning up what it left")
+    url = known.url
+    make = (lambda: RtviClient(url, token=token)) if url else None
+    service = engine.container(known.container) if known.container else None
+    ids = [i.name for i in record.inventory if i.kind == KIND_STREAM]
+    spec = (record.applied_spec or {}).get("experiment") or {}
+    deadline = float(spec.get("cleanupSeconds", 300)) if isinstance(spec, dict) else 300.0
+    report = clean(engine, instance, record.resource, service.id if service else None,
+                   make if service is not None and service.running else None, ids, deadline,
+                   10, stop)
+    if evidence is None:
+        rec.finish("INCONCLUSIVE", reason + " (its evidence folder is missing)", {},
+                   report.passed)
+        return "INCONCLUSIVE"
+    evidence.event("Interrupted", reason)
+    if report.service_log:
+        evidence.write_text("logs/service.log", report.service_log)
+    evidence.write_json("evidence/cleanup.json", report.evidence)
+    evidence.gate(GATE_CLEANUP, report.passed, "; ".join(report.problems) or
+                  "zero containers, streams, files and active requests left", report.evidence)
+    if not report.passed:
+        reason += "; cleanup left: " + "; ".join(report.problems)
+    return _finish(evidence, rec, "INCONCLUSIVE", [GATE_CLEANUP], reason, report.passed)
+
+
+def _manifest(plan: RunPlan, engine: DockerEngine, store: Store) -> dict[str, Any]:
+    env = plan.desired.env
+    host_record = store.load(f"Host/{plan.host}")
+    image = engine.image(plan.desired.image_id)
+    return {
+        "runId": plan.spec.runId, "experiment": plan.resource, "specHash": plan.run_hash,
+        "spec": plan.spec.model_dump(mode="json"), "specRevision": plan.revision,
+        "sourceFile": plan.source_file,
+        "template": {"name": plan.spec.template,
+                     "spec": plan.template.spec.model_dump(mode="json")},
+        "service": {"container": plan.desired.container_name, "image": plan.template.spec.image,
+                    "imageId": plan.desired.image_id,
+                    "imageDigests": list(image.repo_digests) if image is not None else [],
+                    "labels": plan.desired.labels, "url": plan.desired.url},
+        "model": plan.template.spec.model.model_dump(mode="json"),
+        "host": {"name": plan.host, "facts": host_record.facts if host_record else {}},
+        "gpus": {"ids": plan.gpu_ids, "memoryBaseline": GPU_NOT_MEASURED},
+        "settings": {"VLLM_IGNORE_EOS": env.get("VLLM_IGNORE_EOS", "unset"),
+                     "evs": {k: v for k, v in sorted(env.items()) if "EVS" in k.upper()}},
+        "code": {"version": _version(), "revision": _code_revision()},
+        "createdAt": utc_now(),
+    }
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("rtvi-reconciler")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _code_revision() -> str:
+    """The commit of the code that ran the experiment (``unknown`` outside a Git checkout)."""
+    try:
+        done = subprocess.run(["git", "-C", str(CODE_ROOT), "rev-parse", "HEAD"],
+                              capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return done.stdout.strip() if done.returncode == 0 else "unknown"

@@ -1,0 +1,125 @@
+"""The run's own service: its template's container, fresh, under the run's name and labels.
+
+``runtimePolicy: fresh_per_run``: a run never measures a service someone else started or an
+earlier run warmed up. Its container is the template Deployment's (image, model, environment,
+mounts, GPUs) under ``ownership.project_name(runId)``, labelled with the run ID and owned by the
+Experiment; only the port (and, for a service that reads it from its environment, the
+variables that say so) differs. Before launch the container guard looks for that name: anything
+there — foreign, or left by an earlier attempt — is a Conflict and is never reused or touched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from controllers import ownership
+from controllers.deployment import Desired, container_request
+from controllers.docker_client import ContainerInfo, DockerEngine
+from controllers.errors import ControllerError
+from controllers.readiness import wait_ready
+from controllers.secrets import api_token, resolve_all
+from specs.experiment import ExperimentSpec
+from specs.facts import HostFacts
+from specs.models import Deployment
+from specs.rules import R10, Finding
+from specs.validate import SpecSet
+
+STOP_GRACE_CAP_S = 30  # a run's cleanup has one deadline: never wait longer than this per stop
+
+
+def run_deployment(template: Deployment, spec: ExperimentSpec) -> Deployment:
+    """The template as the run deploys it: its own port (and the variables that name it)."""
+    data = template.model_dump(mode="json")
+    port = dict(data["spec"]["port"], host=spec.service.hostPort)
+    if template.spec.network == "host":  # the service listens on the port itself
+        port["container"] = spec.service.hostPort
+    data["spec"]["port"] = port
+    data["spec"]["env"] = {**data["spec"]["env"], **spec.service.env}
+    return Deployment.model_validate(data)
+
+
+def gpu_conflicts(run: Deployment, spec_set: SpecSet, facts: HostFacts) -> list[Finding]:
+    """Rule 10 for the run: its GPUs must not be claimed by any Deployment on its Host (its
+    template included: a run never shares a GPU with the service it copies)."""
+    wanted = {g.uuid: i for i, ref in enumerate(run.spec.gpus) if (g := facts.gpu(ref))}
+    found = []
+    for dep in spec_set.deployments:
+        if dep.spec.host != run.spec.host:
+            continue
+        for ref in dep.spec.gpus:
+            gpu = facts.gpu(ref)
+            if gpu is not None and gpu.uuid in wanted:
+                found.append(Finding(("spec", "template"), f"GPU {gpu.index} ({gpu.uuid}) is "
+                                     f"claimed by Deployment {dep.metadata.name}: the run's "
+                                     "fresh service needs its GPUs to itself", R10))
+    return found
+
+
+def for_run(desired: Desired, instance: str, resource: str, run_id: str,
+            run_hash: str) -> Desired:
+    """The template's resolved container, renamed and relabelled for the run."""
+    return dataclasses.replace(
+        desired, resource=resource, container_name=ownership.project_name(run_id),
+        labels=ownership.labels_for(instance, resource, run_hash, run_id=run_id))
+
+
+def guard(engine: DockerEngine, name: str, instance: str, resource: str,
+          run_id: str) -> str | None:
+    """The container guard: None when the run's name is free, else why the run cannot start."""
+    info = engine.container(name)
+    if info is None:
+        return None
+    if (ownership.is_owned(info.labels, instance, resource)
+            and info.labels.get(ownership.LABEL_RUN_ID) == run_id):
+        return (f"container {name} of run {run_id} already exists: a run never reuses a "
+                "container (remove it, or give the Experiment a new runId)")
+    return (f"a container named {name} exists and is not this run's "
+            f"({ownership.why_not_ours(info.labels, instance)}); it is left untouched")
+
+
+@dataclass(frozen=True)
+class RunService:
+    container_id: str
+    container_name: str
+    url: str  # as seen on the Host
+    probe_url: str  # as this process reaches it
+    model_id: str
+    token: str | None
+
+
+def launch(engine: DockerEngine, desired: Desired, gpu_ids: list[str], timeout_s: float,
+           stop: threading.Event, progress: Callable[[str], None]) -> RunService:
+    """Create and start the run's container and wait until it serves (ReadinessFailed)."""
+    spec = desired.deployment.spec
+    secret_env = resolve_all(spec.secrets)  # registers the values with the redactor
+    request = container_request(desired, desired.container_name, secret_env, gpu_ids)
+    container_id = engine.create(request)
+    del request, secret_env
+    engine.start(container_id)
+    token = api_token(spec)
+    result = wait_ready(engine, container_id, desired.probe_url, timeout_s,
+                        spec.readiness.pollSeconds, progress, stop, token)
+    return RunService(container_id, desired.container_name, desired.url, desired.probe_url,
+                      result.model_id, token)
+
+
+def owned_containers(engine: DockerEngine, instance: str, resource: str) -> list[ContainerInfo]:
+    """Every container the Experiment owns on this engine (its service and its publishers)."""
+    return [c for c in engine.list_containers(ownership.selector(instance, resource))
+            if ownership.is_owned(c.labels, instance, resource)]
+
+
+def remove_containers(engine: DockerEngine, instance: str, resource: str,
+                      grace_s: int) -> list[str]:
+    """Stop and remove every container the Experiment owns; returns what could not be."""
+    left = []
+    for info in owned_containers(engine, instance, resource):
+        try:
+            engine.stop(info.id, min(grace_s, STOP_GRACE_CAP_S))
+            engine.remove(info.id)
+        except ControllerError as exc:
+            left.append(f"container {info.name}: {exc}")
+    return left

@@ -1,0 +1,320 @@
+"""Experiment: a run that happens exactly once and leaves verifiable evidence.
+
+A pass observes and advances; the run itself executes beside the queue (``controllers.
+experiments.board``), or in the caller's thread for one-shot ``apply``, which waits for the
+verdict. What a pass decides, from the spec and the stored record:
+
+- **No record for this runId**: launch — unless its evidence folder exists (a run ID is used
+  once), the container guard finds the run's name taken (Conflict, untouched), or the run's
+  service breaks a rule. ``plan`` lists the side effects: the container, the sources and
+  streams, the GPUs and the time budget (in GitOps a commit is the execute button).
+- **The record's run, under way here**: report its phase, look again shortly.
+- **The record's run, under way but unknown to this process** (a crash, kill -9): INCONCLUSIVE
+  after its cleanup.
+- **The record's run, terminal**: nothing, ever again.
+- **The same runId with a changed spec**: refused at plan (a running run keeps its frozen spec).
+Removing the spec prunes what a run left running (its service, publishers and streams), never
+its evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from controllers.deployment import resolve_desired
+from controllers.docker_client import DockerEngine
+from controllers.errors import ControllerError, PermanentError, PlanError
+from controllers.experiments import run as runs
+from controllers.experiments.canary import declared_gates
+from controllers.experiments.service import (
+    for_run,
+    gpu_conflicts,
+    guard,
+    remove_containers,
+    run_deployment,
+)
+from controllers.experiments.streams import canary_sources
+from controllers.secrets import api_token
+from controllers.statusfacts import ExperimentStatusFacts
+from reconciler.kinds.contract import (
+    PassContext,
+    ResourcePlan,
+    Result,
+    SpecResource,
+    guarded,
+    unplanned,
+)
+from specs.experiment import Experiment, largest_level
+from specs.models import DeploymentSpec, Strict
+from specs.rules import Finding, check_deployment
+from specs.validate import spec_hash
+from state.models import ResourceStatus
+
+log = structlog.get_logger("reconciler.kinds")
+RUN_POLL_S = 2.0  # how often a pass looks at a run under way
+EVIDENCE_DIR = "evidence"
+
+
+@dataclass(frozen=True)
+class RunAction:
+    verb: str
+    target: str
+    cause: str
+
+    def __str__(self) -> str:
+        return f"{self.verb} {self.target}: {self.cause}"
+
+
+@dataclass
+class RunPlanView:
+    """What a pass would do for an Experiment (``plan`` prints it)."""
+
+    resource: str
+    actions: list[RunAction] = field(default_factory=list)
+    conflict: str | None = None
+
+    @property
+    def changes(self) -> bool:
+        return bool(self.actions)
+
+
+@dataclass
+class ExperimentDesired:
+    experiment: Experiment
+    record: ResourceStatus | None
+    launch: runs.RunPlan | None = None  # set when a new run is to start
+    refused: str | None = None  # same runId, changed spec
+
+
+def evidence_root(ctx: PassContext, exp: Experiment) -> Path:
+    root = exp.spec.evidenceRoot
+    return Path(root) if root else ctx.services.store.root / EVIDENCE_DIR
+
+
+class ExperimentKind:
+    name = "Experiment"
+    model: type[Strict] = Experiment
+    depends_on: tuple[str, ...] = ("Host", "Deployment")
+    owns = True
+
+    def references(self, resource: SpecResource) -> list[str]:
+        assert isinstance(resource, Experiment)
+        return [f"Deployment/{resource.spec.template}"]
+
+    def recorded_references(self, record: ResourceStatus) -> list[str]:
+        template = ExperimentStatusFacts.of(record).template
+        return [f"Deployment/{template}"] if template else []
+
+    # --- plan ------------------------------------------------------------------------------
+
+    def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
+        assert isinstance(resource, Experiment) and ctx.spec_set is not None
+        key = f"Experiment/{resource.metadata.name}"
+        rp = ResourcePlan(key, resource.metadata.name)
+        record = ctx.services.store.load(key)
+        known = ExperimentStatusFacts.of(record)
+        desired = ExperimentDesired(resource, record)
+        rp.desired = desired
+        view = RunPlanView(key)
+        run_id = resource.spec.runId
+        if record is not None and known.run_id == run_id:
+            if record.observed_generation != spec_hash(resource):
+                desired.refused = (f"run {run_id} was started from another version of this "
+                                   "spec; a run never changes once launched and a run ID is "
+                                   "used once: give the changed spec a new runId")
+                rp.error, rp.error_reason = desired.refused, "RunIdReused"
+            rp.plan = view
+            return rp
+        if record is not None and known.run_id and known.result is None:
+            rp.plan = view  # the previous run is finished (or recovered) first
+            return rp
+        try:
+            desired.launch = self._launch_plan(ctx, resource, view)
+        except PlanError as exc:
+            rp.issues, rp.error, rp.error_reason = exc.issues, str(exc), "PlanRejected"
+        except ControllerError as exc:
+            rp.error, rp.error_reason = str(exc), "ObserveFailed"
+            rp.permanent = isinstance(exc, PermanentError)
+        rp.plan = view
+        return rp
+
+    def _launch_plan(self, ctx: PassContext, exp: Experiment,
+                     view: RunPlanView) -> runs.RunPlan:
+        spec_set, services = ctx.spec_set, ctx.services
+        assert spec_set is not None
+        spec = exp.spec
+        root = evidence_root(ctx, exp)
+        if (root / spec.runId).exists():
+            raise PermanentError(f"run ID {spec.runId} was used before: {root / spec.runId} "
+                                 "exists (a run ID is used once; give the Experiment a new "
+                                 "runId)")
+        template = spec_set.deployment(spec.template)
+        assert template is not None  # crossref guarantees it
+        if template.spec.host in services.host_errors:
+            raise ControllerError(services.host_errors[template.spec.host])
+        session = services.session(spec_set.host(template.spec.host))
+        run_dep = run_deployment(template, spec)
+        facts = session.facts or session.observe()
+        findings = [Finding(("spec", "service"), f"the run's copy of Deployment "
+                            f"{template.metadata.name} breaks a rule: {f.message}", f.rule)
+                    for f in check_deployment(run_dep)]
+        findings += gpu_conflicts(run_dep, spec_set, facts)
+        if findings:
+            raise PlanError([spec_set.issue(exp, f) for f in findings])
+        key = f"Experiment/{exp.metadata.name}"
+        digest = spec_hash(exp)
+        resolved = for_run(resolve_desired(run_dep, spec_set, session, services.instance),
+                           services.instance, key, spec.runId, digest)
+        view.conflict = guard(session.engine(), resolved.container_name, services.instance,
+                              key, spec.runId)
+        canary = spec.canary
+        assert canary is not None
+        gpus = [str(g) for g in run_dep.spec.gpus]
+        view.actions += [
+            RunAction("create", f"container {resolved.container_name}", f"run {spec.runId}'s "
+                      f"fresh service from Deployment {spec.template} ({template.spec.image}) "
+                      f"on Host {template.spec.host}, {resolved.url}"),
+            RunAction("publish", f"{canary.streams} source(s)", "canary sources: " + ", ".join(
+                s.label for s in canary_sources(canary))),
+            RunAction("register", f"{largest_level(spec)} stream(s) at a time", "gates: "
+                      + ", ".join([*declared_gates(spec), runs.GATE_CLEANUP])),
+            RunAction("run", f"{spec.type} {spec.runId}", f"GPUs: {', '.join(gpus) or 'none'}; "
+                      f"budget {spec.budgetSeconds}s, cleanup {spec.cleanupSeconds}s; evidence "
+                      f"in {root / spec.runId}")]
+        return runs.RunPlan(
+            resource=key, name=exp.metadata.name, spec=spec, run_hash=digest, template=template,
+            desired=resolved, host=template.spec.host,
+            gpu_ids=[g.uuid if (g := facts.gpu(ref)) else str(ref) for ref in run_dep.spec.gpus],
+            evidence_root=root, source_file=spec_set.source_file(exp),
+            revision=ctx.revision)
+
+    # --- act -------------------------------------------------------------------------------
+
+    def act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
+        desired = rp.desired
+        if not isinstance(desired, ExperimentDesired):
+            return unplanned(ctx, rp, None)
+        return guarded(rp.resource, lambda: self._advance(ctx, rp, desired))
+
+    def _advance(self, ctx: PassContext, rp: ResourcePlan, desired: ExperimentDesired) -> Result:
+        services = ctx.services
+        key = rp.resource
+        record = services.store.load(key)
+        known = ExperimentStatusFacts.of(record)
+        if record is not None and known.run_id and known.result is None:
+            under_way = self._under_way(ctx, record)
+            if under_way is not None or known.run_id == desired.experiment.spec.runId:
+                return under_way or self._verdict(services.store.load(key), desired)
+        if desired.refused is not None or desired.launch is None:
+            if record is not None and known.run_id == desired.experiment.spec.runId:
+                return self._verdict(record, desired)
+            return unplanned(ctx, rp, None)
+        view = rp.plan
+        conflict = view.conflict if isinstance(view, RunPlanView) else None
+        host = desired.launch.host
+        ctx.hooks.conflict(key, host, conflict is not None)
+        if conflict is not None:
+            services.record_failure(key, "Conflict", conflict, True)
+            return Result(key, False, f"Conflict: {conflict}", "Conflict", terminal=True)
+        plan = desired.launch
+        runs.launch_record(services.store, plan)
+        engine = services.session(ctx.spec_set.host(host)).engine()  # type: ignore[union-attr]
+        progress = self._progress(ctx, key)
+
+        def work() -> str:
+            return runs.execute(plan, engine, services.store, services.instance, ctx.stop,
+                                progress)
+        return self._run(ctx, key, plan.spec.runId, work, desired)
+
+    def _under_way(self, ctx: PassContext, record: ResourceStatus) -> Result | None:
+        """A run that is not terminal: report it, or recover it if this process lost it."""
+        services, known = ctx.services, ExperimentStatusFacts.of(record)
+        assert known.run_id is not None
+        if services.experiments.running(known.run_id):
+            return Result(record.resource, False, f"{known.phase}: run {known.run_id} under way",
+                          known.phase or "Running", requeue_after=RUN_POLL_S)
+        engine = self._engine(ctx, record)
+        root = Path(known.evidence).parent if known.evidence else services.store.root
+        token = _recorded_token(record)
+
+        def work() -> str:
+            return runs.recover(services.store, record, engine, services.instance, root,
+                                ctx.stop, token)
+        log.warning("experiment.interrupted", resource=record.resource, run_id=known.run_id)
+        return self._run(ctx, record.resource, known.run_id, work, None)
+
+    def _run(self, ctx: PassContext, key: str, run_id: str, work: Callable[[], str],
+             desired: ExperimentDesired | None) -> Result:
+        if ctx.wait_ready:  # one-shot apply: the caller waits for the verdict
+            work()
+            return self._verdict(ctx.services.store.load(key), desired)
+        ctx.services.experiments.start(run_id, work)
+        return Result(key, False, f"run {run_id} started", "Running", changed=True,
+                      requeue_after=RUN_POLL_S)
+
+    def _verdict(self, record: ResourceStatus | None, desired: ExperimentDesired | None
+                 ) -> Result:
+        known = ExperimentStatusFacts.of(record)
+        key = record.resource if record is not None else "Experiment/?"
+        if desired is not None and desired.refused is not None:
+            return Result(key, False, f"RunIdReused: {desired.refused}", "RunIdReused",
+                          terminal=True)
+        if known.result is None:
+            return Result(key, False, f"{known.phase}: run {known.run_id} under way",
+                          known.phase or "Running", requeue_after=RUN_POLL_S)
+        message = f"{known.result}: run {known.run_id} ({known.reason}); evidence in " \
+                  f"{known.evidence}"
+        return Result(key, known.result == "PASS", message, known.result,
+                      terminal=known.result != "PASS")
+
+    def _engine(self, ctx: PassContext, record: ResourceStatus) -> DockerEngine:
+        services = ctx.services
+        host = ExperimentStatusFacts.of(record).host or "local"
+        return services.session(services.host_for(ctx.spec_set, host, record)).engine()
+
+    def _progress(self, ctx: PassContext, key: str) -> Callable[[str], None]:
+        def say(message: str) -> None:
+            ctx.services.progress(key, message)
+        return say
+
+    # --- delete ----------------------------------------------------------------------------
+
+    def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
+        return guarded(record.resource, lambda: self._prune(ctx, record))
+
+    def _prune(self, ctx: PassContext, record: ResourceStatus) -> Result:
+        """The spec is gone: stop nothing that is terminal, clean up whatever a run left
+        running, keep the evidence."""
+        services, known = ctx.services, ExperimentStatusFacts.of(record)
+        if known.run_id and services.experiments.running(known.run_id):
+            return Result(record.resource, False, f"run {known.run_id} is still under way; "
+                          "pruned once it has cleaned up", "RunUnderWay",
+                          requeue_after=RUN_POLL_S)
+        if known.run_id and known.result is None:
+            self._under_way(ctx, record)  # interrupted: recover (INCONCLUSIVE + cleanup) first
+            if services.experiments.running(known.run_id):
+                return Result(record.resource, False, "cleaning up an interrupted run",
+                              "RunUnderWay", requeue_after=RUN_POLL_S)
+        left = remove_containers(self._engine(ctx, record), services.instance, record.resource,
+                                 10)
+        if left:
+            return Result(record.resource, False, "left behind: " + "; ".join(left),
+                          "LeftBehind")
+        services.store.delete(record.resource)
+        where = f"; evidence kept in {known.evidence}" if known.evidence else ""
+        services.store.events.append(record.resource, "Normal", "Deleted",
+                                     f"record removed{where}")
+        return Result(record.resource, True, f"deleted{where}", changed=True)
+
+
+def _recorded_token(record: ResourceStatus) -> str | None:
+    """The run's service token, from the template spec frozen at launch."""
+    spec = (record.applied_spec or {}).get("template")
+    try:
+        return api_token(DeploymentSpec.model_validate(spec or {}))
+    except (ValueError, ControllerError):
+        return None
