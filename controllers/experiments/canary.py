@@ -113,7 +113,7 @@ class CanaryRun:
         self.progress("deleting the probe streams (one blocking batch) and proving them gone")
         client = self.make_client()
         try:
-            left = delete_proven(client, self._probe_ids, PROBE_DELETE_S, self.stop)
+            left = delete_proven(client, self._probe_ids, self._delete_s, self.stop)
             listed = [s.id for s in client.list_streams()]
         finally:
             client.close()
@@ -145,7 +145,7 @@ class CanaryRun:
                                 lambda _chunks: False, float(canary.performanceSeconds))
             client = self.make_client()
             try:
-                gone_left = delete_proven(client, list(ids.values()), PROBE_DELETE_S, self.stop)
+                gone_left = delete_proven(client, list(ids.values()), self._delete_s, self.stop)
             finally:
                 client.close()
             left += gone_left
@@ -182,6 +182,11 @@ class CanaryRun:
         return not problems
 
     # --- shared ----------------------------------------------------------------------------
+
+    @property
+    def _delete_s(self) -> float:
+        """How long a stream deletion may take to be proven (never past the cleanup's own)."""
+        return min(PROBE_DELETE_S, float(self.spec.cleanupSeconds))
 
     _probe_ids: list[str] = field(default_factory=list)
     _peak: int = 0

@@ -11,11 +11,12 @@ from __future__ import annotations
 import threading
 
 from emulators.rtvi import admin, cameras, captions, chat, files, streams
-from emulators.rtvi.config import Settings
+from emulators.rtvi.config import ConfigError, Settings
 from emulators.rtvi.faults import FaultTable
 from emulators.rtvi.knobs import Knobs, KnobValues
 from emulators.rtvi.recorder import Recorder
 from emulators.rtvi.routing import Router
+from emulators.rtvi.validation import Invalid
 
 
 class Application:
@@ -30,6 +31,11 @@ class Application:
             )
         )
         self.faults = FaultTable(settings.fail_rate, settings.fail_seed)
+        for fault in settings.faults:
+            try:
+                self.faults.add_behaviour(admin.parse_behaviour(fault))
+            except (Invalid, KeyError) as exc:
+                raise ConfigError(f"RTVI_EMU_FAULTS: {exc}") from None
         self.streams = streams.StreamTable(self.knobs, decode=not settings.no_decode)
         self.streams.stuck = self.faults.stuck
         self.captions = captions.CaptionService(self.streams, self.knobs, self.faults)

@@ -42,6 +42,10 @@ Knobs:
 - ``RTVI_EMU_API_TOKEN``: when set, every ``/v1/`` request (health probes included: the spec
   declares bearer security on every operation) without ``Authorization: Bearer <token>`` answers
   ``401 {"code": "Unauthorized", ...}``. A secret: never logged, never shown by the admin API.
+- ``RTVI_EMU_FAULTS``: a JSON list of behaviour faults (``admin``: swap or mix two streams'
+  captions, drop chunk IDs, error fields in 200 events, empty answers, a stream that refuses to
+  delete), active from the start -- for a service a test does not start itself (an
+  experiment's fresh service), whose stream IDs are known in advance.
 - ``RTVI_EMU_RECORD``: a file path; every ``/v1/`` exchange (request body, status, response body,
   each SSE ``data:`` event) is appended to it as one JSON line, and kept in memory for
   ``GET /emulator/exchanges`` (see ``recorder``). Credentials are never recorded.
@@ -53,6 +57,7 @@ faults for canaries), ``GET|DELETE /emulator/exchanges``, ``POST /emulator/crash
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -105,6 +110,7 @@ class Settings:
     caption_shape: str = DEFAULT_CAPTION_SHAPE
     api_token: str | None = field(default=None, repr=False)  # a secret: never in a repr or log
     record_path: str | None = None
+    faults: tuple[dict[str, object], ...] = ()
 
 
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -188,7 +194,23 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
                               DEFAULT_CAPTION_SHAPE),
         api_token=_secret(source, "RTVI_EMU_API_TOKEN"),
         record_path=_text(source, "RTVI_EMU_RECORD"),
+        faults=_faults(source, "RTVI_EMU_FAULTS"),
     )
+
+
+def _faults(env: Mapping[str, str], name: str) -> tuple[dict[str, object], ...]:
+    """A JSON list of behaviour faults, each as ``POST /emulator/faults`` takes it (checked by
+    the application at start)."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return ()
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a JSON list of fault objects") from None
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise ConfigError(f"{name} must be a JSON list of fault objects")
+    return tuple(value)
 
 
 def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:

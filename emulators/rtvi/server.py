@@ -394,10 +394,10 @@ def main() -> int:
     sink = logs.LogSink(sys.stdout, sys.stderr)
     try:
         settings = load_settings()
+        app = Application(settings)
     except ConfigError as exc:
         sink.error(f"ERROR:    {exc}")
         return CONFIG_ERROR_EXIT_CODE
-    app = Application(settings)
     state = ServiceState(settings, inventory=app)
     latch = ExitLatch()
     _install_signal_handlers(latch)

@@ -1,0 +1,220 @@
+"""Experiments end to end: canaries on a fresh emulated service, their evidence and their rules.
+
+Real Docker, real publishers (GStreamer RTSP servers), real decoding in the emulator. Faults are
+set in the template's environment (``RTVI_EMU_FAULTS``) because the run starts its own service;
+the stream IDs they name are the run's deterministic ones.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from controllers.experiments.streams import stream_id
+from controllers.ownership import project_name
+from tests.conftest import Cli, free_port
+from tests.reconciler.daemon_helpers import DaemonProcess, status_of, wait_for
+from tests.reconciler.stream_helpers import rtvi_deployment
+from tests.specs_factory import write
+
+RESOURCE = "Experiment/canary"
+LABEL_RESOURCE = "rtvi.reconciler/resource"
+
+
+def canary(run_id: str, port: int, **canary_spec: Any) -> dict[str, Any]:
+    body = {"streams": 4, "chunkDurationSeconds": 1, "performanceSeconds": 5,
+            "freshFrameSeconds": 15, **canary_spec}
+    return {"apiVersion": "rtvi.reconciler/v1", "kind": "Experiment",
+            "metadata": {"name": "canary"},
+            "spec": {"type": "canary", "runId": run_id, "template": "vlm",
+                     "service": {"hostPort": port, "env": {"RTVI_EMU_PORT": str(port)}},
+                     "measurement": {"claim": "streams are isolated and drop no chunk"},
+                     "budgetSeconds": 300, "cleanupSeconds": 10, "canary": body}}
+
+
+def specs_with(tmp_path: Path, image: str, run_id: str, faults: list[dict[str, Any]] | None = None,
+               **canary_spec: Any) -> Path:
+    env = {"RTVI_EMU_FAULTS": json.dumps(faults)} if faults else {}
+    specs = tmp_path / "specs"
+    write(specs, rtvi_deployment(image, free_port(), **env),
+          canary(run_id, free_port(), **canary_spec))
+    return specs
+
+
+def sid(cli: Cli, run_id: str, part: str, source: str) -> str:
+    return stream_id(cli.instance, RESOURCE, run_id, part, source)
+
+
+def facts(cli: Cli) -> dict[str, Any]:
+    record = status_of(cli, RESOURCE)
+    assert record is not None
+    return dict(record["facts"])
+
+
+def gate(cli: Cli, run_id: str, name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((evidence_dir(cli, run_id) / "gates" / f"{name}.json")
+                                      .read_text())
+    return data
+
+
+def evidence_dir(cli: Cli, run_id: str) -> Path:
+    return cli.state_dir / "evidence" / run_id
+
+
+def run_containers(client: docker.DockerClient) -> list[Any]:
+    return client.containers.list(all=True, filters={"label": f"{LABEL_RESOURCE}={RESOURCE}"})
+
+
+def test_a_four_colour_canary_passes_once_with_evidence_that_verifies(
+        cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    specs = specs_with(tmp_path, emulator_image, "four-1")
+    planned = cli("plan", str(specs))
+    assert f"create container {project_name('four-1')}" in planned.stdout, planned.stdout
+    assert "publish 4 source(s)" in planned.stdout and "budget 300s" in planned.stdout
+    done = cli("apply", str(specs), "--timeout", "240", timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    known = facts(cli)
+    assert (known["phase"], known["result"]) == ("Done", "PASS"), known
+    assert set(known["gates"]) == {"semantic-isolation", "probe-streams-deleted", "performance",
+                                   "cleanup"}
+    assert all(v.startswith("PASS") for v in known["gates"].values()), known["gates"]
+    assert not [c for c in run_containers(docker_client)
+                if c.labels.get("rtvi.reconciler/instance") == cli.instance]
+    table = cli("status")
+    assert "PHASE" in table.stdout and "PASS" in table.stdout, table.stdout
+    isolation = json.loads((evidence_dir(cli, "four-1") / "evidence" /
+                            "semantic-isolation.json").read_text())
+    assert {m["label"] for m in isolation["mapping"]} == {"red", "green", "blue", "yellow"}
+    assert all(len(v["answers"]) == 3 and v["passed"] for v in isolation["verdicts"])
+    ledger = gate(cli, "four-1", "performance")["evidence"]["ledger"]
+    assert (ledger["offered"], ledger["completed"], ledger["cleaned_up"]) == (4, 4, 4), ledger
+    verified = cli("evidence", "four-1", "--verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    # Re-applying a terminal run does nothing: no new event in its evidence, same files.
+    before = (evidence_dir(cli, "four-1") / "events.jsonl").read_bytes()
+    again = cli("apply", str(specs), "--timeout", "60")
+    assert again.returncode == 0 and "PASS: run four-1" in again.stdout, again.stdout
+    assert (evidence_dir(cli, "four-1") / "events.jsonl").read_bytes() == before
+    # A changed spec under the same run ID is refused at plan time.
+    doc = canary("four-1", free_port(), performanceSeconds=6)
+    write(specs, *[d for d in _docs(specs) if d["kind"] != "Experiment"], doc, host=False)
+    refused = cli("plan", str(specs))
+    assert refused.returncode == 1 and "a run ID is used once" in refused.stdout, refused.stdout
+    # One changed byte anywhere in the bundle fails --verify, naming the file.
+    target = evidence_dir(cli, "four-1") / "gates" / "performance.json"
+    data = bytearray(target.read_bytes())
+    data[10] ^= 0x01
+    target.write_bytes(bytes(data))
+    broken = cli("evidence", "four-1", "--verify")
+    assert broken.returncode == 1 and "gates/performance.json" in broken.stdout + broken.stderr
+
+
+def _docs(specs: Path) -> list[dict[str, Any]]:
+    import yaml
+    return list(yaml.safe_load_all((specs / "specs.yaml").read_text()))
+
+
+def test_swapped_streams_fail_the_isolation_gate_naming_both_and_cleanup_proves_zero(
+        cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    run_id = "swap-1"
+    swap = {"kind": "swap_captions", "streams": [sid(cli, run_id, "probe", "red"),
+                                                 sid(cli, run_id, "probe", "green")]}
+    specs = specs_with(tmp_path, emulator_image, run_id, [swap], streams=2)
+    done = cli("apply", str(specs), "--timeout", "240", timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert facts(cli)["result"] == "FAIL"
+    isolation = gate(cli, run_id, "semantic-isolation")
+    assert not isolation["passed"]
+    assert "red (red)" in isolation["reason"] and "green (green)" in isolation["reason"]
+    assert "that is green" in isolation["reason"] and "that is red" in isolation["reason"]
+    assert gate(cli, run_id, "cleanup")["passed"] is True
+    assert not (evidence_dir(cli, run_id) / "gates" / "performance.json").exists()
+    assert not run_containers(docker_client)
+    assert cli("evidence", run_id, "--verify").returncode == 0
+
+
+@pytest.mark.parametrize(("fault", "part", "failed_gate", "reason"), [
+    ("drop_chunk_ids", "perf0", "performance", "dropped chunks"),
+    ("error_in_event", "perf0", "performance", "error inside a 200 answer"),
+    ("stuck_delete", "probe", "probe-streams-deleted", "probe stream(s) not deleted"),
+])
+def test_failed_work_behind_a_200_fails_the_canary_with_its_reason(
+        cli: Cli, emulator_image: str, docker_client: docker.DockerClient, tmp_path: Path,
+        fault: str, part: str, failed_gate: str, reason: str) -> None:
+    run_id = f"fault-{fault.replace('_', '-')}"
+    specs = specs_with(tmp_path, emulator_image, run_id,
+                       [{"kind": fault, "streams": [sid(cli, run_id, part, "red")]}], streams=2)
+    done = cli("apply", str(specs), "--timeout", "240", timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    known = facts(cli)
+    assert known["result"] == "FAIL", known
+    verdict = gate(cli, run_id, failed_gate)
+    assert not verdict["passed"] and reason in verdict["reason"], verdict
+    assert reason in known["reason"], known["reason"]
+    if fault == "stuck_delete":  # the stream never went: cleanup cannot prove zero
+        assert "refused deletion" in gate(cli, run_id, "cleanup")["reason"]
+    else:
+        assert gate(cli, run_id, "semantic-isolation")["passed"] is True
+        assert gate(cli, run_id, "cleanup")["passed"] is True
+    assert not run_containers(docker_client)  # the service went, with the stuck stream
+
+
+def test_a_sixteen_stream_solid_and_border_canary_passes(
+        cli: Cli, emulator_image: str, tmp_path: Path) -> None:
+    specs = specs_with(tmp_path, emulator_image, "sixteen-1", streams=16, qualificationOnly=True,
+                       chunkDurationSeconds=2, freshFrameSeconds=40)
+    done = cli("apply", str(specs), "--timeout", "280", timeout=320)
+    assert done.returncode == 0, done.stdout + done.stderr
+    isolation = json.loads((evidence_dir(cli, "sixteen-1") / "evidence" /
+                            "semantic-isolation.json").read_text())
+    labels = {m["label"] for m in isolation["mapping"]}
+    assert len(labels) == 16 and {"red solid", "red border", "white border"} <= labels
+    assert cli("evidence", "sixteen-1", "--verify").returncode == 0
+
+
+def test_a_foreign_container_with_the_runs_name_is_a_conflict_left_untouched(
+        cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    run_id = "guarded-1"
+    foreign = docker_client.containers.create(emulator_image, name=project_name(run_id),
+                                              command=["true"])
+    try:
+        specs = specs_with(tmp_path, emulator_image, run_id)
+        planned = cli("plan", str(specs))
+        assert "Conflict" in planned.stdout and "is not this run's" in planned.stdout
+        done = cli("apply", str(specs), "--timeout", "60")
+        assert done.returncode == 1 and "Conflict" in done.stdout, done.stdout + done.stderr
+        foreign.reload()
+        assert foreign.status == "created"  # untouched
+        assert not evidence_dir(cli, run_id).exists()  # the run ID is not spent
+    finally:
+        foreign.remove(force=True)
+
+
+def test_kill_9_during_running_gives_inconclusive_and_cleanup_leaves_nothing(
+        cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    run_id = "killed-1"
+    specs = specs_with(tmp_path, emulator_image, run_id, streams=2, performanceSeconds=60)
+    daemon = DaemonProcess(cli, ["--specs", str(specs), "--resync", "3600"],
+                           tmp_path / "daemon.log")
+    try:
+        wait_for("the run to reach its performance part", lambda: "performance" in str(
+            (status_of(cli, RESOURCE) or {}).get("conditions")), 180, 0.2)
+        assert run_containers(docker_client)  # service and publishers are up
+    finally:
+        daemon.kill9()
+    assert "result" not in facts(cli)  # killed mid-run: no verdict yet
+    done = cli("apply", str(specs), "--timeout", "120", timeout=180)
+    known = facts(cli)
+    assert known["result"] == "INCONCLUSIVE", (known, done.stdout, done.stderr)
+    assert "interrupted during Running" in known["reason"]
+    assert gate(cli, run_id, "cleanup")["passed"] is True
+    assert not run_containers(docker_client)
+    assert cli("evidence", run_id, "--verify").returncode == 0
