@@ -100,7 +100,7 @@ PATHS = click.argument("paths", nargs=-1, required=True,
 def main(ctx: click.Context, state_dir: Path, instance: str | None, verbose: bool) -> None:
     """Declarative reconciler for NVIDIA VSS real-time VLM (RT-VLM) fleets.
 
-    Desired state lives in YAML specs (Host, Deployment). Typical use:
+    Desired state lives in YAML specs (Host, Deployment, StreamSet, Experiment). Typical use:
 
     \b
       reconciler validate specs/            # check specs, no engine needed
@@ -108,6 +108,7 @@ def main(ctx: click.Context, state_dir: Path, instance: str | None, verbose: boo
       reconciler apply specs/ --timeout 600 # converge and wait until Ready
       reconciler status                     # what runs where, healthy or why not
       reconciler delete Deployment/NAME     # remove what we created, nothing else
+      reconciler evidence RUN_ID --verify   # an experiment run's verdict, its files re-checked
     """
     ctx.obj = Context(state_dir, instance, verbose)
 
