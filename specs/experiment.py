@@ -15,20 +15,19 @@ needs the evidence root, so it is judged at plan time, not here.
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Iterator
 from typing import Literal
 
 from pydantic import Field, field_validator
 
 from specs.models import (
-    ENV_NAME_PATTERN,
     SHA256_PATTERN,
     Deployment,
     EnvValue,
     Metadata,
     Name,
     Strict,
+    env_names,
 )
 from specs.rules import Finding
 
@@ -123,13 +122,7 @@ class ServiceOverride(Strict):
     hostPort: int = Field(ge=1024, le=65535)
     env: dict[str, EnvValue] = Field(default_factory=dict, max_length=16)
 
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, value: dict[str, EnvValue]) -> dict[str, EnvValue]:
-        for key in value:
-            if not re.match(ENV_NAME_PATTERN, key):
-                raise ValueError(f"invalid environment variable name {key!r}")
-        return value
+    _env_names = field_validator("env")(classmethod(lambda cls, v: env_names(v)))
 
 
 class ExperimentSpec(Strict):

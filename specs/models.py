@@ -95,6 +95,14 @@ class ModelSpec(Strict):
     architecture: str | None = None
 
 
+def env_names(value: dict[str, str]) -> dict[str, str]:
+    """Every key an environment variable name (a spec's ``env`` maps, wherever they appear)."""
+    for key in value:
+        if not re.match(ENV_NAME_PATTERN, key):
+            raise ValueError(f"invalid environment variable name {key!r}")
+    return value
+
+
 class PortSpec(Strict):
     """Where the service's port 8000 is published on the Host. Loopback by default: exposing a
     model server beyond the machine must be a deliberate choice."""
@@ -172,13 +180,7 @@ class DeploymentSpec(Strict):
     # reachable; the service listens on port.container itself, so port.host must equal it).
     network: Literal["bridge", "host"] = "bridge"
 
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        for key in value:
-            if not re.match(ENV_NAME_PATTERN, key):
-                raise ValueError(f"invalid environment variable name {key!r}")
-        return value
+    _env_names = field_validator("env")(classmethod(lambda cls, v: env_names(v)))
 
 
 class Deployment(Strict):

@@ -44,3 +44,26 @@ def test_the_product_speaks_the_published_api(cli: Cli, emulator_image: str,
     assert {("POST", "streams"), ("GET", "streams"), ("DELETE", "streams"),
             ("POST", "generate_captions"), ("GET", "health"), ("GET", "models")} <= seen, seen
     assert violations(exchanges) == []
+
+
+def test_an_experiment_run_speaks_the_published_api(cli: Cli, emulator_image: str,
+                                                    tmp_path: Any) -> None:
+    """A canary's requests (registration, forced-choice captions in the spec's wrapped shape,
+    blocking batch deletes, asset stats) against its own fresh service, recorded to a mount."""
+    from tests.contract.openapi import read_records
+    from tests.reconciler.test_experiment import canary
+
+    recorded = tmp_path / "rec"
+    recorded.mkdir()
+    template = rtvi_deployment(emulator_image, free_port(), RTVI_EMU_RECORD="/rec/x.jsonl",
+                               RTVI_EMU_CAPTION_SHAPE="wrapped")
+    template["spec"]["mounts"] = [{"source": str(recorded), "target": "/rec", "readOnly": False}]
+    specs = tmp_path / "specs"
+    write(specs, template, canary("contract-1", free_port(), streams=2))
+    applied = cli("apply", str(specs), "--timeout", "200", timeout=260)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    exchanges = read_records(recorded / "x.jsonl")
+    seen = {(e["method"], e["path"]) for e in exchanges}
+    assert {("POST", "/v1/streams/add"), ("DELETE", "/v1/streams/delete-batch"),
+            ("POST", "/v1/generate_captions"), ("GET", "/v1/assets/stats")} <= seen, seen
+    assert violations(exchanges) == []
