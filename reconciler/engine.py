@@ -40,10 +40,10 @@ Progress = Callable[[str, str], None]
 class Engine:
     def __init__(self, store: Store, instance: str, progress: Progress,
                  registry: Registry = REGISTRY, stop: threading.Event | None = None) -> None:
-        self.services = Services(store, instance, progress)
-        self.registry = registry
         # Set to end every wait of every pass (the daemon's shutdown).
         self.stop = stop if stop is not None else threading.Event()
+        self.services = Services(store, instance, progress, self.stop)
+        self.registry = registry
 
     @property
     def store(self) -> Store:

@@ -5,6 +5,11 @@ it (the record and ``status.json`` say where it is). The pool is small and separ
 16-stream canary can never hold a worker that a Deployment's repair needs; runs beyond the
 limit wait their turn in phase Pending. A run this process does not know (the record says it
 is under way, the board has never seen it) was interrupted by a restart.
+
+Each run has its own stop event, set when the process shuts down (the board follows the
+daemon's stop), when the run is aborted (its spec was removed), or when its time budget runs
+out. Every wait of the run honours it, so a run ends within seconds; whatever it left is
+cleaned up by the recovery that follows (``controllers.experiments.run.recover``).
 """
 
 from __future__ import annotations
@@ -19,30 +24,91 @@ from controllers.waiting import Stopped
 
 EXPERIMENT_WORKERS = 2
 log = structlog.get_logger("controllers.experiments")
+Work = Callable[[threading.Event], str]
 
 
 class RunBoard:
-    def __init__(self, workers: int = EXPERIMENT_WORKERS) -> None:
+    def __init__(self, stop: threading.Event | None = None,
+                 workers: int = EXPERIMENT_WORKERS) -> None:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="experiment")
         self._runs: dict[str, Future[str]] = {}
+        self._stops: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
+        self._closing = False
+        if stop is not None:
+            threading.Thread(target=self._follow, args=(stop,), name="experiment-stop",
+                             daemon=True).start()
 
-    def start(self, run_id: str, work: Callable[[], str]) -> bool:
-        """Queue ``work`` for ``run_id`` unless it is queued or running; True if queued now."""
+    def start(self, run_id: str, work: Work, budget_s: float | None = None,
+              on_overrun: Callable[[], None] | None = None) -> bool:
+        """Queue ``work`` for ``run_id`` unless it is queued or running, or the process is
+        shutting down; True if queued now. After ``budget_s`` the run is stopped
+        (``on_overrun`` is called first, to say why)."""
         with self._lock:
-            if self.running(run_id):
+            if self._closing or self.running(run_id):
                 return False
-            self._runs[run_id] = self._pool.submit(_logged, run_id, work)
+            stop = self._stops[run_id] = threading.Event()
+            timer = _timer(run_id, stop, budget_s, on_overrun)
+            future = self._pool.submit(_logged, run_id, lambda: work(stop))
+            future.add_done_callback(lambda _: timer.cancel() if timer else None)
+            self._runs[run_id] = future
             return True
+
+    def run_inline(self, run_id: str, work: Work, budget_s: float | None = None,
+                   on_overrun: Callable[[], None] | None = None) -> None:
+        """Run ``work`` in the caller's thread (one-shot ``apply``), under the same budget."""
+        stop = self._stops[run_id] = threading.Event()
+        timer = _timer(run_id, stop, budget_s, on_overrun)
+        try:
+            _logged(run_id, lambda: work(stop))
+        finally:
+            if timer is not None:
+                timer.cancel()
 
     def running(self, run_id: str) -> bool:
         future = self._runs.get(run_id)
         return future is not None and not future.done()
 
+    def abort(self, run_id: str) -> bool:
+        """Stop a run under way (its cleanup follows as a recovery); False if none is."""
+        stop = self._stops.get(run_id)
+        if stop is None or not self.running(run_id):
+            return False
+        stop.set()
+        return True
+
     def close(self) -> None:
-        """Shutting down: queued runs are dropped (still Pending, they start next time);
-        running ones end at their next stop check."""
+        """Shutting down: queued runs are dropped (still Pending, they are recovered next
+        time); running ones end at their next stop check."""
+        self._stop_all()
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _follow(self, stop: threading.Event) -> None:
+        stop.wait()
+        self._stop_all()
+
+    def _stop_all(self) -> None:
+        with self._lock:
+            self._closing = True
+            for event in self._stops.values():
+                event.set()
+
+
+def _timer(run_id: str, stop: threading.Event, budget_s: float | None,
+           on_overrun: Callable[[], None] | None) -> threading.Timer | None:
+    if budget_s is None:
+        return None
+
+    def overrun() -> None:
+        log.warning("experiment.budget_exceeded", run_id=run_id, budget_s=budget_s)
+        if on_overrun is not None:
+            on_overrun()
+        stop.set()
+    timer = threading.Timer(max(0.0, budget_s), overrun)
+    timer.daemon = True
+    timer.name = f"budget-{run_id}"
+    timer.start()
+    return timer
 
 
 def _logged(run_id: str, work: Callable[[], str]) -> str:

@@ -256,8 +256,8 @@ def recover(store: Store, record: ResourceStatus, engine: DockerEngine, instance
     except EvidenceError:
         evidence = None
     rec = Recorder(store, record.resource, evidence)
-    reason = (f"interrupted during {known.phase or 'Pending'}: the reconciler stopped while "
-              "the run was under way; its cleanup ran after the restart")
+    why = known.reason or "the reconciler stopped while the run was under way"
+    reason = f"interrupted during {known.phase or 'Pending'}: {why}; its cleanup ran after"
     rec.phase("CleaningUp", "the run was interrupted; cleaning up what it left")
     url = known.url
     make = (lambda: RtviClient(url, token=token)) if url else None

@@ -19,6 +19,7 @@ its evidence.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from controllers.deployment import resolve_desired
 from controllers.docker_client import DockerEngine
 from controllers.errors import ControllerError, PermanentError, PlanError
 from controllers.experiments import run as runs
+from controllers.experiments.board import Work
 from controllers.experiments.canary import declared_gates
 from controllers.experiments.service import (
     for_run,
@@ -53,6 +55,7 @@ from specs.models import DeploymentSpec, Strict
 from specs.rules import Finding, check_deployment
 from specs.validate import spec_hash
 from state.models import ResourceStatus
+from state.store import Store
 
 log = structlog.get_logger("reconciler.kinds")
 RUN_POLL_S = 2.0  # how often a pass looks at a run under way
@@ -206,9 +209,7 @@ class ExperimentKind:
         record = services.store.load(key)
         known = ExperimentStatusFacts.of(record)
         if record is not None and known.run_id and known.result is None:
-            under_way = self._under_way(ctx, record)
-            if under_way is not None or known.run_id == desired.experiment.spec.runId:
-                return under_way or self._verdict(services.store.load(key), desired)
+            return self._under_way(ctx, record)  # a new runId starts once this one is done
         if desired.refused is not None or desired.launch is None:
             if record is not None and known.run_id == desired.experiment.spec.runId:
                 return self._verdict(record, desired)
@@ -225,12 +226,15 @@ class ExperimentKind:
         engine = services.session(ctx.spec_set.host(host)).engine()  # type: ignore[union-attr]
         progress = self._progress(ctx, key)
 
-        def work() -> str:
-            return runs.execute(plan, engine, services.store, services.instance, ctx.stop,
-                                progress)
-        return self._run(ctx, key, plan.spec.runId, work, desired)
+        def work(stop: threading.Event) -> str:
+            return runs.execute(plan, engine, services.store, services.instance, stop, progress)
+        spec = plan.spec
+        return self._run(ctx, key, spec.runId, work, desired,
+                         float(spec.budgetSeconds - spec.cleanupSeconds),
+                         f"its budget of {spec.budgetSeconds}s ran out ({spec.cleanupSeconds}s "
+                         "of it kept for cleanup)")
 
-    def _under_way(self, ctx: PassContext, record: ResourceStatus) -> Result | None:
+    def _under_way(self, ctx: PassContext, record: ResourceStatus) -> Result:
         """A run that is not terminal: report it, or recover it if this process lost it."""
         services, known = ctx.services, ExperimentStatusFacts.of(record)
         assert known.run_id is not None
@@ -241,18 +245,29 @@ class ExperimentKind:
         root = Path(known.evidence).parent if known.evidence else services.store.root
         token = _recorded_token(record)
 
-        def work() -> str:
-            return runs.recover(services.store, record, engine, services.instance, root,
-                                ctx.stop, token)
+        def work(stop: threading.Event) -> str:
+            return runs.recover(services.store, record, engine, services.instance, root, stop,
+                                token)
         log.warning("experiment.interrupted", resource=record.resource, run_id=known.run_id)
         return self._run(ctx, record.resource, known.run_id, work, None)
 
-    def _run(self, ctx: PassContext, key: str, run_id: str, work: Callable[[], str],
-             desired: ExperimentDesired | None) -> Result:
+    def _run(self, ctx: PassContext, key: str, run_id: str, work: Work,
+             desired: ExperimentDesired | None, budget_s: float | None = None,
+             overrun: str = "") -> Result:
+        board, store = ctx.services.experiments, ctx.services.store
+
+        def on_overrun() -> None:
+            _note_reason(store, key, overrun)
         if ctx.wait_ready:  # one-shot apply: the caller waits for the verdict
-            work()
-            return self._verdict(ctx.services.store.load(key), desired)
-        ctx.services.experiments.start(run_id, work)
+            board.run_inline(run_id, work, budget_s, on_overrun)
+            record = store.load(key)
+            launched = desired is not None  # not itself a recovery: no loop
+            if launched and record is not None and ExperimentStatusFacts.of(record).result is None:
+                return self._under_way(ctx, record)  # stopped (over budget): recover now
+            return self._verdict(record, desired)
+        if not board.start(run_id, work, budget_s, on_overrun):
+            return Result(key, False, f"run {run_id} cannot start now (shutting down)",
+                          "Stopped", terminal=True)
         return Result(key, False, f"run {run_id} started", "Running", changed=True,
                       requeue_after=RUN_POLL_S)
 
@@ -291,8 +306,10 @@ class ExperimentKind:
         running, keep the evidence."""
         services, known = ctx.services, ExperimentStatusFacts.of(record)
         if known.run_id and services.experiments.running(known.run_id):
-            return Result(record.resource, False, f"run {known.run_id} is still under way; "
-                          "pruned once it has cleaned up", "RunUnderWay",
+            _note_reason(services.store, record.resource, "its spec was removed while it ran")
+            services.experiments.abort(known.run_id)
+            return Result(record.resource, False, f"stopping run {known.run_id}: its spec was "
+                          "removed; pruned once it has cleaned up", "RunUnderWay",
                           requeue_after=RUN_POLL_S)
         if known.run_id and known.result is None:
             self._under_way(ctx, record)  # interrupted: recover (INCONCLUSIVE + cleanup) first
@@ -309,6 +326,17 @@ class ExperimentKind:
         services.store.events.append(record.resource, "Normal", "Deleted",
                                      f"record removed{where}")
         return Result(record.resource, True, f"deleted{where}", changed=True)
+
+
+def _note_reason(store: Store, key: str, reason: str) -> None:
+    """Why a run is being stopped early (its recovery reports it as the INCONCLUSIVE reason)."""
+    def mutate(st: ResourceStatus) -> None:
+        known = ExperimentStatusFacts.of(st)
+        if known.result is None:
+            known.reason = reason
+            known.put(st)
+    kind, name = key.split("/", 1)
+    store.update(key, kind, name, mutate, create=False)
 
 
 def _recorded_token(record: ResourceStatus) -> str | None:

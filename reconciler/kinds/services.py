@@ -28,7 +28,8 @@ log = structlog.get_logger("reconciler.kinds")
 
 
 class Services:
-    def __init__(self, store: Store, instance: str, progress: Progress) -> None:
+    def __init__(self, store: Store, instance: str, progress: Progress,
+                 stop: threading.Event | None = None) -> None:
         self.store = store
         self.instance = instance
         self.progress = progress
@@ -39,7 +40,9 @@ class Services:
         self.host_errors: dict[str, str] = {}
         self.hosts_refused: set[str] = set()
         self.hub = CaptionHub()  # live caption sessions outlive a pass (the daemon keeps them)
-        self.experiments = RunBoard()  # experiment runs, beside the queue on their own workers
+        # Experiment runs, beside the queue on their own workers; ``stop`` (the process is
+        # shutting down) stops them too.
+        self.experiments = RunBoard(stop)
         self.frames_watched = False  # a FrameWatch runs (the daemon): see controllers.framewatch
         self.http_calls: Counter[str] = Counter()  # RTVI/VST requests by call (metrics)
         self._calls_lock = threading.Lock()

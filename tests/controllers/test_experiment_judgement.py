@@ -103,3 +103,48 @@ spec:
         raise AssertionError("a 32-stream synthetic canary was accepted")
     assert any(line.startswith("big.yaml:11:") and "checksum-pinned object media" in line
                for line in located), located
+
+
+def test_a_run_over_its_budget_is_stopped_and_says_why() -> None:
+    import threading
+
+    from controllers.experiments.board import RunBoard
+    from controllers.waiting import pause
+
+    board = RunBoard(stop=threading.Event())
+    said: list[str] = []
+    ended = threading.Event()
+
+    def work(stop: threading.Event) -> str:
+        try:
+            pause(stop, 30)  # a long phase: only the stop ends it
+        finally:
+            ended.set()
+        return "PASS"
+    assert board.start("slow-1", work, budget_s=0.2, on_overrun=lambda: said.append("over"))
+    assert not board.start("slow-1", work)  # one run per run ID at a time
+    assert ended.wait(10) and said == ["over"]
+    board.close()
+
+
+def test_shutdown_stops_every_run_and_refuses_new_ones() -> None:
+    import threading
+
+    from controllers.experiments.board import RunBoard
+    from controllers.waiting import pause
+
+    shutdown = threading.Event()
+    board = RunBoard(stop=shutdown)
+    ended = threading.Event()
+
+    def work(stop: threading.Event) -> str:
+        try:
+            pause(stop, 30)
+        finally:
+            ended.set()
+        return "PASS"
+    assert board.start("long-1", work)
+    shutdown.set()
+    assert ended.wait(10)
+    assert not board.start("long-2", work)
+    board.close()

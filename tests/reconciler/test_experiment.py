@@ -218,3 +218,47 @@ def test_kill_9_during_running_gives_inconclusive_and_cleanup_leaves_nothing(
     assert gate(cli, run_id, "cleanup")["passed"] is True
     assert not run_containers(docker_client)
     assert cli("evidence", run_id, "--verify").returncode == 0
+
+
+def _phase_reached(cli: Cli, run_id: str, text: str) -> bool:
+    record = status_of(cli, RESOURCE) or {}
+    return (record.get("facts", {}).get("runId") == run_id
+            and text in str(record.get("conditions")))
+
+
+def test_the_daemon_stops_runs_on_sigterm_and_on_spec_removal_and_cleans_up_after(
+        cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    template = rtvi_deployment(emulator_image, free_port())
+    specs = tmp_path / "specs"
+    write(specs, template, canary("daemon-1", free_port(), streams=2, performanceSeconds=120))
+    args = ["--specs", str(specs), "--resync", "3600", "--shutdown-timeout", "10"]
+    first = DaemonProcess(cli, args, tmp_path / "daemon-1.log")
+    wait_for("run daemon-1 to reach its performance part",
+             lambda: _phase_reached(cli, "daemon-1", "performance"), 180, 0.2)
+    assert first.terminate(timeout=20) == 0  # SIGTERM mid-run: a clean, prompt exit
+    assert "result" not in facts(cli)
+    second = DaemonProcess(cli, args, tmp_path / "daemon-2.log")
+    try:
+        wait_for("the interrupted run to be finished", lambda: facts(cli).get("result"), 120,
+                 0.2)
+        known = facts(cli)
+        assert known["result"] == "INCONCLUSIVE" and "interrupted during Running" in (
+            known["reason"]), known
+        assert gate(cli, "daemon-1", "cleanup")["passed"] is True
+        assert not run_containers(docker_client)
+        # A new run; then its spec goes away mid-run: the run is stopped and cleaned up, the
+        # record pruned, the evidence kept.
+        write(specs, template, canary("daemon-2", free_port(), streams=2,
+                                      performanceSeconds=120), host=True)
+        wait_for("run daemon-2 to reach its performance part",
+                 lambda: _phase_reached(cli, "daemon-2", "performance"), 180, 0.2)
+        write(specs, template)
+        wait_for("the Experiment to be pruned", lambda: status_of(cli, RESOURCE) is None, 120,
+                 0.2)
+    finally:
+        assert second.terminate(timeout=20) == 0
+    summary = json.loads((evidence_dir(cli, "daemon-2") / "status.json").read_text())
+    assert summary["result"] == "INCONCLUSIVE" and "its spec was removed" in summary["reason"]
+    assert not run_containers(docker_client)
+    assert cli("evidence", "daemon-2", "--verify").returncode == 0
