@@ -8,6 +8,7 @@ builds wrong, or a field it reads that the spec does not have, fails here.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -59,9 +60,13 @@ def test_an_experiment_run_speaks_the_published_api(cli: Cli, emulator_image: st
                                RTVI_EMU_CAPTION_SHAPE="wrapped")
     template["spec"]["mounts"] = [{"source": str(recorded), "target": "/rec", "readOnly": False}]
     specs = tmp_path / "specs"
-    write(specs, template, canary("contract-1", free_port(), streams=2))
+    write(specs, template, canary("contract-1", free_port(), streams=2, qualificationOnly=True))
     applied = cli("apply", str(specs), "--timeout", "200", timeout=260)
     assert applied.returncode == 0, applied.stdout + applied.stderr
+    gates = json.loads((cli.state_dir / "evidence" / "contract-1" / "status.json").read_text())
+    assert gates["result"] == "PASS"
+    assert not (cli.state_dir / "evidence" / "contract-1" / "gates" / "performance.json"
+                ).exists()  # qualificationOnly: PASS right after the isolation gates
     exchanges = read_records(recorded / "x.jsonl")
     seen = {(e["method"], e["path"]) for e in exchanges}
     assert {("POST", "/v1/streams/add"), ("DELETE", "/v1/streams/delete-batch"),

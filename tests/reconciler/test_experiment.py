@@ -167,7 +167,7 @@ def test_failed_work_behind_a_200_fails_the_canary_with_its_reason(
 
 def test_a_sixteen_stream_solid_and_border_canary_passes(
         cli: Cli, emulator_image: str, tmp_path: Path) -> None:
-    specs = specs_with(tmp_path, emulator_image, "sixteen-1", streams=16, qualificationOnly=True,
+    specs = specs_with(tmp_path, emulator_image, "sixteen-1", streams=16,
                        chunkDurationSeconds=2, freshFrameSeconds=40)
     done = cli("apply", str(specs), "--timeout", "280", timeout=320)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -175,6 +175,8 @@ def test_a_sixteen_stream_solid_and_border_canary_passes(
                             "semantic-isolation.json").read_text())
     labels = {m["label"] for m in isolation["mapping"]}
     assert len(labels) == 16 and {"red solid", "red border", "white border"} <= labels
+    ledger = gate(cli, "sixteen-1", "performance")["evidence"]["ledger"]
+    assert (ledger["offered"], ledger["completed"], ledger["active"]) == (16, 16, 16), ledger
     assert cli("evidence", "sixteen-1", "--verify").returncode == 0
 
 
