@@ -460,6 +460,9 @@ class Daemon:
     def conflict(self, key: str, host: str, held: bool) -> None:
         self.watchers.conflict(key, host, held)
 
+    def wake(self, key: str) -> None:
+        self._wake(key)
+
     # --- introspection (control socket) ------------------------------------------------------
 
     def describe(self) -> dict[str, Any]:

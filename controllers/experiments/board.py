@@ -40,17 +40,18 @@ class RunBoard:
                              daemon=True).start()
 
     def start(self, run_id: str, work: Work, budget_s: float | None = None,
-              on_overrun: Callable[[], None] | None = None) -> bool:
+              on_overrun: Callable[[], None] | None = None,
+              on_end: Callable[[], None] | None = None) -> bool:
         """Queue ``work`` for ``run_id`` unless it is queued or running, or the process is
         shutting down; True if queued now. After ``budget_s`` the run is stopped
-        (``on_overrun`` is called first, to say why)."""
+        (``on_overrun`` is called first, to say why); ``on_end`` when it ends, however."""
         with self._lock:
             if self._closing or self.running(run_id):
                 return False
             stop = self._stops[run_id] = threading.Event()
             timer = _timer(run_id, stop, budget_s, on_overrun)
             future = self._pool.submit(_logged, run_id, lambda: work(stop))
-            future.add_done_callback(lambda _: timer.cancel() if timer else None)
+            future.add_done_callback(lambda _: _ended(timer, on_end))
             self._runs[run_id] = future
             return True
 
@@ -92,6 +93,16 @@ class RunBoard:
             self._closing = True
             for event in self._stops.values():
                 event.set()
+
+
+def _ended(timer: threading.Timer | None, on_end: Callable[[], None] | None) -> None:
+    if timer is not None:
+        timer.cancel()
+    if on_end is not None:
+        try:
+            on_end()
+        except Exception:  # waking a pass must never break the pool's worker
+            log.exception("experiment.wake_failed")
 
 
 def _timer(run_id: str, stop: threading.Event, budget_s: float | None,

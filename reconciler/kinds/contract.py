@@ -145,6 +145,9 @@ class Hooks(Protocol):
         """``key`` cannot act because a foreign container holds its name on ``host``; wake it
         when a container there goes."""
 
+    def wake(self, key: str) -> None:
+        """Look at ``key`` again now (work beside the queue, e.g. an experiment run, ended)."""
+
 
 class NoHooks:
     """For one-shot commands: nothing to watch, nobody to wake."""
@@ -156,6 +159,9 @@ class NoHooks:
         return None
 
     def conflict(self, key: str, host: str, held: bool) -> None:
+        return None
+
+    def wake(self, key: str) -> None:
         return None
 
 

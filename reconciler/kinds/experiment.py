@@ -58,7 +58,7 @@ from state.models import ResourceStatus
 from state.store import Store
 
 log = structlog.get_logger("reconciler.kinds")
-RUN_POLL_S = 2.0  # how often a pass looks at a run under way
+RUN_POLL_S = 5.0  # how often a pass looks at a run under way (its end wakes one at once)
 EVIDENCE_DIR = "evidence"
 
 
@@ -265,7 +265,8 @@ class ExperimentKind:
             if launched and record is not None and ExperimentStatusFacts.of(record).result is None:
                 return self._under_way(ctx, record)  # stopped (over budget): recover now
             return self._verdict(record, desired)
-        if not board.start(run_id, work, budget_s, on_overrun):
+        if not board.start(run_id, work, budget_s, on_overrun,
+                           on_end=lambda: ctx.hooks.wake(key)):
             return Result(key, False, f"run {run_id} cannot start now (shutting down)",
                           "Stopped", terminal=True)
         return Result(key, False, f"run {run_id} started", "Running", changed=True,

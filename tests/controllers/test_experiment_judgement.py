@@ -121,9 +121,12 @@ def test_a_run_over_its_budget_is_stopped_and_says_why() -> None:
         finally:
             ended.set()
         return "PASS"
-    assert board.start("slow-1", work, budget_s=0.2, on_overrun=lambda: said.append("over"))
+    woken = threading.Event()
+    assert board.start("slow-1", work, budget_s=0.2, on_overrun=lambda: said.append("over"),
+                       on_end=woken.set)
     assert not board.start("slow-1", work)  # one run per run ID at a time
     assert ended.wait(10) and said == ["over"]
+    assert woken.wait(10)  # its end wakes the Experiment's next pass
     board.close()
 
 
