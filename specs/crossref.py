@@ -60,10 +60,17 @@ def _experiments(experiments: list[Experiment], deployments: list[Deployment]
     found: list[tuple[Resource, Finding]] = []
     by_name = {d.metadata.name: d for d in deployments}
     run_ids: dict[str, str] = {}
+    ports: dict[tuple[str, int], str] = {}
     for exp in experiments:
         template = by_name.get(exp.spec.template)
         found += [(exp, f) for f in check_template(exp, template)]
         if template is not None:
+            taken = ports.setdefault((template.spec.host, exp.spec.service.hostPort),
+                                     exp.metadata.name)
+            if taken != exp.metadata.name:
+                found.append((exp, Finding(("spec", "service", "hostPort"), f"port "
+                                           f"{exp.spec.service.hostPort} is also Experiment "
+                                           f"{taken}'s on Host {template.spec.host}", R_PORT)))
             for dep in deployments:
                 if (dep is not template and dep.spec.host == template.spec.host
                         and dep.spec.port.host == exp.spec.service.hostPort):

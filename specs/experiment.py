@@ -68,7 +68,7 @@ class CanarySpec(Strict):
     semanticIsolation: bool = True
     qualificationOnly: bool = False  # PASS after the isolation gate, no performance part
     media: list[CanaryMedia] = Field(default_factory=list)  # one per stream; required at 32
-    answersPerSource: int = Field(default=3, ge=1, le=20)  # source-correct answers required
+    answersPerSource: int = Field(default=3, ge=3, le=20)  # source-correct answers required
     chunkDurationSeconds: int = Field(default=2, ge=1, le=60)
     maxTokens: int = Field(default=16, ge=1, le=16384)
     performanceSeconds: int = Field(default=30, ge=5, le=86400)  # per repetition
@@ -121,6 +121,9 @@ class ServiceOverride(Strict):
 
     hostPort: int = Field(ge=1024, le=65535)
     env: dict[str, EnvValue] = Field(default_factory=dict, max_length=16)
+    # The run's GPUs when they cannot be the template's (a template that runs holds its own,
+    # and a run never shares one): indexes or UUIDs, free of every Deployment on the Host.
+    gpus: list[int | str] | None = None
 
     _env_names = field_validator("env")(classmethod(lambda cls, v: env_names(v)))
 
@@ -153,7 +156,17 @@ def check_experiment(resource: Experiment) -> list[Finding]:
     """Every observation-free Experiment rule; paths are relative to the document root."""
     spec = resource.spec
     return [Finding(("spec", *f.path), f.message, f.rule, f.severity)
-            for f in (*_contract(spec), *_paths(spec), *_canary(spec))]
+            for f in (*_contract(spec), *_paths(spec), *_canary(spec), *_budget(spec))]
+
+
+MIN_RUN_S = 60  # what a run needs besides its cleanup, at the least (service, sources, gates)
+
+
+def _budget(spec: ExperimentSpec) -> Iterator[Finding]:
+    if spec.budgetSeconds < spec.cleanupSeconds + MIN_RUN_S:
+        yield Finding(("budgetSeconds",), f"{spec.budgetSeconds}s cannot hold the "
+                      f"{spec.cleanupSeconds}s kept for cleanup plus a run of at least "
+                      f"{MIN_RUN_S}s", R_CONTRACT)
 
 
 def largest_level(spec: ExperimentSpec) -> int:
@@ -228,6 +241,10 @@ def _canary(spec: ExperimentSpec) -> Iterator[Finding]:
         if clash is not None:
             yield Finding(("canary", "media", i, "label"), f"every word of {label!r} is also in "
                           f"{clash!r}: an answer for one would count for the other", R_CANARY)
+    if not canary.semanticIsolation and canary.streams >= 2:
+        yield Finding(("canary", "semanticIsolation"), f"{canary.streams} streams need the "
+                      "semantic-isolation gate: streams that answer for each other make every "
+                      "number after it meaningless", R_CANARY)
     if canary.semanticIsolation and canary.streams < 2:
         yield Finding(("canary", "semanticIsolation"), "semantic isolation needs 2 or more "
                       "streams", R_CANARY)

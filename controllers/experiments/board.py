@@ -20,11 +20,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import structlog
 
+from controllers.errors import ControllerError
 from controllers.waiting import Stopped
 
 EXPERIMENT_WORKERS = 2
 log = structlog.get_logger("controllers.experiments")
 Work = Callable[[threading.Event], str]
+Overrun = Callable[[], bool]  # called when the budget runs out: True to stop the run
 
 
 class RunBoard:
@@ -40,28 +42,33 @@ class RunBoard:
                              daemon=True).start()
 
     def start(self, run_id: str, work: Work, budget_s: float | None = None,
-              on_overrun: Callable[[], None] | None = None,
+              on_overrun: Overrun | None = None,
               on_end: Callable[[], None] | None = None) -> bool:
         """Queue ``work`` for ``run_id`` unless it is queued or running, or the process is
-        shutting down; True if queued now. After ``budget_s`` the run is stopped
-        (``on_overrun`` is called first, to say why); ``on_end`` when it ends, however."""
+        shutting down; True if queued now. ``budget_s`` counts from when the run starts (not
+        while it waits for a worker); then ``on_overrun`` decides whether to stop it (a run
+        already cleaning up is left to its own deadline). ``on_end``: it ended, however."""
         with self._lock:
             if self._closing or self.running(run_id):
                 return False
             stop = self._stops[run_id] = threading.Event()
-            timer = _timer(run_id, stop, budget_s, on_overrun)
-            future = self._pool.submit(_logged, run_id, lambda: work(stop))
-            future.add_done_callback(lambda _: _ended(timer, on_end))
+            future = self._pool.submit(self._timed, run_id, work, stop, budget_s, on_overrun)
+            if on_end is not None:
+                future.add_done_callback(lambda done: _ended(done, on_end))
             self._runs[run_id] = future
             return True
 
     def run_inline(self, run_id: str, work: Work, budget_s: float | None = None,
-                   on_overrun: Callable[[], None] | None = None) -> None:
+                   on_overrun: Overrun | None = None) -> None:
         """Run ``work`` in the caller's thread (one-shot ``apply``), under the same budget."""
         stop = self._stops[run_id] = threading.Event()
+        self._timed(run_id, work, stop, budget_s, on_overrun)
+
+    def _timed(self, run_id: str, work: Work, stop: threading.Event, budget_s: float | None,
+               on_overrun: Overrun | None) -> str:
         timer = _timer(run_id, stop, budget_s, on_overrun)
         try:
-            _logged(run_id, lambda: work(stop))
+            return _logged(run_id, lambda: work(stop))
         finally:
             if timer is not None:
                 timer.cancel()
@@ -95,26 +102,30 @@ class RunBoard:
                 event.set()
 
 
-def _ended(timer: threading.Timer | None, on_end: Callable[[], None] | None) -> None:
-    if timer is not None:
-        timer.cancel()
-    if on_end is not None:
-        try:
-            on_end()
-        except Exception:  # waking a pass must never break the pool's worker
-            log.exception("experiment.wake_failed")
+def _ended(done: Future[str], on_end: Callable[[], None]) -> None:
+    """Wake the run's resource when it ended, unless it failed: a run that crashed or could
+    not reach Docker is looked at again by the pass's own pace, never in a tight loop."""
+    if done.cancelled() or done.result() in ("Crashed", "Failed"):
+        return
+    try:
+        on_end()
+    except Exception:  # waking a pass must never break the pool's worker
+        log.exception("experiment.wake_failed")
 
 
 def _timer(run_id: str, stop: threading.Event, budget_s: float | None,
-           on_overrun: Callable[[], None] | None) -> threading.Timer | None:
+           on_overrun: Overrun | None) -> threading.Timer | None:
     if budget_s is None:
         return None
 
     def overrun() -> None:
         log.warning("experiment.budget_exceeded", run_id=run_id, budget_s=budget_s)
-        if on_overrun is not None:
-            on_overrun()
-        stop.set()
+        halt = True
+        try:
+            halt = on_overrun() if on_overrun is not None else True
+        finally:  # an overrun that cannot be recorded still stops the run
+            if halt:
+                stop.set()
     timer = threading.Timer(max(0.0, budget_s), overrun)
     timer.daemon = True
     timer.name = f"budget-{run_id}"
@@ -128,6 +139,9 @@ def _logged(run_id: str, work: Callable[[], str]) -> str:
     except Stopped:
         log.info("experiment.stopped", run_id=run_id)
         return "Stopped"
+    except ControllerError as exc:  # e.g. Docker went away: the next pass tries again
+        log.warning("experiment.failed", run_id=run_id, error=str(exc))
+        return "Failed"
     except Exception:  # a bug: the record stays under way, the next pass recovers the run
         log.exception("experiment.crashed", run_id=run_id)
         return "Crashed"

@@ -160,6 +160,7 @@ class CanaryRun:
                     admitted=cap is not None and cap.admitted,
                     rejected=refused.get(name, "") or (cap.rejected if cap else ""),
                     timed_out=cap is not None and cap.timed_out,
+                    broken=cap.broken if cap is not None and cap.admitted else "",
                     chunks=cap.chunks if cap else [], cleaned_up=ids[name] not in gone_left))
         report = performance_report(units, peak)
         problems = [f"{u.source} (repetition {u.repetition + 1}): {why}" for u in units
@@ -204,6 +205,7 @@ class CanaryRun:
                  window_s: float) -> dict[str, Capture]:
         canary = self.spec.canary
         assert canary is not None
+        self._peak = 0
         if not ids:
             return {}
         bodies: dict[str, dict[str, Any]] = {

@@ -58,8 +58,9 @@ def capture(make_client: Callable[[], RtviClient], bodies: dict[str, dict[str, A
 
     def read(src: str) -> None:
         cap = captures[src]
-        client = make_client()
+        client: RtviClient | None = None
         try:
+            client = make_client()
             barrier.wait(START_TOGETHER_S)
             if not deadline[0]:
                 deadline[0] = time.monotonic() + window_s
@@ -92,8 +93,11 @@ def capture(make_client: Callable[[], RtviClient], bodies: dict[str, dict[str, A
             if cap.admitted:
                 with lock:
                     active[0] -= 1
-            _stop_request(client, cap.stream_id)
-            client.close()
+            if client is not None:
+                _stop_request(client, cap.stream_id)
+                client.close()
+            else:
+                barrier.abort()  # the others must not wait for a reader that cannot start
     threads = [threading.Thread(target=read, args=(src,), name=f"capture-{src}", daemon=True)
                for src in bodies]
     for thread in threads:

@@ -22,6 +22,7 @@ from controllers.errors import ControllerError
 from controllers.experiments.service import owned_containers, remove_containers
 from controllers.experiments.streams import delete_proven
 from controllers.rtvi_client import RtviClient
+from controllers.waiting import Stopped
 
 LOG_TAIL_LINES = 2000
 GPU_NOT_MEASURED = "not measured (no GPU telemetry on this Host)"
@@ -40,7 +41,9 @@ class CleanupReport:
 
 def clean(engine: DockerEngine, instance: str, resource: str, service_id: str | None,
           make_client: Callable[[], RtviClient] | None, stream_ids: list[str],
-          deadline_s: float, grace_s: int, stop: threading.Event) -> CleanupReport:
+          containers: set[str], deadline_s: float, grace_s: int,
+          stop: threading.Event) -> CleanupReport:
+    """``stream_ids`` and ``containers``: what the run's inventory says it may have created."""
     report = CleanupReport()
     deadline = time.monotonic() + deadline_s
     if make_client is not None:
@@ -52,7 +55,7 @@ def clean(engine: DockerEngine, instance: str, resource: str, service_id: str | 
             report.service_log = engine.logs(service_id, tail=LOG_TAIL_LINES)
         except ControllerError as exc:
             report.service_log = f"(service log unavailable: {exc})"
-    left = remove_containers(engine, instance, resource, grace_s)
+    left = remove_containers(engine, instance, resource, containers, grace_s)
     try:
         remaining = [c.name for c in owned_containers(engine, instance, resource)]
     except ControllerError as exc:
@@ -77,20 +80,29 @@ def _streams(report: CleanupReport, make_client: Callable[[], RtviClient],
         report.evidence["streamsLeft"] = left
         stats = client.asset_stats()
         report.evidence["assetStats"] = stats
+        listed = [s.id for s in client.list_streams()]  # the run's own service: all of them
+        report.evidence["streamsListed"] = listed
+        if listed:
+            report.problems.append(f"{len(listed)} stream(s) still listed: {', '.join(listed)}")
         for what, count in _asset_counts(stats).items():
-            if count:
+            if count is None:
+                report.problems.append(f"asset stats do not report {what}: zero is not proven")
+            elif count:
                 report.problems.append(f"{count} {what} left on the service")
+    except Stopped:
+        raise
     except ControllerError as exc:
         report.problems.append(f"cannot prove the service's streams and assets are gone: {exc}")
     finally:
         client.close()
 
 
-def _asset_counts(stats: dict[str, Any]) -> dict[str, int]:
-    """Streams, files and active caption requests in an asset-stats answer (missing = 0)."""
-    def count(section: str, key: str) -> int:
+def _asset_counts(stats: dict[str, Any]) -> dict[str, int | None]:
+    """Streams, files and active caption requests in an asset-stats answer (the shape is not
+    published: a count that is missing is None, unknown, never taken for zero)."""
+    def count(section: str, key: str) -> int | None:
         part = stats.get(section)
         value = part.get(key) if isinstance(part, dict) else None
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
     return {"stream(s)": count("streams", "count"), "file(s)": count("files", "count"),
             "active caption request(s)": count("caption_requests", "active")}

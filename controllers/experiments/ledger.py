@@ -36,18 +36,24 @@ def latency_summary(values: Sequence[float]) -> dict[str, float | int | None]:
     return found
 
 
+def _step(before: int, after: int) -> int:
+    return (after - before) % CHUNK_ID_WRAP
+
+
 def dropped(ids: Sequence[int]) -> list[tuple[int, int]]:
     """(after, next) pairs where ``chunk_id`` skipped ahead: each a gap of dropped chunks."""
-    gaps = []
-    for before, after in itertools.pairwise(ids):
-        if (after - before) % CHUNK_ID_WRAP != 1:
-            gaps.append((before, after))
-    return gaps
+    return [(a, b) for a, b in itertools.pairwise(ids) if 1 < _step(a, b) <= CHUNK_ID_WRAP // 2]
+
+
+def disordered(ids: Sequence[int]) -> list[tuple[int, int]]:
+    """(after, next) pairs where ``chunk_id`` repeated or went back (not a drop: a restart or
+    a reordering, failed work of its own)."""
+    return [(a, b) for a, b in itertools.pairwise(ids)
+            if _step(a, b) == 0 or _step(a, b) > CHUNK_ID_WRAP // 2]
 
 
 def dropped_count(ids: Sequence[int]) -> int:
-    return sum((after - before) % CHUNK_ID_WRAP - 1 for before, after in dropped(ids)
-               if (after - before) % CHUNK_ID_WRAP > 1)
+    return sum(_step(a, b) - 1 for a, b in dropped(ids))
 
 
 @dataclass
@@ -59,12 +65,14 @@ class UnitOutcome:
     admitted: bool = False
     rejected: str = ""  # why it was refused (registration or caption request)
     timed_out: bool = False
+    broken: str = ""  # the stream's connection failed after it was admitted
     chunks: list[CaptionChunk] = field(default_factory=list)
     cleaned_up: bool = False
 
     @property
     def answered(self) -> list[CaptionChunk]:
-        return [c for c in self.chunks if (c.frame_count or 0) > 0 and not c.error]
+        return [c for c in self.chunks
+                if (c.frame_count or 0) > 0 and not c.error and c.content.strip()]
 
     def failures(self) -> list[str]:
         """Why this unit is failed work ([] when it completed)."""
@@ -80,11 +88,23 @@ class UnitOutcome:
                  and not c.content.strip()]
         if empty:
             found.append(f"empty answer ({len(empty)}x)")
-        gaps = dropped([c.chunk_id for c in self.chunks if c.chunk_id is not None])
+        if self.broken:
+            found.append(f"stream broke before its window ended: {self.broken}")
+        ids = [c.chunk_id for c in self.chunks if c.chunk_id is not None]
+        if len(ids) < len(self.chunks):
+            found.append(f"{len(self.chunks) - len(ids)} chunk(s) without chunk_id: dropped "
+                         "chunks cannot be counted")
+        gaps = dropped(ids)
         if gaps:
-            count = dropped_count([c.chunk_id for c in self.chunks if c.chunk_id is not None])
-            found.append(f"dropped chunks: {count} (chunk_id " + ", ".join(
+            found.append(f"dropped chunks: {dropped_count(ids)} (chunk_id " + ", ".join(
                 f"{a}→{b}" for a, b in gaps[:5]) + ")")
+        if back := disordered(ids):
+            found.append("chunk_id repeated or went back (" + ", ".join(
+                f"{a}→{b}" for a, b in back[:5]) + ")")
+        missing = [c for c in self.answered if c.chunk_latency_ms is None]
+        if missing:
+            found.append(f"{len(missing)} answered chunk(s) without chunk_latency_ms: latency "
+                         "cannot be judged")
         if self.admitted and not self.answered and not errors and not empty:
             found.append("no chunk with fresh frames (no data is not low latency)")
         return found

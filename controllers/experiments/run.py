@@ -34,6 +34,7 @@ from controllers.experiments import canary as canary_mod
 from controllers.experiments.cleanup import GPU_NOT_MEASURED, LOG_TAIL_LINES, clean
 from controllers.experiments.service import RunService, guard, launch
 from controllers.experiments.streams import canary_sources, publish, stream_id
+from controllers.publisher.run import publisher_name
 from controllers.rtvi_client import RtviClient
 from controllers.statusfacts import ExperimentStatusFacts
 from controllers.waiting import Stopped
@@ -101,11 +102,19 @@ class Recorder:
 
     def streams(self, ids: list[str]) -> None:
         """Write-ahead: these streams may exist from now on (cleanup deletes every one)."""
+        self._pending(KIND_STREAM, ids)
+
+    def containers(self, names: list[str]) -> None:
+        """Write-ahead: these containers may exist from now on (cleanup removes them, when
+        they also carry the run's labels)."""
+        self._pending(KIND_CONTAINER, names)
+
+    def _pending(self, kind: str, names: list[str]) -> None:
         def mutate(st: ResourceStatus) -> None:
-            for sid in ids:
-                st.upsert_inventory(InventoryItem(kind=KIND_STREAM, name=sid, host=self.name,
-                                                  id=sid, state="pending",
-                                                  created_at=utc_now()))
+            for name in names:
+                st.upsert_inventory(InventoryItem(kind=kind, name=name, host=self.name,
+                                                  id=name if kind == KIND_STREAM else None,
+                                                  state="pending", created_at=utc_now()))
         self.update(mutate)
 
     def finish(self, result: Result, reason: str, gates: dict[str, str], cleaned: bool) -> None:
@@ -155,6 +164,8 @@ def launch_record(store: Store, plan: RunPlan) -> Evidence:
 def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
             stop: threading.Event, progress: Callable[[str], None]) -> Result:
     """The whole run; returns its result (raises Stopped on shutdown, leaving it resumable)."""
+    if stop.is_set():  # stopped while queued: nothing was started, the recovery says why
+        raise Stopped("the run was stopped before it started")
     evidence = Evidence.open(plan.evidence_root, plan.spec.runId)
     rec = Recorder(store, plan.resource, evidence, progress)
     declared = [*canary_mod.declared_gates(plan.spec), GATE_CLEANUP]
@@ -178,12 +189,8 @@ def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
         result, reason = "INCONCLUSIVE", f"{type(exc).__name__}: {exc}"
     service = started[0] if started else None
     rec.phase("Collecting", "keeping the service's log")
-    if service is not None:
-        try:
-            evidence.write_text("logs/service.log",
-                                engine.logs(service.container_id, tail=LOG_TAIL_LINES))
-        except ControllerError as exc:
-            evidence.event("LogUnavailable", str(exc))
+    _keep_log(engine, evidence, service.container_id if service else
+              plan.desired.container_name)  # a service that never became ready: why
     rec.phase("CleaningUp", f"one deadline of {plan.spec.cleanupSeconds}s")
     make = (lambda: RtviClient(service.probe_url, token=service.token)) if service else None
     cleaned = _cleanup(plan, engine, store, instance, stop, evidence, make)
@@ -200,6 +207,7 @@ def _running(plan: RunPlan, engine: DockerEngine, instance: str, stop: threading
     spec = plan.spec
     assert spec.canary is not None
     rec.phase("Running", f"starting the run's service {plan.desired.container_name}")
+    rec.containers([plan.desired.container_name])
     service = launch(engine, plan.desired, plan.gpu_ids,
                      float(plan.template.spec.readiness.timeoutSeconds), stop, progress)
     started.append(service)
@@ -207,6 +215,7 @@ def _running(plan: RunPlan, engine: DockerEngine, instance: str, stop: threading
                    container=service.container_id)
     sources = canary_sources(spec.canary)
     rec.phase("Running", f"publishing {len(sources)} sources")
+    rec.containers([publisher_name(instance, plan.resource, s.name) for s in sources])
     urls = publish(engine, instance, plan.resource, plan.run_hash, sources, spec.canary, stop)
     run = canary_mod.CanaryRun(
         spec=spec, sources=sources, urls=urls, model=service.model_id,
@@ -224,9 +233,8 @@ def _running(plan: RunPlan, engine: DockerEngine, instance: str, stop: threading
 def _cleanup(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
              stop: threading.Event, evidence: Evidence,
              make_client: Callable[[], RtviClient] | None) -> bool:
-    record = store.load(plan.resource)
-    ids = [i.name for i in (record.inventory if record else []) if i.kind == KIND_STREAM]
-    report = clean(engine, instance, plan.resource, None, make_client, ids,
+    ids, names = inventory_of(store.load(plan.resource))
+    report = clean(engine, instance, plan.resource, None, make_client, ids, names,
                    float(plan.spec.cleanupSeconds), plan.template.spec.stopGraceSeconds, stop)
     evidence.write_json("evidence/cleanup.json", report.evidence)
     evidence.gate(GATE_CLEANUP, report.passed, "; ".join(report.problems) or (
@@ -262,12 +270,12 @@ def recover(store: Store, record: ResourceStatus, engine: DockerEngine, instance
     url = known.url
     make = (lambda: RtviClient(url, token=token)) if url else None
     service = engine.container(known.container) if known.container else None
-    ids = [i.name for i in record.inventory if i.kind == KIND_STREAM]
+    ids, names = inventory_of(record)
     spec = (record.applied_spec or {}).get("experiment") or {}
     deadline = float(spec.get("cleanupSeconds", 300)) if isinstance(spec, dict) else 300.0
     report = clean(engine, instance, record.resource, service.id if service else None,
-                   make if service is not None and service.running else None, ids, deadline,
-                   10, stop)
+                   make if service is not None and service.running else None, ids, names,
+                   deadline, 10, stop)
     if evidence is None:
         rec.finish("INCONCLUSIVE", reason + " (its evidence folder is missing)", {},
                    report.passed)
@@ -281,6 +289,22 @@ def recover(store: Store, record: ResourceStatus, engine: DockerEngine, instance
     if not report.passed:
         reason += "; cleanup left: " + "; ".join(report.problems)
     return _finish(evidence, rec, "INCONCLUSIVE", [GATE_CLEANUP], reason, report.passed)
+
+
+def inventory_of(record: ResourceStatus | None) -> tuple[list[str], set[str]]:
+    """(stream IDs, container names) a run's inventory says it may have created."""
+    items = record.inventory if record is not None else []
+    return ([i.name for i in items if i.kind == KIND_STREAM],
+            {i.name for i in items if i.kind == KIND_CONTAINER})
+
+
+def _keep_log(engine: DockerEngine, evidence: Evidence, container: str) -> None:
+    try:
+        info = engine.container(container)
+        if info is not None:
+            evidence.write_text("logs/service.log", engine.logs(info.id, tail=LOG_TAIL_LINES))
+    except ControllerError as exc:
+        evidence.event("LogUnavailable", str(exc))
 
 
 def _manifest(plan: RunPlan, engine: DockerEngine, store: Store) -> dict[str, Any]:

@@ -38,6 +38,8 @@ def run_deployment(template: Deployment, spec: ExperimentSpec) -> Deployment:
         port["container"] = spec.service.hostPort
     data["spec"]["port"] = port
     data["spec"]["env"] = {**data["spec"]["env"], **spec.service.env}
+    if spec.service.gpus is not None:
+        data["spec"]["gpus"] = list(spec.service.gpus)
     return Deployment.model_validate(data)
 
 
@@ -54,7 +56,8 @@ def gpu_conflicts(run: Deployment, spec_set: SpecSet, facts: HostFacts) -> list[
             if gpu is not None and gpu.uuid in wanted:
                 found.append(Finding(("spec", "template"), f"GPU {gpu.index} ({gpu.uuid}) is "
                                      f"claimed by Deployment {dep.metadata.name}: the run's "
-                                     "fresh service needs its GPUs to itself", R10))
+                                     "fresh service needs its GPUs to itself (name free ones "
+                                     "in spec.service.gpus)", R10))
     return found
 
 
@@ -112,11 +115,21 @@ def owned_containers(engine: DockerEngine, instance: str, resource: str) -> list
             if ownership.is_owned(c.labels, instance, resource)]
 
 
-def remove_containers(engine: DockerEngine, instance: str, resource: str,
+def remove_containers(engine: DockerEngine, instance: str, resource: str, recorded: set[str],
                       grace_s: int) -> list[str]:
-    """Stop and remove every container the Experiment owns; returns what could not be."""
+    """Stop and remove the containers the Experiment's inventory lists AND that carry its
+    labels; returns what is left, with why (a labelled container the inventory does not list
+    is not removed on labels alone: DESIGN.md, Ownership)."""
     left = []
-    for info in owned_containers(engine, instance, resource):
+    try:
+        owned = owned_containers(engine, instance, resource)
+    except ControllerError as exc:
+        return [f"cannot list the run's containers: {exc}"]
+    for info in owned:
+        if info.name not in recorded:
+            left.append(f"container {info.name} carries the run's labels but is not in its "
+                        "inventory: left alone")
+            continue
         try:
             engine.stop(info.id, min(grace_s, STOP_GRACE_CAP_S))
             engine.remove(info.id)

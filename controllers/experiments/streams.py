@@ -22,6 +22,7 @@ from controllers.errors import ControllerError
 from controllers.rtvi_client import RtviBusy, RtviClient
 from controllers.streamplan import DesiredSource
 from controllers.streamteardown import delete_streams
+from controllers.waiting import Stopped
 from specs.experiment import CanarySpec, solid_labels
 from specs.models import FileSource, PublisherSpec, SourceSpec, SyntheticSource
 
@@ -112,6 +113,8 @@ def delete_proven(rtvi: RtviClient, ids: list[str], deadline_s: float,
     deadline = time.monotonic() + deadline_s
     try:
         return delete_streams(rtvi, ids, max(1, int(deadline_s)), stop, deadline)
+    except Stopped:
+        raise  # shutting down or stopped early: never mistaken for a stream left behind
     except ControllerError:
         listed = {s.id for s in rtvi.list_streams()}
         return [i for i in ids if i in listed]

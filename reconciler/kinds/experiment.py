@@ -40,7 +40,7 @@ from controllers.experiments.service import (
     run_deployment,
 )
 from controllers.experiments.streams import canary_sources
-from controllers.secrets import api_token
+from controllers.secrets import api_token, resolve
 from controllers.statusfacts import ExperimentStatusFacts
 from reconciler.kinds.contract import (
     PassContext,
@@ -60,6 +60,7 @@ from state.store import Store
 log = structlog.get_logger("reconciler.kinds")
 RUN_POLL_S = 5.0  # how often a pass looks at a run under way (its end wakes one at once)
 EVIDENCE_DIR = "evidence"
+CLEANING = ("Collecting", "CleaningUp", "Done")
 
 
 @dataclass(frozen=True)
@@ -256,8 +257,8 @@ class ExperimentKind:
              overrun: str = "") -> Result:
         board, store = ctx.services.experiments, ctx.services.store
 
-        def on_overrun() -> None:
-            _note_reason(store, key, overrun)
+        def on_overrun() -> bool:
+            return _note_reason(store, key, overrun, unless_cleaning=True)
         if ctx.wait_ready:  # one-shot apply: the caller waits for the verdict
             board.run_inline(run_id, work, budget_s, on_overrun)
             record = store.load(key)
@@ -317,8 +318,9 @@ class ExperimentKind:
             if services.experiments.running(known.run_id):
                 return Result(record.resource, False, "cleaning up an interrupted run",
                               "RunUnderWay", requeue_after=RUN_POLL_S)
+        _, names = runs.inventory_of(services.store.load(record.resource))
         left = remove_containers(self._engine(ctx, record), services.instance, record.resource,
-                                 10)
+                                 names, 10)
         if left:
             return Result(record.resource, False, "left behind: " + "; ".join(left),
                           "LeftBehind")
@@ -329,21 +331,37 @@ class ExperimentKind:
         return Result(record.resource, True, f"deleted{where}", changed=True)
 
 
-def _note_reason(store: Store, key: str, reason: str) -> None:
-    """Why a run is being stopped early (its recovery reports it as the INCONCLUSIVE reason)."""
+def _note_reason(store: Store, key: str, reason: str, unless_cleaning: bool = False) -> bool:
+    """Say why a run is stopped early (its recovery reports it as the INCONCLUSIVE reason);
+    False, noting nothing, when it is terminal or (``unless_cleaning``) already cleaning up:
+    cleanup has its own deadline and is never cut short."""
+    noted = []
+
     def mutate(st: ResourceStatus) -> None:
         known = ExperimentStatusFacts.of(st)
-        if known.result is None:
+        if known.result is None and not (unless_cleaning and known.phase in CLEANING):
             known.reason = reason
             known.put(st)
+            noted.append(True)
     kind, name = key.split("/", 1)
     store.update(key, kind, name, mutate, create=False)
+    return bool(noted)
 
 
 def _recorded_token(record: ResourceStatus) -> str | None:
-    """The run's service token, from the template spec frozen at launch."""
-    spec = (record.applied_spec or {}).get("template")
+    """The run's service token, from the template spec frozen at launch. Every secret of that
+    spec is resolved too, so that the redactor knows each value before the recovery copies
+    the service's log into the evidence (after a restart nothing else has resolved them)."""
     try:
-        return api_token(DeploymentSpec.model_validate(spec or {}))
-    except (ValueError, ControllerError):
+        spec = DeploymentSpec.model_validate((record.applied_spec or {}).get("template") or {})
+    except ValueError:
+        return None
+    for ref in spec.secrets:
+        try:
+            resolve(ref)
+        except ControllerError:
+            continue  # not available now: it cannot be redacted, nor can the service echo it
+    try:
+        return api_token(spec)
+    except ControllerError:
         return None

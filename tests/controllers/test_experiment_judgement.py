@@ -82,6 +82,22 @@ def test_the_ledger_counts_what_a_200_hides() -> None:
     assert report["chunkLatencyMs"]["p50"] == 10.0 and report["droppedChunks"] == 1
 
 
+def test_what_cannot_be_judged_is_failed_work_never_a_silent_pass() -> None:
+    def unit(*chunks: CaptionChunk, broken: str = "") -> list[str]:
+        return UnitOutcome("a", 0, admitted=True, broken=broken, chunks=list(chunks)).failures()
+    ok = CaptionChunk("solid red", 0, frame_count=2, chunk_latency_ms=5.0)
+    assert unit(ok) == []
+    assert unit(CaptionChunk("solid red", None, frame_count=2, chunk_latency_ms=5.0)) == [
+        "1 chunk(s) without chunk_id: dropped chunks cannot be counted"]
+    assert unit(CaptionChunk("solid red", 0, frame_count=2)) == [
+        "1 answered chunk(s) without chunk_latency_ms: latency cannot be judged"]
+    back = unit(ok, CaptionChunk("solid red", 5, frame_count=2, chunk_latency_ms=5.0),
+                CaptionChunk("solid red", 4, frame_count=2, chunk_latency_ms=5.0))
+    assert back == ["dropped chunks: 4 (chunk_id 0→5)", "chunk_id repeated or went back (5→4)"]
+    assert unit(ok, broken="connection reset") == [
+        "stream broke before its window ended: connection reset"]
+
+
 def test_a_32_stream_synthetic_canary_is_refused_at_validate_with_its_location() -> None:
     text = """apiVersion: rtvi.reconciler/v1
 kind: Experiment
@@ -122,7 +138,7 @@ def test_a_run_over_its_budget_is_stopped_and_says_why() -> None:
             ended.set()
         return "PASS"
     woken = threading.Event()
-    assert board.start("slow-1", work, budget_s=0.2, on_overrun=lambda: said.append("over"),
+    assert board.start("slow-1", work, budget_s=0.2, on_overrun=lambda: said.append("over") is None,
                        on_end=woken.set)
     assert not board.start("slow-1", work)  # one run per run ID at a time
     assert ended.wait(10) and said == ["over"]

@@ -238,7 +238,7 @@ def test_the_daemon_stops_runs_on_sigterm_and_on_spec_removal_and_cleans_up_afte
     first = DaemonProcess(cli, args, tmp_path / "daemon-1.log")
     wait_for("run daemon-1 to reach its performance part",
              lambda: _phase_reached(cli, "daemon-1", "performance"), 180, 0.2)
-    assert first.terminate(timeout=20) == 0  # SIGTERM mid-run: a clean, prompt exit
+    assert first.terminate(timeout=15) == 0  # SIGTERM mid-run: a clean exit (limit 10 s)
     assert "result" not in facts(cli)
     second = DaemonProcess(cli, args, tmp_path / "daemon-2.log")
     try:

@@ -137,3 +137,41 @@ def test_probe_labels_are_distinct_and_none_contains_another() -> None:
         for label in labels:
             words = set(label.split())
             assert not any(o != label and set(o.split()) >= words for o in labels), label
+
+
+def test_two_or_more_streams_need_isolation_and_three_answers_each() -> None:
+    assert ("spec.canary.semanticIsolation", "Experiment rule: canary") in _rules(
+        canary={"streams": 4, "semanticIsolation": False})
+    assert _rules(canary={"streams": 1, "semanticIsolation": False}) == []
+    with pytest.raises(ValidationError, match="answersPerSource"):
+        Experiment.model_validate(_experiment(canary={"streams": 4, "answersPerSource": 1}))
+
+
+def test_the_budget_must_hold_the_cleanup_and_a_run() -> None:
+    assert ("spec.budgetSeconds", "Experiment rule: performance contract") in _rules(
+        budgetSeconds=120, cleanupSeconds=300)
+    assert _rules(budgetSeconds=360, cleanupSeconds=300) == []
+
+
+def test_a_run_may_name_its_own_gpus_and_env() -> None:
+    from controllers.experiments.service import run_deployment
+
+    exp = Experiment.model_validate(_experiment(service={
+        "hostPort": 18100, "env": {"PORT": 18100}, "gpus": [1]}))
+    run = run_deployment(_template(), exp.spec)
+    assert (run.spec.gpus, run.spec.env["PORT"], run.spec.port.host) == ([1], "18100", 18100)
+    with pytest.raises(ValidationError, match="invalid environment variable name"):
+        Experiment.model_validate(_experiment(service={"hostPort": 18100, "env": {"A B": 1}}))
+
+
+def test_two_experiments_may_not_share_a_port_or_a_run_id() -> None:
+    from specs.crossref import check_set
+    from specs.validate import build_spec_set  # noqa: F401  (the table of kinds is complete)
+
+    first = Experiment.model_validate(_experiment())
+    second = Experiment.model_validate({**_experiment(), "metadata": {"name": "other"}})
+    rules = {(".".join(map(str, f.path)), f.message.split(":")[0])
+             for _, f in check_set([_template(), first, second])}
+    assert ("spec.service.hostPort", "port 18100 is also Experiment canary's on Host local") in (
+        rules)
+    assert any(path == "spec.runId" for path, _ in rules), rules
