@@ -75,6 +75,9 @@ class CanarySpec(Strict):
     freshFrameSeconds: float = Field(default=15, gt=0, le=600)  # coverage per source
     maxP95LatencyMs: float | None = Field(default=None, gt=0)  # FAIL above (None: record only)
     publisher: CanaryPublisher = Field(default_factory=CanaryPublisher)
+    # The 1-frame, 1-token smoke request before the performance part: always (true), or only
+    # where the contract requires it (unset: runs of 30 minutes or more; false is refused there).
+    smoke: bool | None = None
 
 
 class Workload(Strict):
@@ -248,9 +251,37 @@ def _canary(spec: ExperimentSpec) -> Iterator[Finding]:
     if canary.semanticIsolation and canary.streams < 2:
         yield Finding(("canary", "semanticIsolation"), "semantic isolation needs 2 or more "
                       "streams", R_CANARY)
+    if canary.smoke is False and needs_smoke(spec):
+        yield Finding(("canary", "smoke"), f"a performance part of {performance_seconds(spec)}s "
+                      f"(30 minutes or more) must pass the 1-frame, 1-token smoke request first",
+                      R_CONTRACT)
     if canary.qualificationOnly and not canary.semanticIsolation:
         yield Finding(("canary", "qualificationOnly"), "qualificationOnly stops after the "
                       "semantic-isolation gate: turn semanticIsolation on", R_CANARY)
+
+
+SMOKE_FROM_S = 1800  # the contract: a run longer than 30 minutes smokes first
+
+
+def performance_seconds(spec: ExperimentSpec) -> int:
+    """How long the performance part captions, warm-up included (0 without one)."""
+    canary = spec.canary
+    if canary is None or canary.qualificationOnly:
+        return 0
+    runs = spec.measurement.warmupRuns + spec.measurement.repetitions
+    return runs * canary.performanceSeconds
+
+
+def needs_smoke(spec: ExperimentSpec) -> bool:
+    return performance_seconds(spec) >= SMOKE_FROM_S
+
+
+def smokes(spec: ExperimentSpec) -> bool:
+    """Whether the run sends the smoke request (asked for, or required)."""
+    canary = spec.canary
+    if canary is None or canary.qualificationOnly:
+        return False
+    return canary.smoke is True or (canary.smoke is None and needs_smoke(spec))
 
 
 def solid_labels(streams: int) -> list[str]:

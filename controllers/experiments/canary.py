@@ -29,12 +29,17 @@ from controllers.experiments.captures import Capture, capture
 from controllers.experiments.ledger import UnitOutcome, performance_report
 from controllers.experiments.streams import CanarySource, delete_proven, register
 from controllers.rtvi_client import RtviClient
-from specs.experiment import ExperimentSpec
+from specs.experiment import ExperimentSpec, smokes
 from state.evidence import Evidence
 
 GATE_ISOLATION = "semantic-isolation"
 GATE_PROBES_GONE = "probe-streams-deleted"
 GATE_PERFORMANCE = "performance"
+GATE_SMOKE = "smoke"
+SMOKE_WINDOW_S = 60.0
+ONE_FRAME_ONE_TOKEN = {"max_tokens": 1, "num_frames_per_second_or_fixed_frames_chunk": 1,
+                       "use_fps_for_chunking": False}  # a fixed single frame per chunk
+SMOKE_PROMPT = "Name the colour or object you see in one word."
 ISOLATION_FILE = "evidence/semantic-isolation.json"
 PERFORMANCE_FILE = "evidence/performance.json"
 PROBE_DELETE_S = 30.0
@@ -46,6 +51,7 @@ def declared_gates(spec: ExperimentSpec) -> list[str]:
     canary = spec.canary
     assert canary is not None
     gates = [GATE_ISOLATION, GATE_PROBES_GONE] if canary.semanticIsolation else []
+    gates += [GATE_SMOKE] if smokes(spec) else []
     return gates + ([] if canary.qualificationOnly else [GATE_PERFORMANCE])
 
 
@@ -70,7 +76,44 @@ class CanaryRun:
             return False
         if canary.qualificationOnly:
             return True
+        if smokes(self.spec) and not self._smoke():
+            return False
         return self._performance()
+
+    # --- smoke -----------------------------------------------------------------------------
+
+    def _smoke(self) -> bool:
+        """One stream, one request for 1 token: its first chunk must bring frames and an
+        answer, no error, within a minute; then the stream is deleted and proven gone. A hang,
+        a timeout or a stream that stays means the long run would measure a broken service."""
+        canary = self.spec.canary
+        assert canary is not None
+        first = self.sources[0]
+        self.progress(f"smoke: 1 frame, 1 token on {first.name}")
+        ids = {first.name: self.stream_id("smoke", first.name)}
+        refused = self._register(ids, {first.name: first.label})
+        run = self._capture({n: i for n, i in ids.items() if n not in refused}, SMOKE_PROMPT,
+                            lambda chunks: any(isolation.is_answer(c) for c in chunks),
+                            SMOKE_WINDOW_S, ONE_FRAME_ONE_TOKEN)
+        client = self.make_client()
+        try:
+            left = delete_proven(client, list(ids.values()), self._delete_s, self.stop)
+        finally:
+            client.close()
+        cap = run.get(first.name)
+        answers = [c for c in (cap.chunks if cap else []) if isolation.is_answer(c)]
+        problems = [refused[first.name]] if first.name in refused else []
+        problems += [_refusal(cap)] if _refusal(cap) else []
+        if not answers:
+            problems.append(f"no answer within {SMOKE_WINDOW_S:g}s")
+        elif answers[0].error or not answers[0].content.strip():
+            problems.append(answers[0].error or "empty answer")
+        problems += [f"stream {sid} not deleted" for sid in left]
+        reason = "; ".join(problems) or f"answered {answers[0].content!r}; stream deleted"
+        self.evidence.gate(GATE_SMOKE, not problems, reason, {
+            "source": first.name, "streamId": ids[first.name], "maxTokens": 1,
+            "chunks": [asdict(c) for c in (cap.chunks if cap else [])], "left": left})
+        return not problems
 
     # --- semantic isolation ----------------------------------------------------------------
 
@@ -202,7 +245,7 @@ class CanaryRun:
 
     def _capture(self, ids: dict[str, str], prompt: str,
                  enough: Callable[[list[CaptionChunk]], bool],
-                 window_s: float) -> dict[str, Capture]:
+                 window_s: float, extra: dict[str, Any] | None = None) -> dict[str, Capture]:
         canary = self.spec.canary
         assert canary is not None
         self._peak = 0
@@ -210,7 +253,8 @@ class CanaryRun:
             return {}
         bodies: dict[str, dict[str, Any]] = {
             name: {"id": sid, "prompt": prompt, "model": self.model, "stream": True,
-                   "max_tokens": canary.maxTokens, "chunk_duration": canary.chunkDurationSeconds}
+                   "max_tokens": canary.maxTokens, "chunk_duration": canary.chunkDurationSeconds,
+                   **(extra or {})}
             for name, sid in ids.items()}
         run = capture(self.make_client, bodies, enough, window_s,
                       float(canary.chunkDurationSeconds), self.stop)

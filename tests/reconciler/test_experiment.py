@@ -72,7 +72,7 @@ def run_containers(client: docker.DockerClient) -> list[Any]:
 def test_a_four_colour_canary_passes_once_with_evidence_that_verifies(
         cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
         tmp_path: Path) -> None:
-    specs = specs_with(tmp_path, emulator_image, "four-1")
+    specs = specs_with(tmp_path, emulator_image, "four-1", smoke=True)
     planned = cli("plan", str(specs))
     assert f"create container {project_name('four-1')}" in planned.stdout, planned.stdout
     assert "publish 4 source(s)" in planned.stdout and "budget 300s" in planned.stdout
@@ -80,8 +80,10 @@ def test_a_four_colour_canary_passes_once_with_evidence_that_verifies(
     assert done.returncode == 0, done.stdout + done.stderr
     known = facts(cli)
     assert (known["phase"], known["result"]) == ("Done", "PASS"), known
-    assert set(known["gates"]) == {"semantic-isolation", "probe-streams-deleted", "performance",
-                                   "cleanup"}
+    assert set(known["gates"]) == {"semantic-isolation", "probe-streams-deleted", "smoke",
+                                   "performance", "cleanup"}
+    smoke = gate(cli, "four-1", "smoke")["evidence"]
+    assert smoke["maxTokens"] == 1 and smoke["left"] == [] and smoke["chunks"], smoke
     assert all(v.startswith("PASS") for v in known["gates"].values()), known["gates"]
     assert not [c for c in run_containers(docker_client)
                 if c.labels.get("rtvi.reconciler/instance") == cli.instance]
@@ -163,6 +165,15 @@ def test_failed_work_behind_a_200_fails_the_canary_with_its_reason(
         assert gate(cli, run_id, "semantic-isolation")["passed"] is True
         assert gate(cli, run_id, "cleanup")["passed"] is True
     assert not run_containers(docker_client)  # the service went, with the stuck stream
+
+
+def test_qualification_only_passes_after_the_isolation_gates(
+        cli: Cli, emulator_image: str, tmp_path: Path) -> None:
+    specs = specs_with(tmp_path, emulator_image, "qual-1", streams=2, qualificationOnly=True)
+    done = cli("apply", str(specs), "--timeout", "200", timeout=260)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert set(facts(cli)["gates"]) == {"semantic-isolation", "probe-streams-deleted",
+                                        "cleanup"}
 
 
 def test_a_sixteen_stream_solid_and_border_canary_passes(

@@ -147,6 +147,16 @@ def test_two_or_more_streams_need_isolation_and_three_answers_each() -> None:
         Experiment.model_validate(_experiment(canary={"streams": 4, "answersPerSource": 1}))
 
 
+def test_a_run_of_thirty_minutes_or_more_smokes_first() -> None:
+    from specs.experiment import smokes
+
+    long = {"streams": 4, "performanceSeconds": 1800}
+    assert ("spec.canary.smoke", "Experiment rule: performance contract") in _rules(
+        canary={**long, "smoke": False}, budgetSeconds=3600)
+    assert smokes(Experiment.model_validate(_experiment(canary=long)).spec)
+    assert not smokes(Experiment.model_validate(_experiment()).spec)
+
+
 def test_the_budget_must_hold_the_cleanup_and_a_run() -> None:
     assert ("spec.budgetSeconds", "Experiment rule: performance contract") in _rules(
         budgetSeconds=120, cleanupSeconds=300)
