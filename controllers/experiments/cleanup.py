@@ -19,13 +19,22 @@ from typing import Any
 
 from controllers.docker_client import DockerEngine
 from controllers.errors import ControllerError
+from controllers.experiments import gpumemory
 from controllers.experiments.service import owned_containers, remove_containers
 from controllers.experiments.streams import delete_proven
 from controllers.rtvi_client import RtviClient
 from controllers.waiting import Stopped
 
 LOG_TAIL_LINES = 2000
-GPU_NOT_MEASURED = "not measured (no GPU telemetry on this Host)"
+
+
+@dataclass(frozen=True)
+class GpuProof:
+    """The run's GPUs, their memory before the run, and how to read it now."""
+
+    uuids: list[str]
+    baseline: gpumemory.GpuMemory
+    read: gpumemory.Reader | None
 
 
 @dataclass
@@ -42,7 +51,7 @@ class CleanupReport:
 def clean(engine: DockerEngine, instance: str, resource: str, service_id: str | None,
           make_client: Callable[[], RtviClient] | None, stream_ids: list[str],
           containers: set[str], deadline_s: float, grace_s: int,
-          stop: threading.Event) -> CleanupReport:
+          stop: threading.Event, gpu: GpuProof | None = None) -> CleanupReport:
     """``stream_ids`` and ``containers``: what the run's inventory says it may have created."""
     report = CleanupReport()
     deadline = time.monotonic() + deadline_s
@@ -63,7 +72,14 @@ def clean(engine: DockerEngine, instance: str, resource: str, service_id: str | 
     report.problems += left + [f"container {name} still exists" for name in remaining
                                if not any(name in line for line in left)]
     report.evidence["containersLeft"] = remaining
-    report.evidence["gpuMemory"] = GPU_NOT_MEASURED
+    if gpu is None:
+        report.evidence["gpuMemory"] = gpumemory.NO_GPU
+    else:
+        now, over = gpumemory.back_to_baseline(gpu.read, gpu.uuids, gpu.baseline,
+                                               deadline - time.monotonic(), stop)
+        report.evidence["gpuMemory"] = {"baseline": gpu.baseline.as_evidence(),
+                                        "after": now.as_evidence()}
+        report.problems += over
     if time.monotonic() > deadline:
         report.problems.append(f"cleanup took longer than its {deadline_s:g}s deadline")
     report.evidence["problems"] = report.problems

@@ -18,6 +18,7 @@ Rules held here, whatever happens inside a phase:
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import subprocess
 import threading
 from collections.abc import Callable
@@ -31,7 +32,8 @@ from controllers.deployment import Desired
 from controllers.docker_client import DockerEngine
 from controllers.errors import ControllerError
 from controllers.experiments import canary as canary_mod
-from controllers.experiments.cleanup import GPU_NOT_MEASURED, LOG_TAIL_LINES, clean
+from controllers.experiments import gpumemory
+from controllers.experiments.cleanup import LOG_TAIL_LINES, CleanupReport, GpuProof, clean
 from controllers.experiments.service import RunService, guard, launch
 from controllers.experiments.streams import canary_sources, publish, stream_id
 from controllers.publisher.run import publisher_name
@@ -40,7 +42,7 @@ from controllers.statusfacts import ExperimentStatusFacts
 from controllers.waiting import Stopped
 from specs.experiment import ExperimentSpec
 from specs.models import Deployment
-from state.evidence import Evidence, EvidenceError
+from state.evidence import MANIFEST, Evidence, EvidenceError
 from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
 from state.store import Store
 
@@ -162,7 +164,8 @@ def launch_record(store: Store, plan: RunPlan) -> Evidence:
 
 
 def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
-            stop: threading.Event, progress: Callable[[str], None]) -> Result:
+            stop: threading.Event, progress: Callable[[str], None],
+            gpu_read: gpumemory.Reader | None = None) -> Result:
     """The whole run; returns its result (raises Stopped on shutdown, leaving it resumable)."""
     if stop.is_set():  # stopped while queued: nothing was started, the recovery says why
         raise Stopped("the run was stopped before it started")
@@ -172,11 +175,13 @@ def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
     started: list[RunService] = []  # the run's service, once it serves
     result: Result = "INCONCLUSIVE"
     reason = ""
+    baseline = gpumemory.GpuMemory(None, gpumemory.NO_GPU)
     try:
-        rec.phase("Preflight", "container guard and manifest")
+        rec.phase("Preflight", "container guard, GPU memory baseline and manifest")
         conflict = guard(engine, plan.desired.container_name, instance, plan.resource,
                          plan.spec.runId)
-        evidence.write_json("manifest.json", _manifest(plan, engine, store))
+        baseline = gpumemory.measure(gpu_read, plan.gpu_ids)
+        evidence.write_json("manifest.json", _manifest(plan, engine, store, baseline))
         if conflict is not None:
             reason = f"container guard: {conflict}"
             evidence.event("Conflict", conflict)
@@ -193,7 +198,8 @@ def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
               plan.desired.container_name)  # a service that never became ready: why
     rec.phase("CleaningUp", f"one deadline of {plan.spec.cleanupSeconds}s")
     make = (lambda: RtviClient(service.probe_url, token=service.token)) if service else None
-    cleaned = _cleanup(plan, engine, store, instance, stop, evidence, make)
+    gpu = GpuProof(plan.gpu_ids, baseline, gpu_read) if plan.gpu_ids else None
+    cleaned = _cleanup(plan, engine, store, instance, stop, evidence, make, gpu)
     if not cleaned and result == "PASS":
         result, reason = "FAIL", "cleanup could not prove zero leftovers"
     if not reason:
@@ -232,15 +238,22 @@ def _running(plan: RunPlan, engine: DockerEngine, instance: str, stop: threading
 
 def _cleanup(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
              stop: threading.Event, evidence: Evidence,
-             make_client: Callable[[], RtviClient] | None) -> bool:
+             make_client: Callable[[], RtviClient] | None, gpu: GpuProof | None) -> bool:
     ids, names = inventory_of(store.load(plan.resource))
     report = clean(engine, instance, plan.resource, None, make_client, ids, names,
-                   float(plan.spec.cleanupSeconds), plan.template.spec.stopGraceSeconds, stop)
-    evidence.write_json("evidence/cleanup.json", report.evidence)
-    evidence.gate(GATE_CLEANUP, report.passed, "; ".join(report.problems) or (
-        f"zero containers, streams, files and active requests left; GPU memory "
-        f"{GPU_NOT_MEASURED}"), report.evidence)
+                   float(plan.spec.cleanupSeconds), plan.template.spec.stopGraceSeconds, stop,
+                   gpu)
+    _cleanup_gate(evidence, report)
     return report.passed
+
+
+def _cleanup_gate(evidence: Evidence, report: CleanupReport) -> None:
+    evidence.write_json("evidence/cleanup.json", report.evidence)
+    memory = report.evidence.get("gpuMemory")
+    said = memory if isinstance(memory, str) else "back near its baseline"
+    evidence.gate(GATE_CLEANUP, report.passed, "; ".join(report.problems) or (
+        f"zero containers, streams, files and active requests left; GPU memory {said}"),
+        report.evidence)
 
 
 def _finish(evidence: Evidence, rec: Recorder, result: Result, declared: list[str],
@@ -255,7 +268,8 @@ def _finish(evidence: Evidence, rec: Recorder, result: Result, declared: list[st
 
 
 def recover(store: Store, record: ResourceStatus, engine: DockerEngine, instance: str,
-            evidence_root: Path, stop: threading.Event, token: str | None) -> Result:
+            evidence_root: Path, stop: threading.Event, token: str | None,
+            gpu_read: gpumemory.Reader | None = None) -> Result:
     """A run the process lost (crash, kill -9): INCONCLUSIVE, after its cleanup."""
     known = ExperimentStatusFacts.of(record)
     assert known.run_id is not None
@@ -275,7 +289,7 @@ def recover(store: Store, record: ResourceStatus, engine: DockerEngine, instance
     deadline = float(spec.get("cleanupSeconds", 300)) if isinstance(spec, dict) else 300.0
     report = clean(engine, instance, record.resource, service.id if service else None,
                    make if service is not None and service.running else None, ids, names,
-                   deadline, 10, stop)
+                   deadline, 10, stop, _recorded_gpus(evidence, gpu_read))
     if evidence is None:
         rec.finish("INCONCLUSIVE", reason + " (its evidence folder is missing)", {},
                    report.passed)
@@ -283,12 +297,29 @@ def recover(store: Store, record: ResourceStatus, engine: DockerEngine, instance
     evidence.event("Interrupted", reason)
     if report.service_log:
         evidence.write_text("logs/service.log", report.service_log)
-    evidence.write_json("evidence/cleanup.json", report.evidence)
-    evidence.gate(GATE_CLEANUP, report.passed, "; ".join(report.problems) or
-                  "zero containers, streams, files and active requests left", report.evidence)
+    _cleanup_gate(evidence, report)
     if not report.passed:
         reason += "; cleanup left: " + "; ".join(report.problems)
     return _finish(evidence, rec, "INCONCLUSIVE", [GATE_CLEANUP], reason, report.passed)
+
+
+def _recorded_gpus(evidence: Evidence | None, read: gpumemory.Reader | None
+                   ) -> GpuProof | None:
+    """The GPUs and baseline the run's manifest recorded (None: no GPU, or no manifest)."""
+    try:
+        manifest = json.loads(evidence.path(MANIFEST).read_text()) if evidence else {}
+    except (OSError, ValueError):
+        return None
+    gpus = manifest.get("gpus") if isinstance(manifest, dict) else None
+    if not isinstance(gpus, dict):
+        return None
+    uuids = gpus.get("ids")
+    if not isinstance(uuids, list) or not uuids:
+        return None
+    base = gpus.get("memoryBaselineMiB")
+    baseline = (gpumemory.GpuMemory({str(k): int(v) for k, v in base.items()})
+                if isinstance(base, dict) else gpumemory.GpuMemory(None, str(base)))
+    return GpuProof([str(u) for u in uuids], baseline, read)
 
 
 def inventory_of(record: ResourceStatus | None) -> tuple[list[str], set[str]]:
@@ -307,7 +338,8 @@ def _keep_log(engine: DockerEngine, evidence: Evidence, container: str) -> None:
         evidence.event("LogUnavailable", str(exc))
 
 
-def _manifest(plan: RunPlan, engine: DockerEngine, store: Store) -> dict[str, Any]:
+def _manifest(plan: RunPlan, engine: DockerEngine, store: Store,
+              baseline: gpumemory.GpuMemory) -> dict[str, Any]:
     env = plan.desired.env
     host_record = store.load(f"Host/{plan.host}")
     image = engine.image(plan.desired.image_id)
@@ -323,7 +355,7 @@ def _manifest(plan: RunPlan, engine: DockerEngine, store: Store) -> dict[str, An
                     "labels": plan.desired.labels, "url": plan.desired.url},
         "model": plan.template.spec.model.model_dump(mode="json"),
         "host": {"name": plan.host, "facts": host_record.facts if host_record else {}},
-        "gpus": {"ids": plan.gpu_ids, "memoryBaseline": GPU_NOT_MEASURED},
+        "gpus": {"ids": plan.gpu_ids, "memoryBaselineMiB": baseline.as_evidence()},
         "settings": {"VLLM_IGNORE_EOS": env.get("VLLM_IGNORE_EOS", "unset"),
                      "evs": {k: v for k, v in sorted(env.items()) if "EVS" in k.upper()}},
         "code": {"version": _version(), "revision": _code_revision()},

@@ -41,6 +41,7 @@ from controllers.experiments.service import (
 )
 from controllers.experiments.streams import canary_sources
 from controllers.secrets import api_token, resolve
+from controllers.session import HostSession
 from controllers.statusfacts import ExperimentStatusFacts
 from reconciler.kinds.contract import (
     PassContext,
@@ -224,11 +225,13 @@ class ExperimentKind:
             return Result(key, False, f"Conflict: {conflict}", "Conflict", terminal=True)
         plan = desired.launch
         runs.launch_record(services.store, plan)
-        engine = services.session(ctx.spec_set.host(host)).engine()  # type: ignore[union-attr]
+        session = services.session(ctx.spec_set.host(host))  # type: ignore[union-attr]
+        engine = session.engine()
         progress = self._progress(ctx, key)
 
         def work(stop: threading.Event) -> str:
-            return runs.execute(plan, engine, services.store, services.instance, stop, progress)
+            return runs.execute(plan, engine, services.store, services.instance, stop, progress,
+                                session.gpu_processes)
         spec = plan.spec
         return self._run(ctx, key, spec.runId, work, desired,
                          float(spec.budgetSeconds - spec.cleanupSeconds),
@@ -242,13 +245,14 @@ class ExperimentKind:
         if services.experiments.running(known.run_id):
             return Result(record.resource, False, f"{known.phase}: run {known.run_id} under way",
                           known.phase or "Running", requeue_after=RUN_POLL_S)
-        engine = self._engine(ctx, record)
+        session = self._session(ctx, record)
+        engine = session.engine()
         root = Path(known.evidence).parent if known.evidence else services.store.root
         token = _recorded_token(record)
 
         def work(stop: threading.Event) -> str:
             return runs.recover(services.store, record, engine, services.instance, root, stop,
-                                token)
+                                token, session.gpu_processes)
         log.warning("experiment.interrupted", resource=record.resource, run_id=known.run_id)
         return self._run(ctx, record.resource, known.run_id, work, None)
 
@@ -289,9 +293,12 @@ class ExperimentKind:
                       terminal=known.result != "PASS")
 
     def _engine(self, ctx: PassContext, record: ResourceStatus) -> DockerEngine:
+        return self._session(ctx, record).engine()
+
+    def _session(self, ctx: PassContext, record: ResourceStatus) -> HostSession:
         services = ctx.services
         host = ExperimentStatusFacts.of(record).host or "local"
-        return services.session(services.host_for(ctx.spec_set, host, record)).engine()
+        return services.session(services.host_for(ctx.spec_set, host, record))
 
     def _progress(self, ctx: PassContext, key: str) -> Callable[[str], None]:
         def say(message: str) -> None:

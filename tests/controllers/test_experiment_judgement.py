@@ -167,3 +167,29 @@ def test_shutdown_stops_every_run_and_refuses_new_ones() -> None:
     assert ended.wait(10)
     assert not board.start("long-2", work)
     board.close()
+
+
+def test_gpu_memory_is_measured_where_it_can_be_and_never_passed_where_not() -> None:
+    import threading
+
+    from controllers.errors import TemporaryError
+    from controllers.experiments import gpumemory
+
+    assert gpumemory.measure(None, []).as_evidence() == gpumemory.NO_GPU
+
+    def broken() -> dict[str, int]:
+        raise TemporaryError("nvidia-smi exited 9")
+    unread = gpumemory.measure(broken, ["GPU-a"])
+    assert unread.mib is None and "nvidia-smi exited 9" in unread.why_not
+    # Unmeasurable after cleanup is a problem, not a pass.
+    baseline = gpumemory.GpuMemory({"GPU-a": 100})
+    _, problems = gpumemory.back_to_baseline(broken, ["GPU-a"], baseline, 0.0,
+                                             threading.Event())
+    assert problems and "not measured" in problems[0]
+    readings = iter([{"GPU-a": 9000}, {"GPU-a": 300}])
+    now, problems = gpumemory.back_to_baseline(lambda: next(readings), ["GPU-a"], baseline, 5.0,
+                                               threading.Event())
+    assert problems == [] and now.mib == {"GPU-a": 300}
+    _, held = gpumemory.back_to_baseline(lambda: {"GPU-a": 9000}, ["GPU-a"], baseline, 0.0,
+                                         threading.Event())
+    assert held == ["GPU GPU-a: 9000 MiB in use, baseline 100 MiB (+512 allowed)"]

@@ -1,0 +1,74 @@
+"""GPU memory of a run's GPUs: the baseline before its service starts, and the proof after
+cleanup that it came back (``rules.md``: GPU memory back near the idle baseline, where GPU
+telemetry exists).
+
+Telemetry is the Host's ``nvidia-smi`` (``HostSession.gpu_processes``: memory held by compute
+processes, per GPU UUID). A run without GPUs, or a Host whose ``nvidia-smi`` cannot be read, is
+recorded as not measured, in words that say why — never as passed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from controllers.errors import ControllerError
+from controllers.waiting import Stopped, until
+
+TOLERANCE_MIB = 512  # "near" the baseline: allocator slack, a driver context
+POLL_S = 1.0
+NO_GPU = "not measured (the run uses no GPU)"
+Reader = Callable[[], dict[str, int]]
+
+
+@dataclass(frozen=True)
+class GpuMemory:
+    """What was measured (MiB per GPU UUID), or why nothing was."""
+
+    mib: dict[str, int] | None
+    why_not: str = ""
+
+    def as_evidence(self) -> dict[str, int] | str:
+        return self.mib if self.mib is not None else self.why_not
+
+
+def measure(read: Reader | None, uuids: list[str]) -> GpuMemory:
+    if not uuids:
+        return GpuMemory(None, NO_GPU)
+    if read is None:
+        return GpuMemory(None, "not measured (no GPU telemetry for this Host)")
+    try:
+        used = read()
+    except ControllerError as exc:
+        return GpuMemory(None, f"not measured (nvidia-smi: {exc})")
+    return GpuMemory({u: used.get(u, 0) for u in uuids})
+
+
+def back_to_baseline(read: Reader | None, uuids: list[str], baseline: GpuMemory,
+                     timeout_s: float, stop: threading.Event) -> tuple[GpuMemory, list[str]]:
+    """Wait (within ``timeout_s``) until every GPU holds at most its baseline plus the
+    tolerance; returns the last measurement and a problem per GPU that did not come back."""
+    if baseline.mib is None:
+        return baseline, []
+    last = [measure(read, uuids)]
+
+    def settled() -> bool | None:
+        last[0] = measure(read, uuids)
+        return True if _over(last[0], baseline) == [] else None
+    try:
+        until(settled, timeout_s=max(0.0, timeout_s), pace=POLL_S, stop=stop)
+    except Stopped:
+        raise
+    if last[0].mib is None:
+        return last[0], [f"GPU memory after cleanup {last[0].why_not}"]
+    return last[0], _over(last[0], baseline)
+
+
+def _over(now: GpuMemory, baseline: GpuMemory) -> list[str]:
+    assert baseline.mib is not None
+    if now.mib is None:
+        return [now.why_not]
+    return [f"GPU {uuid}: {now.mib[uuid]} MiB in use, baseline {base} MiB (+{TOLERANCE_MIB} "
+            "allowed)" for uuid, base in baseline.mib.items()
+            if now.mib.get(uuid, 0) > base + TOLERANCE_MIB]
