@@ -304,6 +304,13 @@ def check_template(resource: Experiment, template: Deployment | None) -> list[Fi
                              f"a perf-profile template (Deployment {spec.template} is "
                              f"{template.spec.profile}): prefix caching and the MM preprocessor "
                              "cache off (Deployment rule 7)", R_CONTRACT))
+    if "read-only" in spec.cachePolicy and spec.cachePolicy != "empty":
+        for i, mount in enumerate(template.spec.mounts):
+            if not mount.readOnly:
+                found.append(Finding(("spec", "cachePolicy"), f"cachePolicy {spec.cachePolicy} "
+                                     f"needs read-only mounts, but Deployment {spec.template} "
+                                     f"mounts {mount.source} read-write (spec.mounts[{i}])",
+                                     R_CONTRACT))
     if spec.service.hostPort == template.spec.port.host:
         found.append(Finding(("spec", "service", "hostPort"), f"port {spec.service.hostPort} is "
                              f"the template's own: the run's fresh service needs another",

@@ -185,3 +185,14 @@ def test_two_experiments_may_not_share_a_port_or_a_run_id() -> None:
     assert ("spec.service.hostPort", "port 18100 is also Experiment canary's on Host local") in (
         rules)
     assert any(path == "spec.runId" for path, _ in rules), rules
+
+
+def test_a_content_addressed_cache_policy_needs_read_only_mounts() -> None:
+    def template(read_only: bool) -> Deployment:
+        data = _template().model_dump(mode="json")
+        data["spec"]["mounts"] = [{"source": "/cache", "target": "/cache",
+                                   "readOnly": read_only}]
+        return Deployment.model_validate(data)
+    exp = Experiment.model_validate(_experiment(cachePolicy="content-addressed-read-only"))
+    assert [f.path for f in check_template(exp, template(False))] == [("spec", "cachePolicy")]
+    assert check_template(exp, template(True)) == []
