@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import docker
+import docker.api.client
 import docker.errors
 import pytest
 
@@ -48,6 +49,12 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+# Fixtures that reach the Docker engine (every other Docker fixture depends on one of them).
+DOCKER_FIXTURES = frozenset({"docker_client", "docker_engine", "emulator_image",
+                             "remote_engine"})
+SERVICE_FIXTURES = frozenset({"start_emulator", "rtsp_server", "rtsp_source"})
+
+
 def _remove_test_containers(client: docker.DockerClient, at_exit: bool) -> None:
     """Remove test containers of this session (at exit) or of sessions that are gone (at
     start): a concurrent pytest run on the same engine keeps its containers."""
@@ -64,6 +71,45 @@ def _remove_test_containers(client: docker.DockerClient, at_exit: bool) -> None:
         if doomed:
             with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
                 container.remove(force=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Markers from fixtures, so they cannot drift from what a test really uses: ``docker``
+    for a test that uses the Docker engine, ``services`` for one that starts emulator
+    processes or RTSP servers (real decoding, seconds each). ``pytest -m "not docker and not
+    services"`` is the fast layer: pure rules, planners, loader limits, redaction, ownership,
+    store and prune guard."""
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        if used & DOCKER_FIXTURES:
+            item.add_marker(pytest.mark.docker)
+        if used & SERVICE_FIXTURES:
+            item.add_marker(pytest.mark.services)
+
+
+_engine_allowed = [True]
+_real_api_init = docker.api.client.APIClient.__init__
+
+
+def _guarded_api_init(self: docker.api.client.APIClient, *args: Any, **kwargs: Any) -> None:
+    if not _engine_allowed[0]:
+        raise AssertionError("a test not marked docker used the Docker engine: use a Docker "
+                             f"fixture ({', '.join(sorted(DOCKER_FIXTURES))}) or the marker")
+    _real_api_init(self, *args, **kwargs)
+
+
+docker.api.client.APIClient.__init__ = _guarded_api_init  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before any fixture of the test is set up (module-scoped ones included)."""
+    _engine_allowed[0] = item.get_closest_marker("docker") is not None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    _engine_allowed[0] = True
 
 
 @pytest.fixture(scope="session")
