@@ -46,6 +46,10 @@ Knobs:
   captions, drop chunk IDs, error fields in 200 events, empty answers, a stream that refuses to
   delete), active from the start -- for a service a test does not start itself (an
   experiment's fresh service), whose stream IDs are known in advance.
+- ``RTVI_EMU_ECHO_ENV``: comma-separated variable names whose values the service prints at
+  startup (``config NAME=value``), as real servers that log their configuration do: what a
+  client copies from the service's log (readiness errors, an experiment's evidence) must be
+  redacted by the client, which tests prove with a canary secret.
 - ``RTVI_EMU_RECORD``: a file path; every ``/v1/`` exchange (request body, status, response body,
   each SSE ``data:`` event) is appended to it as one JSON line, and kept in memory for
   ``GET /emulator/exchanges`` (see ``recorder``). Credentials are never recorded.
@@ -111,6 +115,7 @@ class Settings:
     api_token: str | None = field(default=None, repr=False)  # a secret: never in a repr or log
     record_path: str | None = None
     faults: tuple[dict[str, object], ...] = ()
+    echo_env: tuple[str, ...] = ()
 
 
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -195,6 +200,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         api_token=_secret(source, "RTVI_EMU_API_TOKEN"),
         record_path=_text(source, "RTVI_EMU_RECORD"),
         faults=_faults(source, "RTVI_EMU_FAULTS"),
+        echo_env=tuple(n.strip() for n in (_text(source, "RTVI_EMU_ECHO_ENV") or "").split(",")
+                       if n.strip()),
     )
 
 

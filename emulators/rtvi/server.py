@@ -408,6 +408,8 @@ def main() -> int:
         app.shutdown()
         return LISTEN_ERROR_EXIT_CODE
     sink.info(logs.server_process_line(os.getpid()))
+    for name in settings.echo_env:  # a service that logs its configuration, secrets included
+        sink.info(f"INFO:     config {name}={os.environ.get(name, '')}")
     serving = threading.Thread(
         target=server.serve_forever,
         kwargs={"poll_interval": POLL_INTERVAL_S},

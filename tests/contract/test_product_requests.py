@@ -45,6 +45,11 @@ def test_the_product_speaks_the_published_api(cli: Cli, emulator_image: str,
     assert {("POST", "streams"), ("GET", "streams"), ("DELETE", "streams"),
             ("POST", "generate_captions"), ("GET", "health"), ("GET", "models")} <= seen, seen
     assert violations(exchanges) == []
+    # Teardown asks for a blocking batch delete (a non-blocking one answers before the streams
+    # are gone; the emulator honours the difference).
+    batches = [e["request_body"] for e in exchanges
+               if (e["method"], e["path"]) == ("DELETE", "/v1/streams/delete-batch")]
+    assert batches and all(b.get("blocking") is True for b in batches), batches
 
 
 def test_an_experiment_run_speaks_the_published_api(cli: Cli, emulator_image: str,
