@@ -18,6 +18,7 @@ bash scripts/setup.sh
 .venv/bin/mutmut run "$@" >/tmp/rtvi-mutmut.log 2>&1 || {
   echo "mutmut run failed; its output: /tmp/rtvi-mutmut.log" >&2; tail -20 /tmp/rtvi-mutmut.log >&2; exit 1; }
 .venv/bin/python - "$@" <<'PY'
+import re
 import subprocess
 import sys
 from collections import Counter, defaultdict
@@ -31,7 +32,7 @@ for line in out.splitlines():
     name, sep, status = line.strip().rpartition(": ")
     if not sep or "__mutmut_" not in name:
         continue
-    module = name.split(".x_")[0] if ".x_" in name else name.rsplit(".", 1)[0]
+    module = re.split(r"\.x[_ǁ]", name, maxsplit=1)[0]
     counts[module][status] += 1
     if status == "survived":
         survivors.append(name)
