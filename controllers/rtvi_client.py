@@ -99,17 +99,22 @@ class RtviClient(ApiClient):
             return RtviUnavailable(text)
         return RtviRejected(text)
 
+    def _get(self, what: str, path: str, shape: type) -> Any:
+        """GET a JSON body of ``shape``; anything else raises (an error is never "empty")."""
+        response = self._request(what, "GET", path)
+        if response.status_code != httpx.codes.OK:
+            raise self._fail(what, response)
+        body = _json(response)
+        if not isinstance(body, shape):
+            raise RtviUnavailable(f"RTVI at {self.base_url}: {what} returned "
+                                  f"{type(body).__name__}, not a {shape.__name__}")
+        return body
+
     # --- streams -------------------------------------------------------------------------------
 
     def list_streams(self) -> list[StreamInfo]:
         """Every registered stream. Any failure raises: an error is never "no streams"."""
-        response = self._request("list streams", "GET", "/v1/streams/get-stream-info")
-        if response.status_code != httpx.codes.OK:
-            raise self._fail("list streams", response)
-        body = _json(response)
-        if not isinstance(body, list):
-            raise RtviUnavailable(f"RTVI at {self.base_url}: list streams returned "
-                                  f"{type(body).__name__}, not a list")
+        body = self._get("list streams", "/v1/streams/get-stream-info", list)
         return [StreamInfo(str(s.get("id", "")), str(s.get("liveStreamUrl", "")),
                            str(s.get("description", ""))) for s in body if isinstance(s, dict)]
 
@@ -187,13 +192,7 @@ class RtviClient(ApiClient):
     def asset_stats(self) -> dict[str, Any]:
         """``GET /v1/assets/stats``: asset counts (its shape is not published; callers read it
         defensively). Cleanup proves "zero assets" with it."""
-        response = self._request("asset stats", "GET", "/v1/assets/stats")
-        if response.status_code != httpx.codes.OK:
-            raise self._fail("asset stats", response)
-        body = _json(response)
-        if not isinstance(body, dict):
-            raise RtviUnavailable(f"RTVI at {self.base_url}: asset stats returned "
-                                  f"{type(body).__name__}, not an object")
+        body: dict[str, Any] = self._get("asset stats", "/v1/assets/stats", dict)
         return body
 
     def model_id(self) -> str:

@@ -37,9 +37,8 @@ class RunBoard:
         self._stops: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         self._closing = False
-        if stop is not None:
-            threading.Thread(target=self._follow, args=(stop,), name="experiment-stop",
-                             daemon=True).start()
+        self._stop = stop  # followed from the first run on (plan and status start none)
+        self._following = False
 
     def start(self, run_id: str, work: Work, budget_s: float | None = None,
               on_overrun: Overrun | None = None,
@@ -51,6 +50,7 @@ class RunBoard:
         with self._lock:
             if self._closing or self.running(run_id):
                 return False
+            self._follow_stop()
             stop = self._stops[run_id] = threading.Event()
             future = self._pool.submit(self._timed, run_id, work, stop, budget_s, on_overrun)
             if on_end is not None:
@@ -90,6 +90,16 @@ class RunBoard:
         time); running ones end at their next stop check."""
         self._stop_all()
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _follow_stop(self) -> None:
+        if self._stop is None or self._following:
+            return
+        self._following = True
+        if self._stop.is_set():
+            self._closing = True
+            return
+        threading.Thread(target=self._follow, args=(self._stop,), name="experiment-stop",
+                         daemon=True).start()
 
     def _follow(self, stop: threading.Event) -> None:
         stop.wait()

@@ -25,8 +25,6 @@ from controllers.experiments.streams import delete_proven
 from controllers.rtvi_client import RtviClient
 from controllers.waiting import Stopped
 
-LOG_TAIL_LINES = 2000
-
 
 @dataclass(frozen=True)
 class GpuProof:
@@ -41,14 +39,13 @@ class GpuProof:
 class CleanupReport:
     problems: list[str] = field(default_factory=list)
     evidence: dict[str, Any] = field(default_factory=dict)
-    service_log: str = ""
 
     @property
     def passed(self) -> bool:
         return not self.problems
 
 
-def clean(engine: DockerEngine, instance: str, resource: str, service_id: str | None,
+def clean(engine: DockerEngine, instance: str, resource: str,
           make_client: Callable[[], RtviClient] | None, stream_ids: list[str],
           containers: set[str], deadline_s: float, grace_s: int,
           stop: threading.Event, gpu: GpuProof | None = None) -> CleanupReport:
@@ -59,11 +56,6 @@ def clean(engine: DockerEngine, instance: str, resource: str, service_id: str | 
         _streams(report, make_client, stream_ids, deadline, stop)
     else:
         report.evidence["streams"] = "no service was started: no stream to delete"
-    if service_id is not None:
-        try:
-            report.service_log = engine.logs(service_id, tail=LOG_TAIL_LINES)
-        except ControllerError as exc:
-            report.service_log = f"(service log unavailable: {exc})"
     left = remove_containers(engine, instance, resource, containers, grace_s)
     try:
         remaining = [c.name for c in owned_containers(engine, instance, resource)]

@@ -33,7 +33,7 @@ from controllers.docker_client import DockerEngine
 from controllers.errors import ControllerError
 from controllers.experiments import canary as canary_mod
 from controllers.experiments import gpumemory
-from controllers.experiments.cleanup import LOG_TAIL_LINES, CleanupReport, GpuProof, clean
+from controllers.experiments.cleanup import CleanupReport, GpuProof, clean
 from controllers.experiments.service import RunService, guard, launch
 from controllers.experiments.streams import canary_sources, publish, stream_id
 from controllers.publisher.run import publisher_name
@@ -51,6 +51,7 @@ GATE_CLEANUP = "cleanup"
 KIND_STREAM = "stream"
 KIND_CONTAINER = "container"
 TERMINAL = "Done"
+LOG_TAIL_LINES = 2000
 CODE_ROOT = Path(__file__).resolve().parents[2]
 GIT_TIMEOUT_S = 5
 Result = str  # "PASS" | "FAIL" | "INCONCLUSIVE"
@@ -240,7 +241,7 @@ def _cleanup(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
              stop: threading.Event, evidence: Evidence,
              make_client: Callable[[], RtviClient] | None, gpu: GpuProof | None) -> bool:
     ids, names = inventory_of(store.load(plan.resource))
-    report = clean(engine, instance, plan.resource, None, make_client, ids, names,
+    report = clean(engine, instance, plan.resource, make_client, ids, names,
                    float(plan.spec.cleanupSeconds), plan.template.spec.stopGraceSeconds, stop,
                    gpu)
     _cleanup_gate(evidence, report)
@@ -287,7 +288,9 @@ def recover(store: Store, record: ResourceStatus, engine: DockerEngine, instance
     ids, names = inventory_of(record)
     spec = (record.applied_spec or {}).get("experiment") or {}
     deadline = float(spec.get("cleanupSeconds", 300)) if isinstance(spec, dict) else 300.0
-    report = clean(engine, instance, record.resource, service.id if service else None,
+    if evidence is not None and known.container:  # before cleanup removes the container
+        _keep_log(engine, evidence, known.container)
+    report = clean(engine, instance, record.resource,
                    make if service is not None and service.running else None, ids, names,
                    deadline, 10, stop, _recorded_gpus(evidence, gpu_read))
     if evidence is None:
@@ -295,8 +298,6 @@ def recover(store: Store, record: ResourceStatus, engine: DockerEngine, instance
                    report.passed)
         return "INCONCLUSIVE"
     evidence.event("Interrupted", reason)
-    if report.service_log:
-        evidence.write_text("logs/service.log", report.service_log)
     _cleanup_gate(evidence, report)
     if not report.passed:
         reason += "; cleanup left: " + "; ".join(report.problems)

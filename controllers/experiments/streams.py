@@ -13,22 +13,19 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from dataclasses import dataclass
 
-from controllers import publishing
+from controllers import publishing, streamplan
 from controllers.docker_client import DockerEngine
 from controllers.errors import ControllerError
-from controllers.rtvi_client import RtviBusy, RtviClient
+from controllers.rtvi_client import MAX_BATCH, RtviBusy, RtviClient
 from controllers.streamplan import DesiredSource
 from controllers.streamteardown import delete_streams
 from controllers.waiting import Stopped
 from specs.experiment import CanarySpec, solid_labels
 from specs.models import FileSource, PublisherSpec, SourceSpec, SyntheticSource
 
-STREAM_NAMESPACE = uuid.UUID("0b7c6f0e-5d0c-4f7e-9b1a-6c2d3e4f5a61")
 BORDER_COLOUR = "BLACK"  # contrasts with every canary colour and is no canary label
-MAX_BATCH = 256
 
 
 @dataclass(frozen=True)
@@ -60,7 +57,8 @@ def canary_sources(canary: CanarySpec) -> list[CanarySource]:
 
 
 def stream_id(instance: str, resource: str, run_id: str, part: str, source: str) -> str:
-    return str(uuid.uuid5(STREAM_NAMESPACE, f"{instance}/{resource}/{run_id}/{part}/{source}"))
+    """The StreamSets' deterministic ID, with the run and its part in the source's place."""
+    return streamplan.stream_id(instance, resource, f"{run_id}/{part}/{source}")
 
 
 def publish(engine: DockerEngine, instance: str, resource: str, run_hash: str,
