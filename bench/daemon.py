@@ -6,9 +6,10 @@ For each N (default 10 and 50) one daemon converges N emulator Deployments, then
     measured in the same run by bench/converge.py — here against the issue's targets);
   - RSS of the daemon once converged;
   - spec save → first action: a Deployment's env changed K times (default 20); the time from
-    the save to the daemon's "recreate ... because" progress line, p50 and p95. The folder's
-    quiet period (0.5 s by default, so a half-written file is never acted on) is part of it;
-    the same is measured with --quiet-period 0 to show what the rest costs;
+    the save to the daemon's "recreate ... because" progress line, p50 and p95. The saves are
+    safe writes (a temp file renamed over the spec), which are whole when they appear and skip
+    the folder's quiet period; K/4 saves written in place (truncate, then write, which may be
+    caught half-written) wait the quiet period (0.5 s by default), and their p50 is shown too;
   - SIGTERM with a readiness wait in flight: time to exit and the exit status.
 
 Usage: .venv/bin/python bench/daemon.py [--n 10 --n 50] [--saves 20]
@@ -63,12 +64,15 @@ def deployment(i: int, image_id: str, env: dict[str, str] | None = None,
 
 
 def write(folder: Path, n: int, image_id: str, save: int | None = None,
-          slow: bool = False) -> None:
+          slow: bool = False, in_place: bool = False) -> None:
     docs: list[dict[str, object]] = [host_doc()]
     docs += [deployment(i, image_id, {"BENCH_SAVE": str(save)} if i == 0 and save else None)
              for i in range(n)]
     if slow:
         docs.append(deployment(n, image_id, slow=True))
+    if in_place:  # as an editor that truncates, then writes
+        (folder / "bench.yaml").write_text(yaml.safe_dump_all(docs))
+        return
     tmp = folder / ".bench.yaml.tmp"
     tmp.write_text(yaml.safe_dump_all(docs))
     tmp.rename(folder / "bench.yaml")  # atomic, as an editor's safe write
@@ -151,12 +155,12 @@ class Daemon:
         return time.monotonic() - started, code
 
 
-def save_latencies(daemon: Daemon, specs: Path, n: int, image_id: str, saves: int
-                   ) -> list[float]:
+def save_latencies(daemon: Daemon, specs: Path, n: int, image_id: str, saves: range,
+                   in_place: bool = False) -> list[float]:
     out = []
-    for k in range(1, saves + 1):
+    for k in saves:
         saved = time.time()
-        write(specs, n, image_id, save=k)
+        write(specs, n, image_id, save=k, in_place=in_place)
         got = until(lambda at=saved: daemon.first_actions(at) or None, timeout_s=30,
                     pace=0.01)
         if got is None:
@@ -178,28 +182,24 @@ def run(n: int, image_id: str, saves: int) -> dict[str, float]:
             daemon.ready(n)
             row = {"converge_s": time.monotonic() - started, "rss_mib": daemon.rss_mib()}
             row["resync_s"], row["calls"] = daemon.resync(n)
-            saved = save_latencies(daemon, specs, n, image_id, saves)
+            saved = save_latencies(daemon, specs, n, image_id, range(1, saves + 1))
             row["save_p50_ms"] = statistics.median(saved)
             row["save_p95_ms"] = statistics.quantiles(saved, n=20)[-1]
+            in_place = save_latencies(daemon, specs, n, image_id,
+                                      range(saves + 1, saves + 1 + max(5, saves // 4)), True)
+            row["save_p50_in_place_ms"] = statistics.median(in_place)
             write(specs, n, image_id, save=saves, slow=True)  # one model that loads forever
             until(lambda: True if len(cleanup_list()) > n else None, timeout_s=60, pace=0.2)
             row["sigterm_s"], row["exit"] = daemon.stop()
         finally:
             if daemon.proc.poll() is None:
                 daemon.proc.kill()
-        fast = Daemon(work, specs, quiet=0.0)  # the same saves without the quiet period
-        try:
-            fast.ready(n)
-            quick = save_latencies(fast, specs, n, image_id, max(5, saves // 4))
-            row["save_p50_noquiet_ms"] = statistics.median(quick)
-        finally:
-            fast.stop()
     return row
 
 
 def cleanup_list() -> list[object]:
-    return list(docker.from_env().containers.list(
-        all=True, filters={"label": f"rtvi.reconciler/instance={INSTANCE}"}))
+    return list(docker.from_env().containers.list(  # sparse: no inspect of one just removed
+        all=True, sparse=True, filters={"label": f"rtvi.reconciler/instance={INSTANCE}"}))
 
 
 def cleanup() -> None:
@@ -221,14 +221,15 @@ def main() -> None:
         finally:
             cleanup()
     print(f"{'N':>4} {'converge s':>10} {'resync s':>9} {'calls':>6} {'RSS MiB':>8} "
-          f"{'save p50 ms':>11} {'p95 ms':>7} {'p50 no quiet':>12} {'SIGTERM s':>9} {'exit':>4}")
+          f"{'save p50 ms':>11} {'p95 ms':>7} {'p50 in place':>12} {'SIGTERM s':>9} {'exit':>4}")
     for n, r in rows:
         print(f"{n:>4} {r['converge_s']:>10.2f} {r['resync_s']:>9.3f} {r['calls']:>6.0f} "
               f"{r['rss_mib']:>8.1f} {r['save_p50_ms']:>11.0f} {r['save_p95_ms']:>7.0f} "
-              f"{r['save_p50_noquiet_ms']:>12.0f} {r['sigterm_s']:>9.2f} {r['exit']:>4.0f}")
+              f"{r['save_p50_in_place_ms']:>12.0f} {r['sigterm_s']:>9.2f} {r['exit']:>4.0f}")
     print(f"target: resync < {TARGETS['resync_s']} s (at 1,000 resources), calls <= "
           f"{TARGETS['calls_per_host']} per Host, RSS < {TARGETS['rss_mib']:.0f} MiB, save p50 "
-          f"< {TARGETS['save_p50_ms']:.0f} ms, SIGTERM <= {TARGETS['sigterm_s']:.0f} s, exit 0")
+          f"< {TARGETS['save_p50_ms']:.0f} ms (safe writes), SIGTERM <= "
+          f"{TARGETS['sigterm_s']:.0f} s, exit 0")
 
 
 if __name__ == "__main__":

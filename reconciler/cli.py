@@ -258,7 +258,8 @@ def apply(ctx: Context, paths: tuple[Path, ...], timeout: float | None) -> None:
               metavar="HOST:PORT", help="Prometheus /metrics listener; 'off' disables it.")
 @click.option("--quiet-period", type=click.FloatRange(min=0), default=0.5, show_default=True,
               metavar="SECONDS", help="A saved folder must read the same before and after "
-              "this long before it is used (--specs), so a half-written file is never acted on.")
+              "this long before it is used (--specs), so a half-written file is never acted on. "
+              "A file renamed over a spec (a safe write) is whole and is used at once.")
 @click.option("--shutdown-timeout", type=click.FloatRange(min=1), default=10.0,
               show_default=True, metavar="SECONDS",
               help="On SIGTERM, stop within this long: waits end at once, in-flight passes "

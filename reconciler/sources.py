@@ -35,13 +35,14 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, Protocol
+from typing import IO, NamedTuple, Protocol
 
 import tenacity
 import watchfiles
 
 from controllers.waiting import pause, until
 from reconciler.gitlinks import unread_entries
+from reconciler.saves import FileSig, ReplacedFiles, signature
 from specs.errors import SpecError, SpecIssue
 from specs.loader import (
     DEFAULT_LIMITS,
@@ -187,11 +188,18 @@ class FolderSource:
         # that saved without changing a byte) is not parsed again -- 20 StreamSets of 49
         # sources took 0.2 s of pure-Python YAML per look.
         self._last: Snapshot | None = None
+        self._last_files: dict[str, FileSig] = {}  # each file of _last as it was read
+        self._replaced = ReplacedFiles(path)  # what the watcher saw renamed into place
+        # How the last revision read was trusted: "rename" (every changed file was renamed
+        # over the one last read) or "quiet period"; for tests and the debug log.
+        self.settled_by = ""
+        self.armed = threading.Event()  # set while an inotify watch is in place
 
     def load(self) -> Snapshot:
         """Read the folder once it has settled: its content must hash the same before and after
         a quiet period and again after parsing, so a file caught half-written (an editor that
-        truncates, then writes) is never acted on."""
+        truncates, then writes) is never acted on. Files renamed over the ones last read (a
+        safe write) are whole when they appear: they skip the quiet period (reconciler.saves)."""
         try:
             for attempt in tenacity.Retrying(
                     stop=tenacity.stop_after_attempt(FOLDER_READ_ATTEMPTS),
@@ -206,30 +214,46 @@ class FolderSource:
                           "change")
 
     def _load_settled(self) -> Snapshot:
-        before, newest = self._state_or_raise()
-        quiet_left = self.quiet_s - (time.time() - newest)
-        if quiet_left > 0:  # written just now: wait, then it must still read the same
-            pause(self._stop, min(quiet_left, self.quiet_s))  # Stopped when shutting down
-            settled, _ = self._state_or_raise()
-            if settled != before:
-                raise _StillChanging
-        if self._last is not None and self._last.revision == before:
-            self._mark_seen(before)
-            return self._last
+        mark = self._replaced.mark()
+        state = self._state_or_raise()
+        last, last_files = self._last, self._last_files
+        # Files renamed over the ones last read are whole: no quiet period for them, unless
+        # what they say as a whole is doubtful (see _doubtful).
+        renamed = last is not None and self._replaced.explains(last_files, state.files)
+        if not renamed:
+            self._settle(state)
+        if last is not None and last.revision == state.revision:
+            self._mark_seen(state.revision)
+            return last
         error: SpecError | None = None
         spec_set = SpecSet()
         try:
             spec_set = load_spec_set([self.path], limits=self.limits)
         except SpecError as exc:
             error = exc
-        after, _ = self._state_or_raise()
-        if after != before:
+        if self._state_or_raise().revision != state.revision:
             raise _StillChanging  # written to while we parsed: it may mix two versions
-        self._mark_seen(after)
+        if renamed and _doubtful(last, spec_set, error):
+            self._settle(state)
+            renamed = False
+        self.settled_by = "rename" if renamed else "quiet period"
+        self._mark_seen(state.revision)
         if error is not None:
-            raise SourceError(f"{self.name}: invalid specs", error.issues, revision=after)
-        self._last = Snapshot(revision=after, spec_set=spec_set, root=self.path)
+            raise SourceError(f"{self.name}: invalid specs", error.issues,
+                              revision=state.revision)
+        self._replaced.read(mark)  # deletions before the mark are in the new _last_files
+        self._last = Snapshot(revision=state.revision, spec_set=spec_set, root=self.path)
+        self._last_files = state.files
         return self._last
+
+    def _settle(self, state: FolderState) -> None:
+        """Wait out the quiet period after the newest write; the folder must then still read
+        as ``state``."""
+        quiet_left = self.quiet_s - (time.time() - state.newest)
+        if quiet_left > 0:  # written just now: wait, then it must still read the same
+            pause(self._stop, min(quiet_left, self.quiet_s))  # Stopped when shutting down
+            if self._state_or_raise().revision != state.revision:
+                raise _StillChanging
 
     def watch(self, stop: threading.Event, changed: Callable[[], None]) -> None:
         """Watch in the caller's thread; re-arm when the folder appears, vanishes or is
@@ -273,6 +297,7 @@ class FolderSource:
             step=WATCH_STEP_MS, stop_event=_EitherEvent(stop, self._poke),
             rust_timeout=WATCH_TICK_MS, yield_on_timeout=True, raise_interrupt=False)
         first = True
+        self.armed.clear()
         with contextlib.closing(batches):
             while True:
                 try:
@@ -282,6 +307,8 @@ class FolderSource:
                 except (OSError, RuntimeError):
                     return False  # e.g. the folder vanished while being armed
                 if batch or first:
+                    self.armed.set()  # watchfiles yields only once its watch is in place
+                    self._replaced.observe(batch)
                     self._notify_if_new(changed)
                     first = False
                 elif _identity(self.path) != identity:
@@ -302,11 +329,11 @@ class FolderSource:
     def _digest(self) -> str:
         """The folder's revision, or a marker for "cannot be read" (which load() will explain)."""
         try:
-            return folder_state(self.path, self.limits)[0]
+            return folder_state(self.path, self.limits).revision
         except SpecError as exc:
             return "unreadable:" + "; ".join(str(i) for i in exc.issues)
 
-    def _state_or_raise(self) -> tuple[str, float]:
+    def _state_or_raise(self) -> FolderState:
         try:
             return folder_state(self.path, self.limits)
         except SpecError as exc:
@@ -320,12 +347,21 @@ class _StillChanging(Exception):
 
 def folder_digest(root: Path, limits: LoaderLimits = DEFAULT_LIMITS) -> str:
     """``sha256:<hex>`` over the sorted (relative path, bytes) of the spec files under ``root``."""
-    return folder_state(root, limits)[0]
+    return folder_state(root, limits).revision
 
 
-def folder_state(root: Path, limits: LoaderLimits = DEFAULT_LIMITS) -> tuple[str, float]:
-    """The folder's revision and the newest change time (mtime or ctime) of its spec files and
-    folders, which tells whether it has been quiet long enough to trust.
+class FolderState(NamedTuple):
+    """One reading of a folder: its revision, the newest change time (mtime or ctime) of its
+    spec files and folders, which tells whether it has been quiet long enough to trust, and
+    each spec file's signature by relative path, which tells how it changed."""
+
+    revision: str
+    newest: float
+    files: dict[str, FileSig]
+
+
+def folder_state(root: Path, limits: LoaderLimits = DEFAULT_LIMITS) -> FolderState:
+    """Read the folder's spec files once (see FolderState).
 
     Lengths are hashed before each field so that no two different folders collide by moving
     bytes between a name and a content. A file that cannot be read (or is over the size
@@ -337,17 +373,33 @@ def folder_state(root: Path, limits: LoaderLimits = DEFAULT_LIMITS) -> tuple[str
     newest = _changed_at(root)
     for folder in {f.parent for f in files}:
         newest = max(newest, _changed_at(folder))
+    sigs: dict[str, FileSig] = {}
     for file in files:
         rel = file.relative_to(root).as_posix()
         name = rel.encode("utf-8", "surrogateescape")
         digest.update(len(name).to_bytes(8, "big") + name)
-        newest = max(newest, _changed_at(file))
+        sig = signature(file)
+        if sig is None:  # vanishing as we look: as fresh as a change can be
+            newest = time.time()
+        else:
+            sigs[rel] = sig
+            newest = max(newest, sig[3] / 1e9, sig[4] / 1e9)
         try:
             data = read_spec_bytes(file, limits)
         except SpecError as exc:
             data = b"\xff" * 8 + str(exc).encode("utf-8", "replace")
         digest.update(len(data).to_bytes(8, "big") + data)
-    return DIGEST_PREFIX + digest.hexdigest(), newest
+    return FolderState(DIGEST_PREFIX + digest.hexdigest(), newest, sigs)
+
+
+def _doubtful(last: Snapshot | None, spec_set: SpecSet, error: SpecError | None) -> bool:
+    """A revision made of whole files can still be half of a change spread over several files
+    (a resource moved from one file to another, a reference to a file not renamed in yet): one
+    that is invalid or removes a resource waits the quiet period like any other."""
+    if error is not None or last is None:
+        return True
+    keys = {(r.kind, r.metadata.name) for r in spec_set.resources}
+    return any((r.kind, r.metadata.name) not in keys for r in last.spec_set.resources)
 
 
 def _changed_at(path: Path) -> float:

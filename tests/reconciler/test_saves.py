@@ -1,0 +1,151 @@
+"""Which saves skip the folder's quiet period: only files renamed over the ones last read.
+
+Real files, real inotify (watchfiles): each test saves the way a tool does and asserts how the
+revision was trusted (``FolderSource.settled_by``), never how long it took.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import watchfiles
+
+from reconciler.saves import FileSig, ReplacedFiles, signature
+from reconciler.sources import FolderSource, SourceError
+from tests.reconciler.test_sources import OTHER_HOST, SPECS, Watching, names, watching
+
+QUIET_S = 0.2
+RENAME = "rename"
+QUIET = "quiet period"
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    root = tmp_path / "specs"
+    root.mkdir()
+    (root / "vlm.yaml").write_text(SPECS)
+    (root / "other.yaml").write_text(OTHER_HOST)
+    return root
+
+
+@pytest.fixture
+def watched(folder: Path) -> Iterator[tuple[FolderSource, Watching]]:
+    source = FolderSource(folder, quiet_s=QUIET_S)
+    source.load()
+    with watching(source) as w:
+        assert source.armed.wait(5), "the watcher never armed"
+        yield source, w
+
+
+def sig(path: Path) -> FileSig:
+    found = signature(path)
+    assert found is not None
+    return found
+
+
+def safe_write(path: Path, text: str) -> None:
+    """What sed -i, Ansible and JetBrains' safe write do: a whole temp file, renamed over."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.rename(path)
+
+
+def test_a_file_renamed_over_a_spec_is_trusted_without_the_quiet_period(
+        folder: Path, watched: tuple[FolderSource, Watching]) -> None:
+    source, w = watched
+    w.calls.clear()
+    safe_write(folder / "vlm.yaml", SPECS.replace("18000", "18002"))
+    w.seconds_until_call_after(0.0)
+    loaded = source.load()
+    assert loaded.spec_set.deployments[0].spec.port.host == 18002
+    assert source.settled_by == RENAME
+
+    w.calls.clear()  # and again: the renamed file is now the one last read
+    safe_write(folder / "vlm.yaml", SPECS.replace("18000", "18003"))
+    w.seconds_until_call_after(0.0)
+    assert source.load().spec_set.deployments[0].spec.port.host == 18003
+    assert source.settled_by == RENAME
+
+
+@pytest.mark.parametrize("save", ["in place", "unlink and create", "new file"])
+def test_other_saves_wait_the_quiet_period(
+        folder: Path, watched: tuple[FolderSource, Watching], save: str) -> None:
+    source, w = watched
+    w.calls.clear()
+    spec = folder / "vlm.yaml"
+    new = SPECS.replace("18000", "18004")
+    if save == "in place":  # an editor that truncates, then writes
+        spec.write_text(new)
+    elif save == "unlink and create":  # vim's backup dance, git checkout
+        spec.unlink()
+        spec.write_text(new)
+    else:
+        (folder / "more.yaml").write_text(OTHER_HOST.replace("other", "more"))
+    w.seconds_until_call_after(0.0)
+    source.load()
+    assert source.settled_by == QUIET
+
+
+def test_a_rename_after_an_unnoticed_unlink_is_not_trusted(tmp_path: Path) -> None:
+    """inotify may split unlink and create over two batches: a path deleted since the last
+    snapshot stays untrusted until a snapshot has read it again."""
+    spec = tmp_path / "a.yaml"
+    spec.write_text("one")
+    before = {"a.yaml": sig(spec)}
+    replaced = ReplacedFiles(tmp_path)
+    mark = replaced.mark()
+    spec.unlink()
+    replaced.observe([(watchfiles.Change.deleted, str(spec))])
+    spec.write_text("two")
+    replaced.observe([(watchfiles.Change.added, str(spec))])
+    now = {"a.yaml": sig(spec)}
+    assert not replaced.explains(before, now)
+
+    replaced.read(mark)  # a snapshot read before the unlink does not clear it
+    assert not replaced.explains(before, now)
+    replaced.read(replaced.mark())  # one read after it does
+    safe_write(spec, "three")
+    replaced.observe([(watchfiles.Change.added, str(spec))])
+    assert replaced.explains(now, {"a.yaml": sig(spec)})
+
+
+def test_a_write_after_the_rename_brings_the_quiet_period_back(tmp_path: Path) -> None:
+    spec = tmp_path / "a.yaml"
+    spec.write_text("one")
+    before = {"a.yaml": sig(spec)}
+    replaced = ReplacedFiles(tmp_path)
+    safe_write(spec, "two")
+    replaced.observe([(watchfiles.Change.added, str(spec))])
+    assert replaced.explains(before, {"a.yaml": sig(spec)})
+    with spec.open("a") as f:  # its event not seen yet: the signature alone tells
+        f.write(" and more")
+    assert not replaced.explains(before, {"a.yaml": sig(spec)})
+    same = dict(before)
+    assert replaced.explains(before, same)  # nothing changed
+    assert not replaced.explains(before, {})  # a file went away
+
+
+def test_a_rename_that_removes_a_resource_waits_the_quiet_period(
+        folder: Path, watched: tuple[FolderSource, Watching]) -> None:
+    """Half of a move between two files: the resource left one file and is not in the
+    other yet. Whole files, but a doubtful whole."""
+    source, w = watched
+    w.calls.clear()
+    safe_write(folder / "other.yaml", "# moved to another file\n")
+    w.seconds_until_call_after(0.0)
+    assert names(source.load()) == ["Deployment/vlm", "Host/local"]
+    assert source.settled_by == QUIET
+
+
+def test_an_invalid_rename_waits_the_quiet_period_then_is_refused(
+        folder: Path, watched: tuple[FolderSource, Watching]) -> None:
+    source, w = watched
+    w.calls.clear()
+    safe_write(folder / "vlm.yaml", SPECS.replace("host: local", "host: nowhere"))
+    w.seconds_until_call_after(0.0)
+    with pytest.raises(SourceError) as info:
+        source.load()
+    assert "nowhere" in str(info.value) and str(folder / "vlm.yaml") in str(info.value)
+    assert source.settled_by == QUIET
