@@ -24,7 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+import yaml.composer
+import yaml.constructor
 import yaml.reader
+import yaml.resolver
 
 from specs.errors import Location, SpecError, SpecIssue
 
@@ -249,30 +252,33 @@ def decode_spec(data: bytes, file: str) -> str:
                                    R_ENCODING)]) from None
 
 
+# libyaml's own nesting limit (1,000 levels), which its scanner can reach before our composer
+# reaches ours: a flow nest on one line is read ahead to find where its keys end.
+LIBYAML_TOO_DEEP = "exceeded maximum nesting depth"
+
+
 class _LimitExceeded(Exception):
     def __init__(self, mark: Any, message: str, rule: str) -> None:
         super().__init__(message)
         self.mark, self.message, self.rule = mark, message, rule
 
 
-class _LimitedLoader(yaml.SafeLoader):
-    """SafeLoader whose composer counts aliases and nesting as it goes, so an alias bomb or a
-    deep nest is refused before it costs memory or recursion."""
+class _Limits:
+    """A composer that counts aliases and nesting as it goes, so an alias bomb or a deep nest
+    is refused before it costs memory or recursion. Mixed into a loader before its Composer."""
 
-    def __init__(self, text: str, limits: LoaderLimits) -> None:
-        super().__init__(text)
-        self.limits = limits
-        self.depth = 0
-        self.aliases = 0
-        self.nodes = 0  # per file, not per document: many small documents add up
-        self.built = 0  # values built from the nodes, aliases expanded, per file
+    limits: LoaderLimits
+    depth = 0
+    aliases = 0
+    nodes = 0  # per file, not per document: many small documents add up
+    built = 0  # values built from the nodes, aliases expanded, per file
 
     def compose_document(self) -> Any:
         self.aliases = 0
-        return super().compose_document()
+        return super().compose_document()  # type: ignore[misc]
 
     def compose_node(self, parent: Any, index: Any) -> Any:
-        event = self.peek_event()  # type: ignore[no-untyped-call]
+        event = self.peek_event()  # type: ignore[attr-defined]
         if isinstance(event, yaml.AliasEvent):
             self.aliases += 1
             if self.aliases > self.limits.max_aliases:
@@ -287,9 +293,38 @@ class _LimitedLoader(yaml.SafeLoader):
             if self.depth > self.limits.max_depth:
                 raise _LimitExceeded(event.start_mark, f"nested deeper than "
                                      f"{self.limits.max_depth} levels", LIMIT_DEPTH)
-            return super().compose_node(parent, index)
+            return super().compose_node(parent, index)  # type: ignore[misc]
         finally:
             self.depth -= 1
+
+
+class _LimitedLoader(_Limits, yaml.SafeLoader):
+    """The pure-Python loader, where libyaml is missing."""
+
+    def __init__(self, text: str, limits: LoaderLimits) -> None:
+        super().__init__(text)
+        self.limits = limits
+
+
+_Loader: Any = _LimitedLoader
+if yaml.__with_libyaml__:
+    from yaml._yaml import CParser
+
+    class _LimitedCLoader(_Limits, yaml.composer.Composer, CParser,
+                          yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
+        """libyaml scans and parses (about 9x faster: 50 Deployments in 4 ms instead of
+        35 ms, which a save waits for); composing stays in Python, so the limits above still
+        see every event before a node is built. libyaml keeps its own stacks on the heap: a
+        deep nest cannot overflow C's stack before the depth limit ends it."""
+
+        def __init__(self, text: str, limits: LoaderLimits) -> None:
+            CParser.__init__(self, text)
+            yaml.composer.Composer.__init__(self)
+            yaml.constructor.SafeConstructor.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+            self.limits = limits
+
+    _Loader = _LimitedCLoader
 
 
 def load_text(text: str, file: str, limits: LoaderLimits = DEFAULT_LIMITS) -> list[Document]:
@@ -297,10 +332,10 @@ def load_text(text: str, file: str, limits: LoaderLimits = DEFAULT_LIMITS) -> li
     if len(text.encode("utf-8", "surrogatepass")) > limits.max_file_bytes:
         raise SpecError([_too_big(file, len(text.encode("utf-8", "surrogatepass")),
                                   limits.max_file_bytes)])
-    loader: _LimitedLoader | None = None
+    loader: Any = None
     docs: list[Document] = []
     try:
-        loader = _LimitedLoader(text, limits)
+        loader = _Loader(text, limits)
         index = 0
         while loader.check_node():
             node = loader.get_node()
@@ -319,6 +354,9 @@ def load_text(text: str, file: str, limits: LoaderLimits = DEFAULT_LIMITS) -> li
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = exc.problem or exc.context or "malformed YAML"
+        if problem == LIBYAML_TOO_DEEP:  # its scanner reads a flow nest ahead of our composer
+            raise SpecError([SpecIssue(Location(file, line, col), "-", f"nested deeper than "
+                                       f"{limits.max_depth} levels", LIMIT_DEPTH)]) from None
         raise SpecError([SpecIssue(Location(file, line, col), "-", str(problem),
                                    R_SYNTAX)]) from None
     except yaml.reader.ReaderError as exc:  # e.g. a control character: not "marked"
@@ -363,11 +401,11 @@ def load_paths(paths: list[Path], relative_to: Path | None = None,
 
 
 class _Builder:
-    """Plain data from a node tree, with a budget: an alias is the same node reached again, so
-    the tree can expand to far more values than the text holds (and, with an anchor inside
-    itself, forever); the budget and the depth check stop both."""
+    """Plain data from a node tree (``loader``: a _Limits loader), with a budget: an alias is
+    the same node reached again, so the tree can expand to far more values than the text holds
+    (and, with an anchor inside itself, forever); the budget and the depth check stop both."""
 
-    def __init__(self, loader: _LimitedLoader, doc: Document, limits: LoaderLimits) -> None:
+    def __init__(self, loader: Any, doc: Document, limits: LoaderLimits) -> None:
         self.loader, self.doc, self.limits = loader, doc, limits
 
     def build(self, node: yaml.Node, path: PathKey) -> Any:

@@ -65,7 +65,8 @@ HOSTILE = {
 
 
 @pytest.mark.parametrize("name", list(HOSTILE))
-def test_hostile_yaml_is_refused_fast_with_file_line_and_rule(name: str) -> None:
+def test_hostile_yaml_is_refused_fast_with_file_line_and_rule(name: str, yaml_loader: str
+                                                             ) -> None:
     text, rule = HOSTILE[name]
     started = time.monotonic()
     with pytest.raises(SpecError) as info:

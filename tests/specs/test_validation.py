@@ -18,7 +18,7 @@ def _errors(text: str) -> list[str]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input_names_file_line_and_rule(case: Case) -> None:
+def test_bad_input_names_file_line_and_rule(case: Case, yaml_loader: str) -> None:
     errors = _errors(case.text)
     assert any(e.startswith(f"specs/x.yaml:{case.line}:") and case.rule in e
                and case.field in e for e in errors), errors
