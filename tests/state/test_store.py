@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import stat
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -188,6 +189,44 @@ def test_concurrent_updates_lose_nothing(tmp_path: Path) -> None:
     assert errors == []
     final = Store(tmp_path / "state").load("Deployment/d")
     assert final is not None and final.facts["n"] == THREADS * INCREMENTS
+
+
+def test_an_update_of_one_resource_does_not_wait_for_another(tmp_path: Path) -> None:
+    """The lock is per resource: while one record's update is in progress (its mutate blocks),
+    another record updates, and the same record waits its turn."""
+    store = Store(tmp_path / "state")
+    inside, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def slow(status: ResourceStatus) -> None:
+        inside.set()
+        assert release.wait(30)
+        order.append("slow")
+        status.facts["slow"] = True
+
+    def update(name: str, mutate: Callable[[ResourceStatus], None]) -> threading.Thread:
+        thread = threading.Thread(target=store.update, args=(f"StreamSet/{name}", "StreamSet",
+                                                             name, mutate), daemon=True)
+        thread.start()
+        return thread
+
+    holder = update("a", slow)
+    try:
+        assert inside.wait(30)
+        other = update("b", lambda st: st.facts.update(other=True))
+        other.join(30)
+        assert not other.is_alive(), "b's update waited for a's"
+        same = update("a", lambda st: order.append("same"))
+        same.join(0.2)  # it cannot get in while a's update holds the record
+        assert same.is_alive() and order == []
+    finally:
+        release.set()
+    holder.join(30)
+    same.join(30)
+    assert order == ["slow", "same"]
+    a, b = store.load("StreamSet/a"), store.load("StreamSet/b")
+    assert a is not None and a.facts["slow"] is True
+    assert b is not None and b.facts["other"] is True
 
 
 def test_history_survives_delete_and_recreate(tmp_path: Path) -> None:
