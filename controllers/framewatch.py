@@ -23,7 +23,6 @@ from datetime import UTC, datetime
 from controllers.errors import ControllerError
 from controllers.frames import ProbeSlotsBusy, probe_many
 from controllers.statusfacts import SourceFacts, StreamSetStatusFacts
-from controllers.waiting import until
 from state.models import ResourceStatus, utc_now
 from state.store import Store
 
@@ -37,11 +36,6 @@ MAX_IDLE_S = 5.0
 TRUST_PROOF_S = 300.0
 """How old a recorded proof a steady-state pass still trusts when the frame budget is shorter:
 one round of the watch over a thousand sources takes minutes on a small machine."""
-YIELD_MAX_S = 2.0
-"""Longest a probe waits while the daemon's passes run: passes come first (at 1,000 sources the
-watch probes without rest, and its ffmpeg shared two cores with every resync), but a queue that
-is never idle must not stop the watch."""
-YIELD_PACE_S = 0.05
 PROBE_TIMEOUT_S = 5.0  # under the daemon's shutdown timeout: SIGTERM never waits on it long
 DEFAULT_MAX_AGE_S = 15.0
 
@@ -88,12 +82,10 @@ def due(records: list[ResourceStatus], now: float) -> list[tuple[str, str, str]]
 
 
 class FrameWatch:
-    """Runs in the daemon (``run`` until ``stop``); ``wake`` re-queues a StreamSet; ``busy``
-    says whether reconcile passes are running or due, which each probe lets go first."""
+    """Runs in the daemon (``run`` until ``stop``); ``wake`` re-queues a StreamSet."""
 
-    def __init__(self, store: Store, wake: Callable[[str], None],
-                 busy: Callable[[], bool] | None = None) -> None:
-        self.store, self.wake, self.busy = store, wake, busy
+    def __init__(self, store: Store, wake: Callable[[str], None]) -> None:
+        self.store, self.wake = store, wake
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -119,7 +111,6 @@ class FrameWatch:
             found: dict[tuple[str, str], SourceFacts] = {}
             for i in range(0, len(sources), PARALLEL):
                 chunk = sources[i:i + PARALLEL]
-                self._yield(stop)
                 samples = probe_many([url for _, url in chunk], PROBE_TIMEOUT_S)
                 for name, url in chunk:
                     sample = samples[url]
@@ -132,13 +123,6 @@ class FrameWatch:
             if self._record(resource, found):
                 self.wake(resource)
         return 0.0
-
-    def _yield(self, stop: threading.Event | None) -> None:
-        """Let the daemon's passes go first, for up to YIELD_MAX_S."""
-        busy = self.busy
-        if busy is not None:
-            until(lambda: True if (stop is not None and stop.is_set()) or not busy() else None,
-                  timeout_s=YIELD_MAX_S, pace=YIELD_PACE_S)
 
     def _record(self, resource: str, found: dict[tuple[str, str], SourceFacts]) -> bool:
         """Merge what the round learnt; True when a source it recorded has stopped. A source

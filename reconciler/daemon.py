@@ -103,7 +103,7 @@ class Daemon:
         # Revisions a person approved once (``sync --approve-prune``) despite the prune guard.
         self._approved: set[str] = set()
         self.metrics = Metrics(self)
-        self.frame_watch = FrameWatch(self.store, self._wake, busy=self._passes_pending)
+        self.frame_watch = FrameWatch(self.store, self._wake)
         self.started = time.time()
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -323,11 +323,6 @@ class Daemon:
             return self.store.update(SOURCE_RESOURCE, "Source", "specs", mutate)
 
     # --- work --------------------------------------------------------------------------------
-
-    def _passes_pending(self) -> bool:
-        """Whether reconcile passes are running or due now (not merely scheduled later)."""
-        stats = self.queue.stats()
-        return stats.processing > 0 or stats.depth > 0
 
     def sync(self) -> None:
         """Look at the source now and re-check every resource (``reconciler sync``)."""

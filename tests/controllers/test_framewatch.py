@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
-import pytest
-
-from controllers import framewatch
 from controllers.framewatch import due
 from state.models import ResourceStatus
-from state.store import Store
-from tests.emulators.helpers import free_port
 
 NOW = datetime(2026, 12, 4, 9, 0, 0, tzinfo=UTC).timestamp()
 
@@ -64,40 +58,3 @@ def test_the_watch_rests_until_the_next_proof_falls_due() -> None:
     assert idle_s([soon], NOW) == 2.0
     late = _set("b", "True", {"s": _src("2026-12-04T08:50:00Z")})
     assert idle_s([soon, late], NOW) == ROUND_PAUSE_S
-
-
-def _closed_port_set(tmp_path: Path) -> Store:
-    """A Ready StreamSet whose one source is due, at an RTSP URL nothing listens on."""
-    store = Store(tmp_path / "state")
-    record = _set("a", "True", {"s": _src("2026-12-04T08:00:00Z")})
-    record.facts["sources"]["s"]["rtviUrl"] = f"rtsp://127.0.0.1:{free_port()}/x"
-    store.save(record)
-    return store
-
-
-def _probed(store: Store) -> bool:
-    record = store.load("StreamSet/a")
-    assert record is not None
-    return record.facts["sources"]["s"].get("framesFresh") is False  # ffmpeg was refused
-
-
-@pytest.mark.parametrize("busy_for", [3, 10_000])
-def test_a_probe_lets_the_daemon_s_passes_go_first_for_a_while(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, busy_for: int) -> None:
-    """Passes first: the watch asks until none is running or due, then probes; a queue that
-    never empties holds it back for YIELD_MAX_S at most."""
-    monkeypatch.setattr(framewatch, "YIELD_MAX_S", 0.5)
-    store = _closed_port_set(tmp_path)
-    asked: list[int] = []
-
-    def busy() -> bool:
-        asked.append(1)
-        return len(asked) <= busy_for
-
-    woken: list[str] = []
-    framewatch.FrameWatch(store, woken.append, busy=busy).round()
-    if busy_for == 3:
-        assert len(asked) == 4  # busy three times, then free: it probed
-    else:
-        assert 1 < len(asked) < busy_for  # gave up waiting, probed anyway
-    assert _probed(store) and woken == ["StreamSet/a"]
