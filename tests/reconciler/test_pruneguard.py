@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.pruneguard import R_EMPTY, R_MASS_PRUNE, PrunePolicy, judge
+from reconciler.pruneguard import R_EMPTY, R_MASS_PRUNE, SHOWN_NAMES, PrunePolicy, Verdict, judge
 
 DEFAULT = PrunePolicy()
 
@@ -54,3 +54,32 @@ def test_opt_ins() -> None:
 def test_long_lists_are_shortened() -> None:
     verdict = judge(keys(30), ["Host/local"], "r", DEFAULT)
     assert "and 20 more" in verdict.message and len(verdict.prunes) == 30
+
+
+def test_verdicts_name_what_they_prune_and_of_how_many() -> None:
+    """Every verdict, held or not, carries the keys it prunes and the owned count (the daemon
+    logs and shows them)."""
+    prunes = ("Deployment/d0", "Deployment/d1")
+    assert judge(keys(2), [], "r", DEFAULT, approved=True) == Verdict(prunes, 2)
+    assert judge(keys(3), keys(3)[2:], "r", DEFAULT) == Verdict(prunes, 3)
+    empty = judge(keys(2), [], "r", DEFAULT)
+    assert (empty.prunes, empty.owned) == (prunes, 2)
+
+
+def test_held_messages_say_exactly_what_and_how() -> None:
+    empty = judge(keys(2), [], "sha256:ab", DEFAULT)
+    assert empty.message == (
+        "revision sha256:ab has no resources while 2 are owned; it would delete "
+        "Deployment/d0, Deployment/d1. Held: an empty revision is far more often a mistake "
+        "(a folder emptied or replaced) than a wish; to apply it anyway, run `reconciler sync "
+        "--approve-prune sha256:ab` once, or restart the daemon with --allow-empty")
+    mass = judge(keys(SHOWN_NAMES + 1), ["Host/local"], "sha256:cd", DEFAULT)
+    shown = ", ".join(sorted(keys(SHOWN_NAMES + 1))[:SHOWN_NAMES])  # d10 before d2
+    assert mass.message == (
+        f"revision sha256:cd would delete 11 of 11 owned resources: {shown} and 1 more. "
+        "Held: more than 50% (or all) of a fleet at once needs an opt-in; to apply it anyway, "
+        "run `reconciler sync --approve-prune sha256:cd` once, or restart the daemon with "
+        "--allow-mass-prune")
+    exactly = judge(keys(SHOWN_NAMES), ["Host/local"], "r", DEFAULT)
+    assert exactly.message.split(": ", 1)[1].startswith(
+        ", ".join(keys(SHOWN_NAMES)) + ". Held:")  # ten names: no "and 0 more"

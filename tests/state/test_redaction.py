@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 from state import MASK, HistoryEntry, Redactor, ResourceStatus, Store, utc_now
+from state.redaction import _json_inner, go_quoted
 
 
 def test_scrub_text_longest_first_and_short_values_ignored() -> None:
@@ -111,3 +112,26 @@ def test_every_encoded_form_of_a_hostile_value_is_masked() -> None:
         assert MASK in scrubbed, name
         assert "canary" not in scrubbed, (name, scrubbed)
     assert redactor.values_count == 1  # forms are not counted as separate secrets
+
+
+def test_go_quoting_matches_go_for_every_class_of_character() -> None:
+    """Go's %q keeps printable runes and escapes the rest; %+q escapes all non-ASCII too."""
+    assert go_quoted('a"\\\n\x00\x7f') == 'a\\"\\\\\\n\\x00\\x7f'
+    assert go_quoted("é") == "é" and go_quoted("é", ascii_only=True) == "\\u00e9"
+    assert go_quoted("\u200b") == "\\u200b"  # a format character: not printable
+    assert go_quoted("\U00010000") == "\U00010000"
+    assert go_quoted("\U00010000", ascii_only=True) == "\\U00010000"
+    assert go_quoted("\U000e0001") == "\\U000e0001"  # a language tag: not printable
+
+
+def test_json_forms_are_the_inside_of_the_quotes() -> None:
+    assert _json_inner("abc", True) == "abc"
+    assert _json_inner("é\n", False) == "é\\n" and _json_inner("é\n", True) == "\\u00e9\\n"
+
+
+def test_a_secret_inside_a_longer_one_does_not_leave_the_longer_one_s_ends() -> None:
+    """Longest first: masking the short secret first would leave the long one's ends."""
+    redactor = Redactor()
+    redactor.register("zzzzzzzz")
+    redactor.register("azzzzzzzzb")
+    assert redactor.scrub_text("x azzzzzzzzb y zzzzzzzz") == f"x {MASK} y {MASK}"
