@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 
@@ -65,3 +66,64 @@ def test_control_characters_from_the_environment_are_refused() -> None:
         resolve(ref, environ={"MY_KEY": "esc-canary\x1b[2J"}, redactor=Redactor())
     assert "environment variable MY_KEY" in str(info.value) and "U+001B" in str(info.value)
     assert "canary" not in str(info.value)
+
+
+def _refusal(ref: SecretRef, environ: dict[str, str] | None = None) -> str:
+    with pytest.raises(SecretUnavailable) as info:
+        resolve(ref, environ, redactor=Redactor())
+    return str(info.value)
+
+
+def test_what_is_not_a_regular_file_is_named_for_what_it_is(tmp_path: Path) -> None:
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path, kind in [(folder, "a directory"), (fifo, "a FIFO (named pipe)"),
+                       ("/dev/null", "a character device")]:  # a socket cannot even be opened
+        assert _refusal(_ref(path)) == (f"secret HF_TOKEN: {path} is {kind}; secrets are "
+                                        "read only from regular files")
+
+
+def test_a_file_over_the_cap_is_refused_by_its_size_or_by_what_it_gave(tmp_path: Path) -> None:
+    big = tmp_path / "big"
+    big.write_bytes(b"k" * (SECRET_FILE_MAX_BYTES + 1))
+    too_big = "bytes; a secret file holds one token or key"
+    assert _refusal(_ref(big)) == (f"secret HF_TOKEN: {big} is larger than "
+                                   f"{SECRET_FILE_MAX_BYTES} {too_big}")
+    # A /proc file says 0 bytes to fstat and gives megabytes: the read itself is capped.
+    assert _refusal(_ref("/proc/kallsyms")) == (
+        f"secret HF_TOKEN: /proc/kallsyms is larger than {SECRET_FILE_MAX_BYTES} {too_big}")
+
+
+def test_a_file_that_cannot_be_opened_or_read_says_why(tmp_path: Path) -> None:
+    missing = tmp_path / "absent"
+    assert _refusal(_ref(missing)) == (
+        f"secret HF_TOKEN: cannot read {missing}: No such file or directory")
+    assert _refusal(_ref("/proc/self/mem")) == (  # opens, then fails to read at offset 0
+        "secret HF_TOKEN: cannot read /proc/self/mem: Input/output error")
+    nul = SecretRef.model_construct(name="HF_TOKEN", fromFile="/tmp/a\x00b", fromEnv=None)
+    assert _refusal(nul) == "secret HF_TOKEN: cannot read /tmp/a\x00b: embedded null byte"
+
+
+def test_environment_references_and_their_refusals(monkeypatch: pytest.MonkeyPatch) -> None:
+    ref = SecretRef(name="NGC_API_KEY", fromEnv="MY_KEY")
+    assert _refusal(ref, {}) == ("secret NGC_API_KEY: environment variable MY_KEY is not set "
+                                 "in the reconciler's environment")
+    monkeypatch.setenv("MY_KEY", "from-the-process-env")
+    assert resolve(ref, redactor=Redactor()) == "from-the-process-env"  # os.environ by default
+    assert _refusal(ref, {"MY_KEY": "a\x00b\x07-canary"}) == (
+        "secret NGC_API_KEY: the value from environment variable MY_KEY contains control "
+        "character(s) NUL, U+0007; only tab, newline and carriage return are allowed (Docker "
+        "cannot pass NUL at all)")
+    neither = SecretRef.model_construct(name="X", fromEnv=None, fromFile=None)
+    assert _refusal(neither) == "secret X: no source given"
+
+
+def test_only_line_endings_are_trimmed_from_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    path.write_text(" tokenX \r\n")
+    assert resolve(_ref(path), redactor=Redactor()) == " tokenX "
+    path.write_text("\n")
+    assert _refusal(_ref(path)) == (f"secret HF_TOKEN: the referenced value (file {path}) "
+                                    "is empty")
