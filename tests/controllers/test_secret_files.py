@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from controllers.errors import SecretRefused, SecretUnavailable
-from controllers.secrets import SECRET_FILE_MAX_BYTES, resolve
-from specs.models import SecretRef
+from controllers.secrets import SECRET_FILE_MAX_BYTES, api_token, resolve
+from specs.models import DeploymentSpec, SecretRef
 from state import MASK, Redactor
 
 
@@ -122,8 +122,35 @@ def test_environment_references_and_their_refusals(monkeypatch: pytest.MonkeyPat
 
 def test_only_line_endings_are_trimmed_from_a_file(tmp_path: Path) -> None:
     path = tmp_path / "token"
-    path.write_text(" tokenX \r\n")
-    assert resolve(_ref(path), redactor=Redactor()) == " tokenX "
+    path.write_text(" token \r\n")
+    assert resolve(_ref(path), redactor=Redactor()) == " token "
+    path.write_text("tokenX\n")
+    assert resolve(_ref(path), redactor=Redactor()) == "tokenX"
     path.write_text("\n")
     assert _refusal(_ref(path)) == (f"secret HF_TOKEN: the referenced value (file {path}) "
                                     "is empty")
+
+
+def _spec(**extra: object) -> DeploymentSpec:
+    return DeploymentSpec.model_validate({
+        "host": "local", "profile": "exploration", "image": "x@sha256:" + "ab" * 32,
+        "model": {"path": "ngc:nim/nvidia/m:1", "use": "vllm-compatible"},
+        "port": {"host": 18000}, **extra})
+
+
+def test_the_api_token_is_the_named_reference_and_a_header_safe_value(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert api_token(_spec()) is None
+    secrets_ = [{"name": "other", "fromEnv": "OTHER"}, {"name": "api", "fromEnv": "API"}]
+    monkeypatch.setenv("API", "tok-123")
+    monkeypatch.setenv("OTHER", "not-this-one")
+    assert api_token(_spec(secrets=secrets_, apiTokenSecret="api")) == "tok-123"
+    monkeypatch.setenv("API", "tok 123")
+    with pytest.raises(SecretRefused) as info:
+        api_token(_spec(secrets=secrets_, apiTokenSecret="api"))
+    assert str(info.value) == ("secret api: an API token cannot contain whitespace (it is sent "
+                               "as an HTTP header)")
+    dangling = _spec(secrets=secrets_).model_copy(update={"apiTokenSecret": "gone"})
+    with pytest.raises(SecretUnavailable) as missing:
+        api_token(dangling)  # validate refuses this; an old record's applied spec may say it
+    assert str(missing.value) == "apiTokenSecret gone names no entry of spec.secrets"
