@@ -52,19 +52,23 @@ def safe_write(path: Path, text: str) -> None:
     tmp.rename(path)
 
 
+def noticed(w: Watching, path: Path, text: str) -> None:
+    """A safe write, and the watcher's call that follows it (so it has recorded the save)."""
+    w.calls.clear()
+    safe_write(path, text)
+    w.seconds_until_call_after(0.0)
+
+
 def test_a_file_renamed_over_a_spec_is_trusted_without_the_quiet_period(
         folder: Path, watched: tuple[FolderSource, Watching]) -> None:
     source, w = watched
-    w.calls.clear()
-    safe_write(folder / "vlm.yaml", SPECS.replace("18000", "18002"))
-    w.seconds_until_call_after(0.0)
+    noticed(w, folder / "vlm.yaml", SPECS.replace("18000", "18002"))
     loaded = source.load()
     assert loaded.spec_set.deployments[0].spec.port.host == 18002
     assert source.settled_by == RENAME
 
-    w.calls.clear()  # and again: the renamed file is now the one last read
-    safe_write(folder / "vlm.yaml", SPECS.replace("18000", "18003"))
-    w.seconds_until_call_after(0.0)
+    # And again: the renamed file is now the one last read.
+    noticed(w, folder / "vlm.yaml", SPECS.replace("18000", "18003"))
     assert source.load().spec_set.deployments[0].spec.port.host == 18003
     assert source.settled_by == RENAME
 
@@ -132,9 +136,7 @@ def test_a_rename_that_removes_a_resource_waits_the_quiet_period(
     """Half of a move between two files: the resource left one file and is not in the
     other yet. Whole files, but a doubtful whole."""
     source, w = watched
-    w.calls.clear()
-    safe_write(folder / "other.yaml", "# moved to another file\n")
-    w.seconds_until_call_after(0.0)
+    noticed(w, folder / "other.yaml", "# moved to another file\n")
     assert names(source.load()) == ["Deployment/vlm", "Host/local"]
     assert source.settled_by == QUIET
 
@@ -142,9 +144,7 @@ def test_a_rename_that_removes_a_resource_waits_the_quiet_period(
 def test_an_invalid_rename_waits_the_quiet_period_then_is_refused(
         folder: Path, watched: tuple[FolderSource, Watching]) -> None:
     source, w = watched
-    w.calls.clear()
-    safe_write(folder / "vlm.yaml", SPECS.replace("host: local", "host: nowhere"))
-    w.seconds_until_call_after(0.0)
+    noticed(w, folder / "vlm.yaml", SPECS.replace("host: local", "host: nowhere"))
     with pytest.raises(SourceError) as info:
         source.load()
     assert "nowhere" in str(info.value) and str(folder / "vlm.yaml") in str(info.value)
