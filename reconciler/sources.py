@@ -191,7 +191,7 @@ class FolderSource:
         self._last_files: dict[str, FileSig] = {}  # each file of _last as it was read
         self._replaced = ReplacedFiles(path)  # what the watcher saw renamed into place
         # How the last revision read was trusted: "rename" (every changed file was renamed
-        # over the one last read) or "quiet period"; for tests and the debug log.
+        # over the one last read) or "quiet period"; what the tests of reconciler.saves read.
         self.settled_by = ""
         self.armed = threading.Event()  # set while an inotify watch is in place
 

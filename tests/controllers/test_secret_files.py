@@ -12,6 +12,7 @@ from controllers.errors import SecretRefused, SecretUnavailable
 from controllers.secrets import SECRET_FILE_MAX_BYTES, api_token, resolve
 from specs.models import DeploymentSpec, SecretRef
 from state import MASK, Redactor
+from tests.specs_factory import deployment
 
 
 def _ref(path: Path | str) -> SecretRef:
@@ -132,10 +133,8 @@ def test_only_line_endings_are_trimmed_from_a_file(tmp_path: Path) -> None:
 
 
 def _spec(**extra: object) -> DeploymentSpec:
-    return DeploymentSpec.model_validate({
-        "host": "local", "profile": "exploration", "image": "x@sha256:" + "ab" * 32,
-        "model": {"path": "ngc:nim/nvidia/m:1", "use": "vllm-compatible"},
-        "port": {"host": 18000}, **extra})
+    doc = deployment("vlm", "rtvi-emulator@sha256:" + "ab" * 32, 18000, **extra)
+    return DeploymentSpec.model_validate(doc["spec"])
 
 
 def test_the_api_token_is_the_named_reference_and_a_header_safe_value(

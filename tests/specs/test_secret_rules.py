@@ -6,14 +6,12 @@ from typing import Any
 
 from specs.models import DeploymentSpec
 from specs.rules import R12, check_secrets
-
-BASE: dict[str, Any] = {
-    "host": "local", "profile": "exploration", "image": "x@sha256:" + "ab" * 32,
-    "model": {"path": "ngc:nim/nvidia/m:1", "use": "vllm-compatible"}, "port": {"host": 18000}}
+from tests.specs_factory import deployment
 
 
 def findings(**spec: Any) -> list[tuple[tuple[str | int, ...], str]]:
-    found = list(check_secrets(DeploymentSpec.model_validate({**BASE, **spec})))
+    doc = deployment("vlm", "rtvi-emulator@sha256:" + "ab" * 32, 18000, **spec)
+    found = list(check_secrets(DeploymentSpec.model_validate(doc["spec"])))
     assert all(f.rule == R12 and f.severity == "error" for f in found)
     return [(f.path, f.message) for f in found]
 
