@@ -364,6 +364,9 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, default=None,
                         help="after the resyncs: profile one pass of each kind (pstats file)")
     parser.add_argument("--profile-top", type=int, default=30)
+    parser.add_argument("--spy", type=Path, default=None,
+                        help="sample the daemon with py-spy during the resyncs (collapsed "
+                             "stacks, one line per stack: flamegraph.pl or speedscope read it)")
     args = parser.parse_args()
     d, s = args.deployments, args.streams_per_deployment
     print(f"daemon workers: {args.workers or 'default'}")
@@ -388,10 +391,17 @@ def main() -> None:
             print(f"converged in {converge_s:.1f} s: {streams} streams registered; "
                   f"RSS {rss:.1f} MiB", flush=True)
             resyncs = []
+            spy = None if args.spy is None else subprocess.Popen(
+                [str(Path(sys.executable).with_name("py-spy")), "record", "--pid",
+                 str(daemon.proc.pid), "--rate", "250", "--format", "raw", "--output",
+                 str(args.spy)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for i in range(args.resyncs):
                 resyncs.append(daemon.resync(d))
                 r = resyncs[-1]
                 print(f"  resync {i + 1}: {r.seconds:.2f} s", flush=True)
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+                spy.wait(timeout=60)
             rss_after = proc_mib(daemon.proc.pid, "VmRSS")
             rss_peak = proc_mib(daemon.proc.pid, "VmHWM")
             server_alive = server.proc.poll() is None

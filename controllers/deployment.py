@@ -20,11 +20,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from controllers import ownership
-from controllers.docker_client import ContainerInfo, ContainerRequest, DockerEngine
+from controllers.deploymentplan import KIND_CONTAINER, Action, Desired, Plan, plan, staged_name
+from controllers.docker_client import ContainerInfo, ContainerRequest
 from controllers.errors import (
     ContainerPaused,
     ControllerError,
@@ -41,7 +41,6 @@ from controllers.hostports import port_holders
 from controllers.hostview import HostView
 from controllers.readiness import (
     ReadinessResult,
-    paused_message,
     service_url,
     started_epoch,
     still_serving,
@@ -52,68 +51,20 @@ from controllers.session import HostSession
 from controllers.statusfacts import DeploymentStatusFacts, RuntimeFacts
 from controllers.waiting import until
 from specs.environment import effective_env
-from specs.errors import SpecIssue
 from specs.facts import HostFacts
 from specs.hostrules import R_IMAGE_PRESENT, check_against_host, check_gpu_exclusivity
-from specs.models import Deployment, DeploymentSpec
+from specs.models import Deployment
 from specs.rules import R4, R10, R_PORT_FREE, R_SECRET_VALUE, Finding, covering_mount
 from specs.validate import SpecSet, spec_hash
 from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
 from state.store import Store
 
-Verb = Literal["create", "recreate"]
 GPU_RELEASE_TIMEOUT_S = 120
-# One source for every default: the spec model's (a record from an older release may lack it).
-DEFAULT_STOP_GRACE_S = int(DeploymentSpec.model_fields["stopGraceSeconds"].default)
 GPU_RELEASE_POLL_S = 1.0
 # The daemon waits for readiness this long per pass, then frees the worker and looks again.
 READINESS_SLICE_S = 5.0
 PROGRESS_STEP_S = 5
-KIND_CONTAINER = "container"
-STAGED_SUFFIX = ".next"  # the replacement's name until the old container is gone
 Progress = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class Action:
-    verb: Verb
-    target: str
-    cause: str
-
-    def __str__(self) -> str:
-        return f"{self.verb} {self.target}: {self.cause}"
-
-
-@dataclass
-class Desired:
-    """What one Deployment asks for, resolved against its Host (image ID, container name)."""
-
-    deployment: Deployment
-    resource: str
-    spec_hash: str
-    container_name: str
-    image_id: str
-    env: dict[str, str]
-    labels: dict[str, str]
-    url: str  # as seen on the Host
-    probe_url: str  # how this process reaches it (through the SSH tunnel for remote Hosts)
-    source_file: str
-    # Secret references whose values exist but cannot be used (located, naming the reference,
-    # never the value); refused by ``plan`` when something is to be created.
-    secret_issues: list[SpecIssue] = field(default_factory=list)
-
-
-@dataclass
-class Plan:
-    resource: str
-    actions: list[Action] = field(default_factory=list)
-    conflict: str | None = None
-    container: ContainerInfo | None = None
-    paused: str | None = None  # why nothing is done: someone paused the container
-
-    @property
-    def changes(self) -> bool:
-        return bool(self.actions)
 
 
 def resolve_desired(dep: Deployment, spec_set: SpecSet, session: HostSession,
@@ -159,10 +110,6 @@ def resolve_desired(dep: Deployment, spec_set: SpecSet, session: HostSession,
     )
 
 
-def staged_name(container_name: str) -> str:
-    return container_name + STAGED_SUFFIX
-
-
 def port_taken(dep: Deployment, session: HostSession, view: HostView,
                container_name: str) -> list[Finding]:
     """The Deployment's host port, if another container or (local Hosts) a process holds it."""
@@ -189,83 +136,6 @@ def unusable_secrets(dep: Deployment) -> list[Finding]:
         except SecretUnavailable:
             continue
     return findings
-
-
-def plan(desired: Desired, container: ContainerInfo | None, record: ResourceStatus | None,
-         instance: str) -> Plan:
-    """Pure: the actions that make ``container`` match ``desired``, each with its cause.
-    Raises PlanError when something is to be created but a secret's value is unusable."""
-    result = _plan(desired, container, record, instance)
-    if result.changes and desired.secret_issues:
-        raise PlanError(desired.secret_issues)
-    return result
-
-
-def _plan(desired: Desired, container: ContainerInfo | None, record: ResourceStatus | None,
-          instance: str) -> Plan:
-    result = Plan(desired.resource, container=container)
-    name = desired.container_name
-    if container is None:
-        known = record is not None and record.inventory_item(KIND_CONTAINER, name) is not None
-        cause = (f"container {name} is missing (removed outside the reconciler)" if known
-                 else "new Deployment")
-        result.actions.append(Action("create", f"container {name}", cause))
-        return result
-    if not ownership.is_owned(container.labels, instance, desired.resource):
-        owner = ownership.why_not_ours(container.labels, instance)
-        result.conflict = (f"a container named {name} already exists and is not ours ({owner}); "
-                           "it is left untouched — rename or remove it, or rename the Deployment")
-        return result
-    causes = []
-    have_hash = container.labels.get(ownership.LABEL_SPEC_HASH, "")
-    if have_hash != desired.spec_hash:
-        causes.append(_spec_cause(desired, record, have_hash))
-    if container.image_id != desired.image_id:
-        causes.append(f"image changed {_short(container.image_id)} → {_short(desired.image_id)}")
-    if container.paused:
-        result.paused = paused_message(name, causes)
-        return result
-    if not container.running:
-        state = (f"exited with code {container.exit_code}" if container.status == "exited"
-                 else f"is {container.status}, not running")
-        causes.append(f"container {state}")
-    if causes:
-        result.actions.append(Action("recreate", f"container {name}", "; ".join(causes)))
-    return result
-
-
-def _spec_cause(desired: Desired, record: ResourceStatus | None, have_hash: str) -> str:
-    old = record.applied_spec if record is not None else None
-    if old is None:
-        return f"spec changed (hash {have_hash[:12] or 'none'} → {desired.spec_hash[:12]})"
-    new = desired.deployment.spec.model_dump(mode="json")
-    changed = sorted(_diff(old, new))
-    shown = ", ".join(changed[:6]) + (f" and {len(changed) - 6} more" if len(changed) > 6 else "")
-    return f"spec changed: {shown or 'defaults'}"
-
-
-def _diff(old: Any, new: Any, prefix: str = "") -> list[str]:
-    if isinstance(old, dict) and isinstance(new, dict):
-        out: list[str] = []
-        for key in sorted(set(old) | set(new)):
-            out.extend(_diff(old.get(key), new.get(key), f"{prefix}{key}."))
-        return out
-    if old == new:
-        return []
-    path = prefix.rstrip(".")
-    if isinstance(old, str | int | float | bool | None) and isinstance(new, str | int | float |
-                                                                           bool | None):
-        return [f"{path} {_fmt(old)} → {_fmt(new)}"]
-    return [path]
-
-
-def _fmt(value: object) -> str:
-    text = "unset" if value is None else repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _short(image_id: str) -> str:
-    return image_id[:19] + ".." if len(image_id) > 19 else image_id
 
 
 def gpus_held_by_others(dep: Deployment, spec_set: SpecSet, store: Store,
@@ -559,52 +429,9 @@ def container_request(desired: Desired, name: str, secret_env: dict[str, str],
     )
 
 
-def remove_owned(engine: DockerEngine, store: Store, instance: str, resource: str,
-                 record: ResourceStatus) -> tuple[list[str], list[str]]:
-    """Delete containers the inventory lists AND that carry our labels; returns (removed,
-    left) with a reason for each one left alone."""
-    removed, left = [], []
-    for item in list(record.inventory):
-        if item.kind != KIND_CONTAINER:
-            continue
-        # A created item is known by ID; only a pending one (the create call may or may not
-        # have happened) is looked up by name, so a newer container is never taken for it.
-        info = engine.container(item.id) if item.id else engine.container(item.name)
-        if info is None:
-            removed.append(f"container {item.name} (already gone)")
-        elif not ownership.is_owned(info.labels, instance, resource):
-            left.append(f"container {item.name}: not ours (labels do not match), left untouched")
-            continue
-        else:
-            engine.stop(info.id, _stop_grace(record))
-            engine.remove(info.id)
-            removed.append(f"container {item.name} ({info.id[:12]})")
-        _forget(store, record, item)
-    return removed, left
-
-
-def _stop_grace(record: ResourceStatus) -> int:
-    """The Deployment's own stopGraceSeconds (as last applied), so a delete drains as gently
-    as a recreate does."""
-    spec = record.applied_spec or {}
-    grace = spec.get("stopGraceSeconds") if isinstance(spec, dict) else None
-    return int(grace) if isinstance(grace, int | float) else DEFAULT_STOP_GRACE_S
-
-
-def _forget(store: Store, record: ResourceStatus, item: InventoryItem) -> None:
-    def mutate(st: ResourceStatus) -> None:
-        st.remove_inventory(item.kind, item.name)
-    store.update(record.resource, record.kind, record.name, mutate)
-
-
 __all__ = [
-    "Action",
     "DeploymentController",
-    "Desired",
-    "Plan",
     "ReadinessFailed",
     "container_request",
-    "plan",
-    "remove_owned",
     "resolve_desired",
 ]

@@ -17,6 +17,7 @@ message names the URL without user:password.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -37,6 +38,9 @@ MAX_PARALLEL = max(4, 4 * (os.cpu_count() or 1))
 sources would otherwise start 256 decoders and starve the services being probed."""
 _SLOTS = threading.BoundedSemaphore(MAX_PARALLEL)
 STDERR_LINES = 3
+BACKGROUND_NICE = 10
+"""Niceness of a background probe (the daemon's frame watch): it re-proves what is already
+proven, so reconcile passes and the services on this machine come first when CPU is short."""
 _CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
 
 Mean = tuple[float, float, float]
@@ -114,8 +118,9 @@ def _command(url: str) -> list[str]:
             "-s", f"{WIDTH}x{HEIGHT}", "-"]
 
 
-def probe(url: str, timeout_s: float) -> FrameSample:
-    """Decode one frame of ``url`` within ``timeout_s`` seconds."""
+def probe(url: str, timeout_s: float, background: bool = False) -> FrameSample:
+    """Decode one frame of ``url`` within ``timeout_s`` seconds (at ``BACKGROUND_NICE`` if
+    ``background``)."""
     shown = redact(url)
     if urlsplit(url).scheme not in ("rtsp", "rtsps"):
         raise ProbeUnavailable(f"cannot probe {shown}: not an rtsp:// URL")
@@ -127,6 +132,8 @@ def probe(url: str, timeout_s: float) -> FrameSample:
     started = time.monotonic()
     with subprocess.Popen(_command(url), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE) as child:
+        if background:
+            _lower_priority(child.pid)
         try:
             out, err = child.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -141,7 +148,15 @@ def probe(url: str, timeout_s: float) -> FrameSample:
     return analyse(out[:FRAME_BYTES], url, elapsed)
 
 
-def probe_many(urls: list[str], timeout_s: float) -> dict[str, FrameSample | ControllerError]:
+def _lower_priority(pid: int) -> None:
+    """Renice a child just started (not ``preexec_fn``: it is unsafe in a threaded process).
+    A child that already exited, or a system that refuses, leaves the probe as it is."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, pid, BACKGROUND_NICE)
+
+
+def probe_many(urls: list[str], timeout_s: float,
+               background: bool = False) -> dict[str, FrameSample | ControllerError]:
     """Probe every URL in parallel within one shared deadline; each result is a sample or the
     error it raised (keyed by the URL as given)."""
     deadline = time.monotonic() + timeout_s
@@ -151,7 +166,7 @@ def probe_many(urls: list[str], timeout_s: float) -> dict[str, FrameSample | Con
             return ProbeSlotsBusy(f"not probed {redact(url)}: all {MAX_PARALLEL} probe slots "
                                   f"stayed busy for {timeout_s:.1f} s")
         try:
-            return probe(url, deadline - time.monotonic())
+            return probe(url, deadline - time.monotonic(), background)
         except ControllerError as exc:
             return exc
         finally:

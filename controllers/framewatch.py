@@ -111,7 +111,8 @@ class FrameWatch:
             found: dict[tuple[str, str], SourceFacts] = {}
             for i in range(0, len(sources), PARALLEL):
                 chunk = sources[i:i + PARALLEL]
-                samples = probe_many([url for _, url in chunk], PROBE_TIMEOUT_S)
+                samples = probe_many([url for _, url in chunk], PROBE_TIMEOUT_S,
+                                     background=True)
                 for name, url in chunk:
                     sample = samples[url]
                     if isinstance(sample, ProbeSlotsBusy):

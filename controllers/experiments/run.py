@@ -28,7 +28,7 @@ from typing import Any
 
 import structlog
 
-from controllers.deployment import Desired
+from controllers.deploymentplan import Desired
 from controllers.docker_client import DockerEngine
 from controllers.errors import ControllerError
 from controllers.experiments import canary as canary_mod

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from controllers import ownership
-from controllers.deployment import Desired, container_request
+from controllers.deployment import container_request
+from controllers.deploymentplan import Desired
 from controllers.docker_client import ContainerInfo, DockerEngine
 from controllers.errors import ControllerError
 from controllers.readiness import wait_ready

@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import structlog
 
-from controllers.deployment import (
-    DeploymentController,
-    Desired,
-    Plan,
-    remove_owned,
-    resolve_desired,
-)
+from controllers.deployment import DeploymentController, resolve_desired
+from controllers.deploymentplan import Desired, Plan
+from controllers.deploymentremoval import remove_owned
 from controllers.errors import ControllerError, PermanentError, PlanError
 from controllers.statusfacts import DeploymentStatusFacts
 from reconciler.kinds.contract import (

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
 from controllers.frames import (
+    BACKGROUND_NICE,
     HEIGHT,
     WIDTH,
     ProbeFailed,
@@ -19,6 +23,7 @@ from controllers.frames import (
     probe_many,
     redact,
 )
+from controllers.waiting import until
 from tests.conftest import free_port
 
 SLACK_S = 1.5
@@ -85,3 +90,30 @@ def test_credentials_never_appear_in_errors(silent_port: int) -> None:
 def test_redact_strips_userinfo_everywhere() -> None:
     text = f"rtsp://a:{SECRET}@h:1/x failed; retry rtsps://b@h/y"
     assert redact(text) == "rtsp://h:1/x failed; retry rtsps://h/y"
+
+
+def _ffmpeg_children() -> dict[int, int]:
+    """pid -> niceness of every ffmpeg this test process started (from /proc)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)
+        except (OSError, ValueError):
+            continue  # not a process, or one that just ended
+        rest = fields[-1].split()
+        if fields[0].endswith("(ffmpeg") and int(rest[1]) == os.getpid():
+            found[int(entry.name)] = int(rest[16])
+    return found
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_background_probes_run_at_lower_priority(silent_port: int, background: bool) -> None:
+    """The frame watch's probes yield the CPU to passes and services; a pass's do not."""
+    url = f"rtsp://127.0.0.1:{silent_port}/stream"
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(probe_many, [url], 3.0, background)
+        children = until(lambda: _ffmpeg_children() or None, timeout_s=3.0, pace=0.02)
+        assert pending.result()[url].__class__ is ProbeTimeout
+    assert children is not None and len(children) == 1
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    assert list(children.values()) == [BACKGROUND_NICE if background else own]

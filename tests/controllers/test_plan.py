@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from controllers import ownership
-from controllers.deployment import Desired, plan
+from controllers.deploymentplan import Desired, plan
 from controllers.docker_client import ContainerInfo
 from controllers.errors import PlanError
 from specs.errors import Location, SpecIssue

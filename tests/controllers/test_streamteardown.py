@@ -1,0 +1,245 @@
+"""Stream teardown's rules against the RTVI emulator served in-process (no decoding, no child
+process: the fast layer). The end-to-end teardown, with publishers, VST and real frames, is
+in ``tests/reconciler/test_streamset_e2e.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from controllers.captions import CaptionHub
+from controllers.docker_client import DockerEngine
+from controllers.rtvi_client import MAX_BATCH, RtviClient
+from controllers.statusfacts import SourceFacts, StreamSetStatusFacts
+from controllers.streamplan import KIND_PUBLISHER, KIND_SENSOR, KIND_STREAM
+from controllers.streamteardown import Teardown, delete_streams
+from controllers.vst_client import VstClient
+from controllers.waiting import Stopped, until
+from state.models import InventoryItem, ResourceStatus
+from state.store import Store
+from tests.conftest import free_port
+from tests.inproc_rtvi import InprocRtvi, inproc_rtvi
+
+RESOURCE = "StreamSet/cams"
+DELETE_ROUTE = "DELETE /v1/streams/delete-batch"
+
+
+@pytest.fixture
+def rtvi(tmp_path: Path) -> Iterator[InprocRtvi]:
+    with inproc_rtvi(RTVI_EMU_DRAIN_S="0.2", RTVI_EMU_RECORD=str(tmp_path / "x.jsonl")) as emu:
+        yield emu
+
+
+def _add(rtvi: InprocRtvi, n: int) -> list[str]:
+    ids = [str(uuid.uuid4()) for _ in range(n)]
+    client = RtviClient(rtvi.url)
+    try:
+        for i in range(0, n, MAX_BATCH):
+            batch = ids[i:i + MAX_BATCH]
+            result = client.add_streams([{"id": sid, "liveStreamUrl": f"rtsp://127.0.0.1:1/{sid}",
+                                          "description": "cam"} for sid in batch])
+            assert sorted(result.done) == sorted(batch)
+    finally:
+        client.close()
+    return ids
+
+
+def _deletes(rtvi: InprocRtvi) -> list[dict[str, object]]:
+    return [e["request_body"] for e in rtvi.app.recorder.exchanges()  # type: ignore[misc]
+            if e["path"] == "/v1/streams/delete-batch"]
+
+
+def _delete(rtvi: InprocRtvi, ids: list[str], within_s: float = 10.0, drain: int = 5,
+            stop: threading.Event | None = None) -> list[str]:
+    client = RtviClient(rtvi.url)
+    try:
+        return delete_streams(client, ids, drain, stop, time.monotonic() + within_s)
+    finally:
+        client.close()
+
+
+# --- delete_streams -----------------------------------------------------------------------------
+
+def test_streams_are_deleted_in_one_blocking_batch_and_confirmed_gone(rtvi: InprocRtvi) -> None:
+    ids = _add(rtvi, 3)
+    assert _delete(rtvi, ids + ids[:1]) == []  # a repeated ID is asked for once
+    assert rtvi.stream_ids() == set()
+    sent = _deletes(rtvi)
+    assert len(sent) == 1
+    assert sent[0] == {"stream_ids": ids, "blocking": True, "drain_timeout_seconds": 5}
+
+
+def test_more_than_a_batch_is_split_at_the_batch_limit(rtvi: InprocRtvi) -> None:
+    ids = _add(rtvi, MAX_BATCH + 3)
+    assert _delete(rtvi, ids) == []
+    assert rtvi.stream_ids() == set()
+    assert sorted(len(body["stream_ids"]) for body in _deletes(rtvi)) == [3, MAX_BATCH]  # type: ignore[arg-type]
+
+
+def test_an_unknown_id_counts_as_gone(rtvi: InprocRtvi) -> None:
+    ids = _add(rtvi, 1)
+    assert _delete(rtvi, [*ids, str(uuid.uuid4())]) == []
+    assert rtvi.stream_ids() == set()
+
+
+def test_the_drain_timeout_sent_is_cut_to_the_time_left(rtvi: InprocRtvi) -> None:
+    ids = _add(rtvi, 1)
+    assert _delete(rtvi, ids, within_s=3.0, drain=600) == []
+    drain = _deletes(rtvi)[0]["drain_timeout_seconds"]
+    assert isinstance(drain, int) and 0 <= drain <= 3
+
+
+def test_a_stream_in_use_is_asked_again_with_growing_pauses_then_reported(
+        rtvi: InprocRtvi) -> None:
+    free, busy = _add(rtvi, 2)
+    rtvi.stuck(busy)
+    assert _delete(rtvi, [free, busy], within_s=2.0) == [busy]
+    assert rtvi.stream_ids() == {busy}
+    sent = _deletes(rtvi)
+    assert sent[0]["stream_ids"] == [free, busy]
+    assert all(body["stream_ids"] == [busy] for body in sent[1:])  # only what is left
+    # Asked again (not given up after one refusal), but never in a tight loop:
+    # pauses of 0.5 s, then 1 s, within 2 s leave room for three asks.
+    assert 2 <= len(sent) <= 4
+
+
+def test_a_stream_freed_while_retrying_is_deleted(rtvi: InprocRtvi) -> None:
+    ids = _add(rtvi, 2)
+    rtvi.stuck(ids[1])
+    threading.Thread(target=lambda: until(
+        lambda: True if len(_deletes(rtvi)) >= 1 else None, timeout_s=10, pace=0.02)
+        and rtvi.unstuck(), daemon=True).start()
+    assert _delete(rtvi, ids) == []
+    assert rtvi.stream_ids() == set()
+
+
+def test_a_stop_ends_the_retries_at_once(rtvi: InprocRtvi) -> None:
+    ids = _add(rtvi, 1)
+    rtvi.stuck(ids[0])
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    started = time.monotonic()
+    with pytest.raises(Stopped):
+        _delete(rtvi, ids, within_s=60.0, stop=stop)
+    assert time.monotonic() - started < 30.0  # not the 60 s deadline
+    assert rtvi.stream_ids() == set(ids)
+
+
+# --- Teardown: what is forgotten and what is kept -----------------------------------------------
+
+def _no_engine(host: str) -> DockerEngine:
+    raise AssertionError(f"no publisher may be touched here (asked for Host {host})")
+
+
+def _no_vst(url: str) -> VstClient:
+    raise AssertionError(f"no VST may be touched here (asked for {url})")
+
+
+def _teardown(store: Store, hub: CaptionHub | None = None) -> tuple[Teardown, list[str]]:
+    said: list[str] = []
+    return Teardown(store, "default", hub or CaptionHub(), _no_engine,
+                    lambda resource, message: said.append(f"{resource}: {message}"),
+                    RtviClient, _no_vst), said
+
+
+def _record(store: Store, streams: dict[str, str], downstream: tuple[str, ...] = ()) -> None:
+    record = ResourceStatus(resource=RESOURCE, kind="StreamSet", name="cams")
+    known = StreamSetStatusFacts.of(record)
+    for name, sid in streams.items():
+        record.upsert_inventory(InventoryItem(kind=KIND_STREAM, name=name, host="vlm", id=sid,
+                                              state="created", created_at="t"))
+        for kind in downstream:
+            record.upsert_inventory(InventoryItem(kind=kind, name=name, host="local",
+                                                  id=f"{kind}-{name}", state="created",
+                                                  created_at="t"))
+        known.sources[name] = SourceFacts(stream_id=sid, registered=True)
+    known.put(record)
+    store.save(record)
+
+
+def _inventory(store: Store) -> list[tuple[str, str]]:
+    record = store.load(RESOURCE)
+    assert record is not None
+    return sorted((i.kind, i.name) for i in record.inventory)
+
+
+def _facts(store: Store) -> list[str]:
+    record = store.load(RESOURCE)
+    assert record is not None
+    return sorted(StreamSetStatusFacts.of(record).sources)
+
+
+def test_removed_streams_are_forgotten_with_their_facts(rtvi: InprocRtvi,
+                                                        tmp_path: Path) -> None:
+    store = Store(tmp_path / "state")
+    a, b, c = _add(rtvi, 3)
+    _record(store, {"a": a, "b": b, "c": c})
+    teardown, said = _teardown(store)
+    assert teardown.sources(RESOURCE, ["a", "b"], rtvi.url, 5, 30) == []
+    assert rtvi.stream_ids() == {c}
+    assert _inventory(store) == [(KIND_STREAM, "c")]
+    assert _facts(store) == ["c"]
+    assert said == [f"{RESOURCE}: deleting 2 RTVI stream(s) (drain timeout 5s)"]
+
+
+def test_a_stream_still_listed_keeps_its_sensor_publisher_and_facts(rtvi: InprocRtvi,
+                                                                    tmp_path: Path) -> None:
+    store = Store(tmp_path / "state")
+    a, b = _add(rtvi, 2)
+    _record(store, {"a": a, "b": b}, downstream=(KIND_SENSOR, KIND_PUBLISHER))
+    rtvi.stuck(b)
+    teardown, _ = _teardown(store)
+    left = teardown.sources(RESOURCE, ["b"], rtvi.url, 5, 1)
+    assert left == [f"b: RTVI stream {b} still listed after the deadline",
+                    "b: sensor kept: its RTVI stream is still registered",
+                    "b: publisher kept: its RTVI stream is still registered"]
+    assert rtvi.stream_ids() == {a, b}
+    assert _inventory(store) == [(KIND_PUBLISHER, "a"), (KIND_PUBLISHER, "b"), (KIND_SENSOR, "a"),
+                                 (KIND_SENSOR, "b"), (KIND_STREAM, "a"), (KIND_STREAM, "b")]
+    assert _facts(store) == ["a", "b"]
+
+
+def test_an_unreachable_service_keeps_everything_and_names_each_stream(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state")
+    a = str(uuid.uuid4())
+    _record(store, {"a": a}, downstream=(KIND_SENSOR,))
+    teardown, _ = _teardown(store)
+    left = teardown.sources(RESOURCE, ["a"], f"http://127.0.0.1:{free_port()}", 5, 2)
+    assert len(left) == 2
+    assert left[0].startswith(f"a: RTVI stream {a} not deleted (") and "127.0.0.1" in left[0]
+    assert left[1] == "a: sensor kept: its RTVI stream is still registered"
+    assert _inventory(store) == [(KIND_SENSOR, "a"), (KIND_STREAM, "a")]
+    assert _facts(store) == ["a"]
+
+
+def test_a_gone_service_forgets_its_streams_without_a_call(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state")
+    _record(store, {"a": str(uuid.uuid4()), "b": str(uuid.uuid4())})
+    teardown, said = _teardown(store)
+    assert teardown.sources(RESOURCE, ["a"], None, 5, 30) == []
+    assert _inventory(store) == [(KIND_STREAM, "b")]
+    assert _facts(store) == ["b"]
+    assert said == []
+
+
+def test_a_resource_without_a_record_has_nothing_to_tear_down(tmp_path: Path) -> None:
+    teardown, said = _teardown(Store(tmp_path / "state"))
+    assert teardown.sources(RESOURCE, ["a"], "http://127.0.0.1:1", 5, 30) == []
+    assert said == []
+
+
+def test_captions_are_stopped_before_the_delete(rtvi: InprocRtvi, tmp_path: Path) -> None:
+    store = Store(tmp_path / "state")
+    (a,) = _add(rtvi, 1)
+    _record(store, {"a": a})
+    teardown, _ = _teardown(store)
+    assert teardown.sources(RESOURCE, ["a"], rtvi.url, 5, 30) == []
+    paths = [(e["method"], e["path"]) for e in rtvi.app.recorder.exchanges()]
+    stop_at = paths.index(("DELETE", f"/v1/generate_captions/{a}"))
+    assert stop_at < paths.index(("DELETE", "/v1/streams/delete-batch"))
