@@ -28,7 +28,7 @@ from typing import Any, Protocol
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from controllers.errors import TemporaryError
+from controllers.errors import ControllerError, TemporaryError
 from controllers.waiting import Stopped, until
 
 SMI_QUERY = "index,uuid,memory.used,memory.total,utilization.gpu"
@@ -132,7 +132,10 @@ class SmiTelemetry:
     name: str = "nvidia-smi"
 
     def read(self) -> Snapshot:
-        status, out, err = self.runner(["nvidia-smi", *SMI_ARGS])
+        try:
+            status, out, err = self.runner(["nvidia-smi", *SMI_ARGS])
+        except ControllerError as exc:  # the Host's connection: unreachable, timed out
+            raise TelemetryUnavailable(f"nvidia-smi on {self.where}: {exc}") from None
         if status != 0:
             detail = (err.strip() or out.strip()).splitlines()
             raise TelemetryUnavailable(f"nvidia-smi on {self.where} exited {status}: "

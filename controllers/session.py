@@ -15,6 +15,14 @@ from pathlib import Path
 from controllers import host as host_probe
 from controllers.docker_client import DockerEngine
 from controllers.errors import HostUnreachable, PermanentError
+from controllers.gputelemetry import (
+    DcgmTelemetry,
+    NvmlTelemetry,
+    SmiTelemetry,
+    Telemetry,
+    nvml_answers,
+    run_local,
+)
 from controllers.hostview import VIEW_MAX_AGE_S, HostView, view_from_rows
 from controllers.readiness import service_url
 from controllers.ssh import SshTunnel, remote_gpus
@@ -40,6 +48,7 @@ class HostSession:
         self._view_key: tuple[int, int] = (-1, -1)  # (engine id, generation)
         self._view_at = 0.0
         self._view_lock = threading.Lock()
+        self._nvml: NvmlTelemetry | None = None  # this machine's, once it answered
 
     @property
     def spec_key(self) -> str:
@@ -126,6 +135,24 @@ class HostSession:
                                            f"{host_probe.APPS_QUERY}",
                                            "--format=csv,noheader,nounits"])
         return host_probe.parse_apps_csv(out) if status == 0 else {}
+
+    def telemetry(self, dcgm_url: str | None = None) -> Telemetry:
+        """The Host's GPU telemetry: the DCGM exporter at ``dcgm_url`` when given; else NVML
+        when this machine is the Host and NVML answers, else ``nvidia-smi`` on the Host
+        (through its SSH connection for a remote one). Reading it may still fail: the caller
+        records why, never a zero."""
+        if dcgm_url is not None:
+            return DcgmTelemetry(dcgm_url)
+        where = f"Host {self.name}"
+        if self.host.is_ssh:
+            self.engine()  # opens the tunnel whose connection runs the command
+            tunnel = self._tunnel
+            assert tunnel is not None
+            return SmiTelemetry(tunnel.run, where)
+        with self._lock:
+            if self._nvml is None and nvml_answers() is None:
+                self._nvml = NvmlTelemetry()
+            return self._nvml if self._nvml is not None else SmiTelemetry(run_local, where)
 
     def url_for(self, address: str, port: int) -> str:
         """A URL that reaches ``address:port`` as the Host sees it."""

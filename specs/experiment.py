@@ -131,6 +131,21 @@ class ServiceOverride(Strict):
     _env_names = field_validator("env")(classmethod(lambda cls, v: env_names(v)))
 
 
+class TelemetrySpec(Strict):
+    """Where the run's GPU telemetry comes from, and whether the run needs it.
+
+    By default the Host is asked: NVML where the reconciler runs on it, ``nvidia-smi`` over its
+    SSH connection otherwise. ``dcgmUrl`` names a DCGM exporter's metrics URL instead (no
+    credentials in it: it is recorded in the evidence). ``required``: a run that cannot read
+    its telemetry fails in Preflight, before anything starts; otherwise what cannot be read is
+    recorded as "not measured", never as zero."""
+
+    dcgmUrl: str | None = Field(default=None, pattern=r"^https?://[^/@\s]+(/\S*)?$",
+                                max_length=500)
+    required: bool = False
+    intervalSeconds: float = Field(default=1.0, ge=0.1, le=60)
+
+
 class ExperimentSpec(Strict):
     type: Literal["canary"]
     runId: str = Field(pattern=RUN_ID_PATTERN)
@@ -145,6 +160,7 @@ class ExperimentSpec(Strict):
     cleanupSeconds: int = Field(default=300, ge=10, le=3600)  # one shared cleanup deadline
     workload: Workload = Field(default_factory=Workload)
     measurement: Measurement
+    telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
     canary: CanarySpec | None = None
 
 

@@ -2,9 +2,9 @@
 cleanup that it came back (``rules.md``: GPU memory back near the idle baseline, where GPU
 telemetry exists).
 
-Telemetry is the Host's ``nvidia-smi`` (``HostSession.gpu_processes``: memory held by compute
-processes, per GPU UUID). A run without GPUs, or a Host whose ``nvidia-smi`` cannot be read, is
-recorded as not measured, in words that say why — never as passed.
+Telemetry is the Host's (``HostSession.telemetry``: NVML, nvidia-smi or a DCGM exporter): memory
+in use per GPU UUID, the driver's reservation left out. A run without GPUs, or telemetry that
+cannot be read, is recorded as not measured, in words that say why — never as passed.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from controllers.errors import ControllerError
+from controllers.gputelemetry import Telemetry
 from controllers.waiting import Stopped, until
 
 TOLERANCE_MIB = 512  # "near" the baseline: allocator slack, a driver context
@@ -33,6 +34,13 @@ class GpuMemory:
         return self.mib if self.mib is not None else self.why_not
 
 
+def reader(source: Telemetry | None) -> Reader | None:
+    """Memory in use (MiB) per GPU UUID, as ``source`` reads it."""
+    if source is None:
+        return None
+    return lambda: {g.uuid: g.memory_used_mib for g in source.read().gpus}
+
+
 def measure(read: Reader | None, uuids: list[str]) -> GpuMemory:
     if not uuids:
         return GpuMemory(None, NO_GPU)
@@ -41,8 +49,12 @@ def measure(read: Reader | None, uuids: list[str]) -> GpuMemory:
     try:
         used = read()
     except ControllerError as exc:
-        return GpuMemory(None, f"not measured (nvidia-smi: {exc})")
-    return GpuMemory({u: used.get(u, 0) for u in uuids})
+        return GpuMemory(None, f"not measured ({exc})")
+    unseen = [u for u in uuids if u not in used]
+    if unseen:  # a GPU the telemetry does not see is not measured, not idle
+        return GpuMemory(None, f"not measured (the telemetry does not report GPU "
+                               f"{', '.join(unseen)})")
+    return GpuMemory({u: used[u] for u in uuids})
 
 
 def back_to_baseline(read: Reader | None, uuids: list[str], baseline: GpuMemory,

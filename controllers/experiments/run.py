@@ -36,6 +36,9 @@ from controllers.experiments import gpumemory
 from controllers.experiments.cleanup import CleanupReport, GpuProof, clean
 from controllers.experiments.service import RunService, guard, launch
 from controllers.experiments.streams import canary_sources, publish, stream_id
+from controllers.experiments.telemetry import EVIDENCE_FILE as TELEMETRY_FILE
+from controllers.experiments.telemetry import RunTelemetry
+from controllers.gputelemetry import Telemetry
 from controllers.publisher.run import publisher_name
 from controllers.rtvi_client import RtviClient
 from controllers.statusfacts import ExperimentStatusFacts
@@ -166,8 +169,9 @@ def launch_record(store: Store, plan: RunPlan) -> Evidence:
 
 def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
             stop: threading.Event, progress: Callable[[str], None],
-            gpu_read: gpumemory.Reader | None = None) -> Result:
-    """The whole run; returns its result (raises Stopped on shutdown, leaving it resumable)."""
+            telemetry: Telemetry | None = None) -> Result:
+    """The whole run; returns its result (raises Stopped on shutdown, leaving it resumable).
+    ``telemetry``: the Host's GPU telemetry (baselines, the window's means, cleanup proof)."""
     if stop.is_set():  # stopped while queued: nothing was started, the recovery says why
         raise Stopped("the run was stopped before it started")
     evidence = Evidence.open(plan.evidence_root, plan.spec.runId)
@@ -177,18 +181,27 @@ def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
     result: Result = "INCONCLUSIVE"
     reason = ""
     baseline = gpumemory.GpuMemory(None, gpumemory.NO_GPU)
+    gpu_read = gpumemory.reader(telemetry)
+    tele = RunTelemetry(telemetry, plan.spec.telemetry,
+                        why_not="the run ended before Preflight read it")
     try:
-        rec.phase("Preflight", "container guard, GPU memory baseline and manifest")
+        rec.phase("Preflight", "container guard, GPU telemetry and memory baseline, manifest")
         conflict = guard(engine, plan.desired.container_name, instance, plan.resource,
                          plan.spec.runId)
+        tele = RunTelemetry.preflight(telemetry, plan.spec.telemetry)
         baseline = gpumemory.measure(gpu_read, plan.gpu_ids)
-        evidence.write_json("manifest.json", _manifest(plan, engine, store, baseline))
+        evidence.write_json("manifest.json", _manifest(plan, engine, store, baseline, tele))
+        missing = tele.required_missing()
         if conflict is not None:
             reason = f"container guard: {conflict}"
             evidence.event("Conflict", conflict)
+        elif missing is not None:
+            result, reason = "FAIL", f"preflight: {missing}"
+            evidence.event("TelemetryUnavailable", missing)
         else:
-            result, reason = _running(plan, engine, instance, stop, progress, rec, evidence,
-                                      started)
+            with tele.sampling(stop):
+                result, reason = _running(plan, engine, instance, stop, progress, rec,
+                                          evidence, started)
     except Stopped:
         raise
     except ControllerError as exc:
@@ -201,6 +214,8 @@ def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
     make = (lambda: RtviClient(service.probe_url, token=service.token)) if service else None
     gpu = GpuProof(plan.gpu_ids, baseline, gpu_read) if plan.gpu_ids else None
     cleaned = _cleanup(plan, engine, store, instance, stop, evidence, make, gpu)
+    tele.finish()
+    evidence.write_json(TELEMETRY_FILE, tele.evidence())
     if not cleaned and result == "PASS":
         result, reason = "FAIL", "cleanup could not prove zero leftovers"
     if not reason:
@@ -270,7 +285,7 @@ def _finish(evidence: Evidence, rec: Recorder, result: Result, declared: list[st
 
 def recover(store: Store, record: ResourceStatus, engine: DockerEngine, instance: str,
             evidence_root: Path, stop: threading.Event, token: str | None,
-            gpu_read: gpumemory.Reader | None = None) -> Result:
+            telemetry: Telemetry | None = None) -> Result:
     """A run the process lost (crash, kill -9): INCONCLUSIVE, after its cleanup."""
     known = ExperimentStatusFacts.of(record)
     assert known.run_id is not None
@@ -292,7 +307,7 @@ def recover(store: Store, record: ResourceStatus, engine: DockerEngine, instance
         _keep_log(engine, evidence, known.container)
     report = clean(engine, instance, record.resource,
                    make if service is not None and service.running else None, ids, names,
-                   deadline, 10, stop, _recorded_gpus(evidence, gpu_read))
+                   deadline, 10, stop, _recorded_gpus(evidence, gpumemory.reader(telemetry)))
     if evidence is None:
         rec.finish("INCONCLUSIVE", reason + " (its evidence folder is missing)", {},
                    report.passed)
@@ -340,7 +355,7 @@ def _keep_log(engine: DockerEngine, evidence: Evidence, container: str) -> None:
 
 
 def _manifest(plan: RunPlan, engine: DockerEngine, store: Store,
-              baseline: gpumemory.GpuMemory) -> dict[str, Any]:
+              baseline: gpumemory.GpuMemory, tele: RunTelemetry) -> dict[str, Any]:
     env = plan.desired.env
     host_record = store.load(f"Host/{plan.host}")
     image = engine.image(plan.desired.image_id)
@@ -356,7 +371,8 @@ def _manifest(plan: RunPlan, engine: DockerEngine, store: Store,
                     "labels": plan.desired.labels, "url": plan.desired.url},
         "model": plan.template.spec.model.model_dump(mode="json"),
         "host": {"name": plan.host, "facts": host_record.facts if host_record else {}},
-        "gpus": {"ids": plan.gpu_ids, "memoryBaselineMiB": baseline.as_evidence()},
+        "gpus": {"ids": plan.gpu_ids, "memoryBaselineMiB": baseline.as_evidence(),
+                 "telemetry": tele.source_name or f"not measured ({tele.why_not})"},
         "settings": {"VLLM_IGNORE_EOS": env.get("VLLM_IGNORE_EOS", "unset"),
                      "evs": {k: v for k, v in sorted(env.items()) if "EVS" in k.upper()}},
         "code": {"version": _version(), "revision": _code_revision()},

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
+from pydantic import ValidationError
 
 from controllers.deployment import resolve_desired
 from controllers.docker_client import DockerEngine
@@ -51,7 +52,7 @@ from reconciler.kinds.contract import (
     guarded,
     unplanned,
 )
-from specs.experiment import Experiment, largest_level
+from specs.experiment import Experiment, TelemetrySpec, largest_level
 from specs.models import DeploymentSpec, Strict
 from specs.rules import Finding, check_deployment
 from specs.validate import spec_hash
@@ -227,11 +228,12 @@ class ExperimentKind:
         runs.launch_record(services.store, plan)
         session = services.session(ctx.spec_set.host(host))  # type: ignore[union-attr]
         engine = session.engine()
+        telemetry = session.telemetry(plan.spec.telemetry.dcgmUrl)
         progress = self._progress(ctx, key)
 
         def work(stop: threading.Event) -> str:
             return runs.execute(plan, engine, services.store, services.instance, stop, progress,
-                                session.gpu_processes)
+                                telemetry)
         spec = plan.spec
         return self._run(ctx, key, spec.runId, work, desired,
                          float(spec.budgetSeconds - spec.cleanupSeconds),
@@ -247,12 +249,13 @@ class ExperimentKind:
                           known.phase or "Running", requeue_after=RUN_POLL_S)
         session = self._session(ctx, record)
         engine = session.engine()
+        telemetry = session.telemetry(_recorded_dcgm_url(record))
         root = Path(known.evidence).parent if known.evidence else services.store.root
         token = _recorded_token(record)
 
         def work(stop: threading.Event) -> str:
             return runs.recover(services.store, record, engine, services.instance, root, stop,
-                                token, session.gpu_processes)
+                                token, telemetry)
         log.warning("experiment.interrupted", resource=record.resource, run_id=known.run_id)
         return self._run(ctx, record.resource, known.run_id, work, None)
 
@@ -371,4 +374,14 @@ def _recorded_token(record: ResourceStatus) -> str | None:
     try:
         return api_token(spec)
     except ControllerError:
+        return None
+
+
+def _recorded_dcgm_url(record: ResourceStatus) -> str | None:
+    """The DCGM exporter the interrupted run was measured with (None: the Host's own)."""
+    spec = (record.applied_spec or {}).get("experiment")
+    raw = spec.get("telemetry") if isinstance(spec, dict) else None
+    try:
+        return TelemetrySpec.model_validate(raw if isinstance(raw, dict) else {}).dcgmUrl
+    except ValidationError:
         return None

@@ -25,23 +25,25 @@ RESOURCE = "Experiment/canary"
 LABEL_RESOURCE = "rtvi.reconciler/resource"
 
 
-def canary(run_id: str, port: int, **canary_spec: Any) -> dict[str, Any]:
+def canary(run_id: str, port: int, telemetry: dict[str, Any] | None = None,
+           **canary_spec: Any) -> dict[str, Any]:
     body = {"streams": 4, "chunkDurationSeconds": 1, "performanceSeconds": 5,
             "freshFrameSeconds": 15, **canary_spec}
+    more = {"telemetry": telemetry} if telemetry is not None else {}
     return {"apiVersion": "rtvi.reconciler/v1", "kind": "Experiment",
             "metadata": {"name": "canary"},
             "spec": {"type": "canary", "runId": run_id, "template": "vlm",
                      "service": {"hostPort": port, "env": {"RTVI_EMU_PORT": str(port)}},
                      "measurement": {"claim": "streams are isolated and drop no chunk"},
-                     "budgetSeconds": 300, "cleanupSeconds": 10, "canary": body}}
+                     "budgetSeconds": 300, "cleanupSeconds": 10, "canary": body, **more}}
 
 
 def specs_with(tmp_path: Path, image: str, run_id: str, faults: list[dict[str, Any]] | None = None,
-               **canary_spec: Any) -> Path:
+               telemetry: dict[str, Any] | None = None, **canary_spec: Any) -> Path:
     env = {"RTVI_EMU_FAULTS": json.dumps(faults)} if faults else {}
     specs = tmp_path / "specs"
     write(specs, rtvi_deployment(image, free_port(), **env),
-          canary(run_id, free_port(), **canary_spec))
+          canary(run_id, free_port(), telemetry, **canary_spec))
     return specs
 
 
@@ -97,6 +99,12 @@ def test_a_four_colour_canary_passes_once_with_evidence_that_verifies(
     assert (ledger["offered"], ledger["completed"], ledger["cleaned_up"]) == (4, 4, 4), ledger
     verified = cli("evidence", "four-1", "--verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
+    telemetry = json.loads((evidence_dir(cli, "four-1") / "evidence" / "telemetry.json")
+                           .read_text())
+    assert telemetry["required"] is False and telemetry["source"] in ("nvml", "nvidia-smi")
+    if telemetry["source"] == "nvidia-smi":  # a machine without GPUs: why, never a zero
+        assert telemetry["start"].startswith("not measured (nvidia-smi on Host local ")
+        assert telemetry["window"] == telemetry["start"] == telemetry["end"]
     # Re-applying a terminal run does nothing: no new event in its evidence, same files.
     before = (evidence_dir(cli, "four-1") / "events.jsonl").read_bytes()
     again = cli("apply", str(specs), "--timeout", "60")
@@ -189,6 +197,30 @@ def test_a_sixteen_stream_solid_and_border_canary_passes(
     ledger = gate(cli, "sixteen-1", "performance")["evidence"]["ledger"]
     assert (ledger["offered"], ledger["completed"], ledger["active"]) == (16, 16, 16), ledger
     assert cli("evidence", "sixteen-1", "--verify").returncode == 0
+
+
+def test_required_telemetry_that_cannot_be_read_fails_the_run_before_it_starts_anything(
+        cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    run_id = "telemetry-1"
+    url = f"http://127.0.0.1:{free_port()}/metrics"  # nothing listens there
+    specs = specs_with(tmp_path, emulator_image, run_id,
+                       telemetry={"dcgmUrl": url, "required": True})
+    done = cli("apply", str(specs), "--timeout", "120", timeout=180)
+    assert done.returncode == 1, done.stdout + done.stderr
+    known = facts(cli)
+    assert known["result"] == "FAIL", known
+    assert known["reason"].startswith("preflight: required GPU telemetry cannot be read: "
+                                      f"DCGM exporter at {url}: ConnectError"), known["reason"]
+    assert not run_containers(docker_client)
+    events = (evidence_dir(cli, run_id) / "events.jsonl").read_text()
+    assert "ServiceReady" not in events and "TelemetryUnavailable" in events
+    telemetry = json.loads((evidence_dir(cli, run_id) / "evidence" / "telemetry.json")
+                           .read_text())
+    assert telemetry["source"] == "dcgm" and telemetry["dcgmUrl"] == url
+    assert telemetry["start"].startswith(f"not measured (DCGM exporter at {url}: ")
+    assert gate(cli, run_id, "cleanup")["passed"] is True
+    assert cli("evidence", run_id, "--verify").returncode == 0
 
 
 def test_a_foreign_container_with_the_runs_name_is_a_conflict_left_untouched(
