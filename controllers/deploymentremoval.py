@@ -60,8 +60,7 @@ def describe(item: InventoryItem, info: ContainerInfo | None, verdict: Verdict) 
 def stop_grace(record: ResourceStatus) -> int:
     """The Deployment's own stopGraceSeconds (as last applied), so a delete drains as gently
     as a recreate does."""
-    spec = record.applied_spec or {}
-    grace = spec.get("stopGraceSeconds") if isinstance(spec, dict) else None
+    grace = (record.applied_spec or {}).get("stopGraceSeconds")
     return int(grace) if isinstance(grace, int | float) else DEFAULT_STOP_GRACE_S
 
 

@@ -29,7 +29,7 @@ from controllers.rtvi_client import MAX_BATCH, BatchResult, RtviClient
 from controllers.statusfacts import StreamSetStatusFacts
 from controllers.streamplan import KIND_PUBLISHER, KIND_SENSOR, KIND_STREAM, sensor_name
 from controllers.vst_client import VstClient
-from controllers.waiting import until
+from controllers.waiting import Stopped, until
 from state.models import InventoryItem, ResourceStatus
 from state.store import Store
 
@@ -95,6 +95,8 @@ class Teardown:
             still = set(delete_streams(rtvi, [str(i.id) for i in streams], drain_timeout_s,
                                        self.stop,
                                        deadline))
+        except Stopped:
+            raise  # shutting down: nothing failed, the next pass goes on from the record
         except ControllerError as exc:
             return [f"{i.name}: RTVI stream {i.id} not deleted ({exc})" for i in streams]
         finally:

@@ -50,7 +50,8 @@ DEFAULT_CRASH_CODE = 3
 CRASH_AFTER_S = 0.1  # lets the 200 reach the client first
 MAX_DELAY_S = 600.0
 MAX_SKIP = 1000
-KNOB_KEYS = ("max_streams", "latency_ms", "latency_per_stream_ms", "drain_s", "caption_shape")
+KNOB_KEYS = ("max_streams", "latency_ms", "latency_per_stream_ms", "drain_s", "caption_shape",
+             "legacy_delete")
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,10 @@ def register(
                 changes["max_streams"] = (
                     None if value is None else validation.integer(value, "max_streams", 0, 2**31)
                 )
+            if "legacy_delete" in body:
+                if not isinstance(body["legacy_delete"], bool):
+                    raise Invalid("legacy_delete: expected true or false")
+                changes["legacy_delete"] = body["legacy_delete"]
             for key in ("latency_ms", "latency_per_stream_ms", "drain_s"):
                 if key in body:
                     changes[key] = validation.number(body[key], key, 0, 3_600_000)

@@ -28,6 +28,7 @@ class Application:
                 latency_per_stream_ms=settings.latency_per_stream_ms,
                 drain_s=settings.drain_s,
                 caption_shape=settings.caption_shape,
+                legacy_delete=settings.legacy_delete,
             )
         )
         self.faults = FaultTable(settings.fail_rate, settings.fail_seed)

@@ -32,6 +32,9 @@ Knobs:
   thousand registered streams on two cores); never set by the reconciler's functional tests.
 - ``RTVI_EMU_DRAIN_S`` (default 1.0): drain window of a stream delete (see ``streams``). Run-time:
   ``drain_s``.
+- ``RTVI_EMU_LEGACY_DELETE=1``: behave as a release before blocking deletes: ``delete-batch``
+  refuses ``blocking`` and ``drain_timeout_seconds`` with 422, and a delete without them answers
+  at once while its streams drain in the background. Run-time: ``legacy_delete``.
 - ``RTVI_EMU_FAIL_RATE`` (0..1, default 0): probability that a ``/v1/`` request other than health
   answers ``500 InternalServerError`` (injected); ``RTVI_EMU_FAIL_SEED`` makes it reproducible.
 - ``RTVI_EMU_FILES_DIR``: where uploaded files are kept (default: a fresh temporary folder).
@@ -111,6 +114,7 @@ class Settings:
     fail_seed: int | None = None
     files_dir: str | None = None
     no_decode: bool = False
+    legacy_delete: bool = False
     caption_shape: str = DEFAULT_CAPTION_SHAPE
     api_token: str | None = field(default=None, repr=False)  # a secret: never in a repr or log
     record_path: str | None = None
@@ -195,6 +199,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         fail_seed=_optional_integer(source, "RTVI_EMU_FAIL_SEED"),
         files_dir=_text(source, "RTVI_EMU_FILES_DIR"),
         no_decode=_flag(source, "RTVI_EMU_NO_DECODE", False),
+        legacy_delete=_flag(source, "RTVI_EMU_LEGACY_DELETE", False),
         caption_shape=_choice(source, "RTVI_EMU_CAPTION_SHAPE", CAPTION_SHAPES,
                               DEFAULT_CAPTION_SHAPE),
         api_token=_secret(source, "RTVI_EMU_API_TOKEN"),

@@ -18,6 +18,9 @@ class KnobValues:
     latency_per_stream_ms: float  # added per active stream
     drain_s: float  # drain window of a stream delete
     caption_shape: str = "flat"  # "flat" | "wrapped": shape of caption events and bodies
+    # A release before blocking deletes: ``blocking`` and ``drain_timeout_seconds`` are refused
+    # with 422, and a delete answers at once while its streams drain in the background.
+    legacy_delete: bool = False
 
 
 class Knobs:

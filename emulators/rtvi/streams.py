@@ -372,6 +372,9 @@ def register(router: Router, table: StreamTable, knobs: Knobs) -> None:
         except Invalid as exc:
             return validation.invalid_response(exc)
         window = knobs.values.drain_s
+        if knobs.values.legacy_delete and (batch.blocking or batch.drain_timeout_s is not None):
+            return Response.json(422, {"error_code": "InvalidParameter", "error_message":
+                                       "unknown fields: blocking, drain_timeout_seconds"})
         if batch.drain_timeout_s is not None:
             window = min(window, batch.drain_timeout_s)
         deleted: list[str] = []

@@ -26,7 +26,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from emulators.vst.knobs import Knobs
-from emulators.vst.relay import Source
 from emulators.vst.sensors import (
     STATE_OFFLINE,
     STATE_ONLINE,
@@ -35,6 +34,7 @@ from emulators.vst.sensors import (
     Sensor,
     UnknownSensor,
 )
+from emulators.vst.source import Source
 
 API_PREFIX = "/vst/api/v1"
 ADMIN_PREFIX = "/emulator"

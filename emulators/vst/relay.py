@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import gi
@@ -34,6 +33,8 @@ import gi
 gi.require_version("Gst", "1.0")
 gi.require_version("GstRtspServer", "1.0")
 from gi.repository import GLib, Gst, GstRtspServer  # noqa: E402
+
+from emulators.vst.source import Source  # noqa: E402
 
 LIVE_PREFIX = "/live/"
 SOURCE_LATENCY_MS = 100
@@ -49,15 +50,6 @@ T = TypeVar("T")
 
 class RelayError(RuntimeError):
     """The RTSP server could not start (port taken) or its loop did not answer in time."""
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where a sensor's frames come from; ``password`` is never logged nor returned by the API."""
-
-    url: str
-    username: str | None = None
-    password: str | None = None
 
 
 class _RelayFactory(GstRtspServer.RTSPMediaFactory):  # type: ignore[misc]

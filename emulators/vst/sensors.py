@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from emulators.vst.relay import Source
+from emulators.vst.source import Source
 
 STATE_ONLINE = "online"
 STATE_OFFLINE = "offline"

@@ -27,7 +27,6 @@ from types import FrameType
 
 from emulators.vst import api
 from emulators.vst.knobs import KnobError, load_knobs
-from emulators.vst.relay import Relay, RelayError
 from emulators.vst.sensors import Inventory
 
 POLL_INTERVAL_S = 0.05
@@ -112,6 +111,10 @@ def main() -> int:
     except KnobError as exc:
         log(f"bad knob: {exc}")
         return KNOB_ERROR_EXIT_CODE
+    # GStreamer is loaded only here: the HTTP API and the inventory are served without it
+    # in-process by the tests (tests/inproc_vst.py), with a relay that mounts nothing.
+    from emulators.vst.relay import Relay, RelayError
+
     relay = Relay(knobs.host, knobs.rtsp_port)
     try:
         rtsp_port = relay.start()

@@ -111,8 +111,8 @@ def test_background_probes_run_at_lower_priority(silent_port: int, background: b
     """The frame watch's probes yield the CPU to passes and services; a pass's do not."""
     url = f"rtsp://127.0.0.1:{silent_port}/stream"
     with ThreadPoolExecutor(1) as pool:
-        pending = pool.submit(probe_many, [url], 3.0, background)
-        children = until(lambda: _ffmpeg_children() or None, timeout_s=3.0, pace=0.02)
+        pending = pool.submit(probe_many, [url], 1.0, background)
+        children = until(lambda: _ffmpeg_children() or None, timeout_s=1.0, pace=0.01)
         assert pending.result()[url].__class__ is ProbeTimeout
     assert children is not None and len(children) == 1
     own = os.getpriority(os.PRIO_PROCESS, 0)

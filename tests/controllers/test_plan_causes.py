@@ -117,6 +117,16 @@ def test_a_container_labelled_for_another_instance_or_resource_is_a_conflict(
     assert f"not ours ({ownership.why_not_ours(labels, INSTANCE)})" in result.conflict
 
 
+def test_a_container_of_another_state_directory_with_our_instance_name_is_named_so() -> None:
+    desired = _desired()
+    labels = dict(desired.labels, **{ownership.LABEL_OWNER: "0123456789abcdef" * 2})
+    result = plan(desired, _container(labels), None, INSTANCE)
+    assert result.actions == [] and result.conflict == (
+        f"a container named {NAME} already exists and is not ours (created by another state "
+        "directory with the same instance name, owner ID 01234567...); it is left untouched — "
+        "rename or remove it, or rename the Deployment")
+
+
 def test_a_paused_foreign_container_is_a_conflict_not_a_pause() -> None:
     desired = _desired()
     result = plan(desired, _container({}, status="paused"), None, INSTANCE)
@@ -153,8 +163,9 @@ def test_a_changed_list_or_mapping_is_named_by_its_path() -> None:
     record = _record(old)
     assert record.applied_spec is not None
     record.applied_spec["mounts"] = {"was": "a mapping"}  # a record of an older release
+    record.applied_spec["gpus"] = "all"  # a scalar where a list is now: named by path only
     result = plan(new, _container(old.labels), record, INSTANCE)
-    assert _causes(result)[0][2] == "spec changed: mounts, secrets"
+    assert _causes(result)[0][2] == "spec changed: gpus, mounts, secrets"
 
 
 def test_more_than_six_changed_fields_are_counted() -> None:

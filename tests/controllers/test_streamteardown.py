@@ -8,16 +8,17 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from controllers.captions import CaptionHub
 from controllers.docker_client import DockerEngine
+from controllers.errors import HostUnreachable
 from controllers.rtvi_client import MAX_BATCH, RtviClient
 from controllers.statusfacts import SourceFacts, StreamSetStatusFacts
-from controllers.streamplan import KIND_PUBLISHER, KIND_SENSOR, KIND_STREAM
+from controllers.streamplan import KIND_PUBLISHER, KIND_SENSOR, KIND_STREAM, sensor_name
 from controllers.streamteardown import Teardown, delete_streams
 from controllers.vst_client import VstClient
 from controllers.waiting import Stopped, until
@@ -25,6 +26,7 @@ from state.models import InventoryItem, ResourceStatus
 from state.store import Store
 from tests.conftest import free_port
 from tests.inproc_rtvi import InprocRtvi, inproc_rtvi
+from tests.inproc_vst import inproc_vst
 
 RESOURCE = "StreamSet/cams"
 DELETE_ROUTE = "DELETE /v1/streams/delete-batch"
@@ -55,6 +57,17 @@ def _deletes(rtvi: InprocRtvi) -> list[dict[str, object]]:
             if e["path"] == "/v1/streams/delete-batch"]
 
 
+def _lists(rtvi: InprocRtvi) -> int:
+    return sum(1 for e in rtvi.app.recorder.exchanges()
+               if e["path"] == "/v1/streams/get-stream-info")
+
+
+def _legacy(rtvi: InprocRtvi, drain_s: float) -> None:
+    """A release before blocking deletes: a delete answers at once, and its streams stay
+    listed (draining) for ``drain_s``."""
+    rtvi.app.knobs.update(legacy_delete=True, drain_s=drain_s)
+
+
 def _delete(rtvi: InprocRtvi, ids: list[str], within_s: float = 10.0, drain: int = 5,
             stop: threading.Event | None = None) -> list[str]:
     client = RtviClient(rtvi.url)
@@ -73,6 +86,7 @@ def test_streams_are_deleted_in_one_blocking_batch_and_confirmed_gone(rtvi: Inpr
     sent = _deletes(rtvi)
     assert len(sent) == 1
     assert sent[0] == {"stream_ids": ids, "blocking": True, "drain_timeout_seconds": 5}
+    assert _lists(rtvi) == 1  # one listing confirms it: the blocking call waited for the drain
 
 
 def test_more_than_a_batch_is_split_at_the_batch_limit(rtvi: InprocRtvi) -> None:
@@ -89,10 +103,42 @@ def test_an_unknown_id_counts_as_gone(rtvi: InprocRtvi) -> None:
 
 
 def test_the_drain_timeout_sent_is_cut_to_the_time_left(rtvi: InprocRtvi) -> None:
-    ids = _add(rtvi, 1)
-    assert _delete(rtvi, ids, within_s=3.0, drain=600) == []
+    ids = _add(rtvi, 2)
+    assert _delete(rtvi, ids[:1], within_s=3.0, drain=600) == []
     drain = _deletes(rtvi)[0]["drain_timeout_seconds"]
-    assert isinstance(drain, int) and 0 <= drain <= 3
+    assert isinstance(drain, int) and 1 <= drain <= 3
+    assert _delete(rtvi, ids[1:], within_s=0.5, drain=600) == []
+    assert _deletes(rtvi)[1]["drain_timeout_seconds"] == 0  # under a second left: none
+
+
+def test_streams_still_draining_after_the_call_are_awaited_by_listing_not_asked_again(
+        rtvi: InprocRtvi) -> None:
+    ids = _add(rtvi, 2)
+    _legacy(rtvi, 1.5)
+    assert _delete(rtvi, ids, within_s=20.0) == []
+    assert rtvi.stream_ids() == set()
+    statuses = [e["status"] for e in rtvi.app.recorder.exchanges()
+                if e["path"] == "/v1/streams/delete-batch"]
+    assert statuses == [422, 200]  # refused the blocking fields, then asked once without them
+    assert _deletes(rtvi)[1] == {"stream_ids": ids}
+    assert _lists(rtvi) >= 2  # then listed until they went
+
+
+def test_streams_draining_past_the_deadline_are_reported_still_listed(
+        rtvi: InprocRtvi) -> None:
+    ids = _add(rtvi, 1)
+    _legacy(rtvi, 30.0)
+    assert _delete(rtvi, ids, within_s=1.0) == ids
+    assert rtvi.stream_ids() == set(ids)
+
+
+def test_a_stop_ends_the_wait_for_a_drain_at_once(rtvi: InprocRtvi) -> None:
+    ids = _add(rtvi, 1)
+    _legacy(rtvi, 30.0)
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    with pytest.raises(Stopped):
+        _delete(rtvi, ids, within_s=60.0, stop=stop)
 
 
 def test_a_stream_in_use_is_asked_again_with_growing_pauses_then_reported(
@@ -104,9 +150,13 @@ def test_a_stream_in_use_is_asked_again_with_growing_pauses_then_reported(
     sent = _deletes(rtvi)
     assert sent[0]["stream_ids"] == [free, busy]
     assert all(body["stream_ids"] == [busy] for body in sent[1:])  # only what is left
-    # Asked again (not given up after one refusal), but never in a tight loop:
-    # pauses of 0.5 s, then 1 s, within 2 s leave room for three asks.
+    # Asked again (not given up after one refusal), but never in a tight loop: the first
+    # pause is half a second, the next one longer.
     assert 2 <= len(sent) <= 4
+    times = [float(e["time"]) for e in rtvi.app.recorder.exchanges()  # type: ignore[arg-type]
+             if e["path"] == "/v1/streams/delete-batch"]
+    assert 0.5 <= times[1] - times[0] < 0.95
+    assert len(times) < 3 or times[2] - times[1] >= 0.95
 
 
 def test_a_stream_freed_while_retrying_is_deleted(rtvi: InprocRtvi) -> None:
@@ -141,22 +191,30 @@ def _no_vst(url: str) -> VstClient:
     raise AssertionError(f"no VST may be touched here (asked for {url})")
 
 
-def _teardown(store: Store, hub: CaptionHub | None = None) -> tuple[Teardown, list[str]]:
+def _teardown(store: Store, vst: Callable[[str], VstClient] = _no_vst,
+              engine_for: Callable[[str], DockerEngine] = _no_engine,
+              stop: threading.Event | None = None) -> tuple[Teardown, list[str]]:
     said: list[str] = []
-    return Teardown(store, "default", hub or CaptionHub(), _no_engine,
+    return Teardown(store, "default", CaptionHub(), engine_for,
                     lambda resource, message: said.append(f"{resource}: {message}"),
-                    RtviClient, _no_vst), said
+                    RtviClient, vst, stop), said
 
 
-def _record(store: Store, streams: dict[str, str], downstream: tuple[str, ...] = ()) -> None:
+def _record(store: Store, streams: dict[str, str], downstream: tuple[str, ...] = (),
+            where: dict[str, str] | None = None, ids: dict[str, str | None] | None = None
+            ) -> None:
+    """A StreamSet record; ``downstream`` kinds get an item per source, on the Host or VST
+    ``where[kind]`` (default "local"), with ID ``ids[kind]`` (default "<kind>-<name>")."""
     record = ResourceStatus(resource=RESOURCE, kind="StreamSet", name="cams")
     known = StreamSetStatusFacts.of(record)
     for name, sid in streams.items():
         record.upsert_inventory(InventoryItem(kind=KIND_STREAM, name=name, host="vlm", id=sid,
                                               state="created", created_at="t"))
         for kind in downstream:
-            record.upsert_inventory(InventoryItem(kind=kind, name=name, host="local",
-                                                  id=f"{kind}-{name}", state="created",
+            id_ = (ids or {}).get(kind, f"{kind}-{name}")
+            record.upsert_inventory(InventoryItem(kind=kind, name=name,
+                                                  host=(where or {}).get(kind, "local"), id=id_,
+                                                  state="created" if id_ else "pending",
                                                   created_at="t"))
         known.sources[name] = SourceFacts(stream_id=sid, registered=True)
     known.put(record)
@@ -186,6 +244,7 @@ def test_removed_streams_are_forgotten_with_their_facts(rtvi: InprocRtvi,
     assert _inventory(store) == [(KIND_STREAM, "c")]
     assert _facts(store) == ["c"]
     assert said == [f"{RESOURCE}: deleting 2 RTVI stream(s) (drain timeout 5s)"]
+    assert _deletes(rtvi)[0]["drain_timeout_seconds"] == 5  # the teardown's deadline is ahead
 
 
 def test_a_stream_still_listed_keeps_its_sensor_publisher_and_facts(rtvi: InprocRtvi,
@@ -232,6 +291,79 @@ def test_a_resource_without_a_record_has_nothing_to_tear_down(tmp_path: Path) ->
     teardown, said = _teardown(Store(tmp_path / "state"))
     assert teardown.sources(RESOURCE, ["a"], "http://127.0.0.1:1", 5, 30) == []
     assert said == []
+
+
+def test_sensors_go_once_their_streams_are_gone_by_id_or_by_adopted_name(
+        rtvi: InprocRtvi, tmp_path: Path) -> None:
+    store = Store(tmp_path / "state")
+    a, b = _add(rtvi, 2)
+    with inproc_vst() as vst:
+        client = VstClient(vst.url)
+        try:
+            known = client.add_sensor("rtsp://127.0.0.1:1/a", sensor_name("default", "cams", "a"))
+            # A crash between "VST created it" and "we recorded its ID": adopted by name.
+            client.add_sensor("rtsp://127.0.0.1:1/b", sensor_name("default", "cams", "b"))
+            other = client.add_sensor("rtsp://127.0.0.1:1/x", "someone-elses")
+        finally:
+            client.close()
+        _record(store, {"a": a}, downstream=(KIND_SENSOR,), where={KIND_SENSOR: vst.url},
+                ids={KIND_SENSOR: known})
+        record = store.load(RESOURCE)
+        assert record is not None
+        record.upsert_inventory(InventoryItem(kind=KIND_STREAM, name="b", host="vlm", id=b,
+                                              state="created", created_at="t"))
+        record.upsert_inventory(InventoryItem(kind=KIND_SENSOR, name="b", host=vst.url,
+                                              state="pending", created_at="t"))
+        store.save(record)
+        teardown, _ = _teardown(store, vst=VstClient)
+        assert teardown.sources(RESOURCE, ["a", "b"], rtvi.url, 5, 30) == []
+        assert vst.sensor_ids() == {other}  # theirs stays
+        assert _inventory(store) == []
+
+
+def test_a_sensor_whose_vst_cannot_be_reached_stays_on_record(rtvi: InprocRtvi,
+                                                              tmp_path: Path) -> None:
+    store = Store(tmp_path / "state")
+    (a,) = _add(rtvi, 1)
+    gone = f"http://127.0.0.1:{free_port()}"
+    _record(store, {"a": a}, downstream=(KIND_SENSOR,), where={KIND_SENSOR: gone},
+            ids={KIND_SENSOR: None})
+    teardown, _ = _teardown(store, vst=VstClient)
+    left = teardown.sources(RESOURCE, ["a"], rtvi.url, 5, 30)
+    assert len(left) == 1 and left[0].startswith(f"a: VST sensor (pending) not deleted (VST at "
+                                                 f"{gone}")
+    assert _inventory(store) == [(KIND_SENSOR, "a")]
+    assert _facts(store) == ["a"]
+
+
+def test_a_publisher_whose_host_cannot_be_reached_stays_on_record(rtvi: InprocRtvi,
+                                                                  tmp_path: Path) -> None:
+    store = Store(tmp_path / "state")
+    (a,) = _add(rtvi, 1)
+    _record(store, {"a": a}, downstream=(KIND_PUBLISHER,), where={KIND_PUBLISHER: "edge-1"})
+    asked: list[str] = []
+
+    def engine_for(host: str) -> DockerEngine:
+        asked.append(host)
+        raise HostUnreachable(f"Host {host}: its Docker engine does not answer")
+    teardown, _ = _teardown(store, engine_for=engine_for)
+    assert teardown.sources(RESOURCE, ["a"], rtvi.url, 5, 30) == [
+        "a: publisher not removed (Host edge-1: its Docker engine does not answer)"]
+    assert asked == ["edge-1"]  # where it was created, not where the spec points now
+    assert _inventory(store) == [(KIND_PUBLISHER, "a")]
+
+
+def test_a_stopping_reconciler_ends_a_teardown_at_once(rtvi: InprocRtvi, tmp_path: Path) -> None:
+    store = Store(tmp_path / "state")
+    (a,) = _add(rtvi, 1)
+    _record(store, {"a": a})
+    rtvi.stuck(a)
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    teardown, _ = _teardown(store, stop=stop)
+    with pytest.raises(Stopped):
+        teardown.sources(RESOURCE, ["a"], rtvi.url, 5, 60)
+    assert _inventory(store) == [(KIND_STREAM, "a")]
 
 
 def test_captions_are_stopped_before_the_delete(rtvi: InprocRtvi, tmp_path: Path) -> None:
