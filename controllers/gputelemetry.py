@@ -129,11 +129,12 @@ class SmiTelemetry:
 
     runner: Runner = run_local
     where: str = "this machine"
+    program: str = "nvidia-smi"  # found on the Host's PATH
     name: str = "nvidia-smi"
 
     def read(self) -> Snapshot:
         try:
-            status, out, err = self.runner(["nvidia-smi", *SMI_ARGS])
+            status, out, err = self.runner([self.program, *SMI_ARGS])
         except ControllerError as exc:  # the Host's connection: unreachable, timed out
             raise TelemetryUnavailable(f"nvidia-smi on {self.where}: {exc}") from None
         if status != 0:

@@ -76,8 +76,11 @@ class RunTelemetry:
         not_measured = f"not measured ({self.why_not})"
         window: dict[str, Any] | str = not_measured
         failures: list[str] = []
+        series: list[dict[str, Any]] = []  # every reading of the window: the plots' data
         if self.sampler is not None:
             failures = self.sampler.failures
+            series = [{"at": s.at, "gpus": {g.uuid: [g.memory_used_mib, g.utilization_pct]
+                                            for g in s.gpus}} for s in self.sampler.snapshots]
             summary = self.sampler.window()
             window = ({uuid: dataclasses.asdict(w) for uuid, w in summary.items()} if summary
                       else "not measured (no reading succeeded during the run)")
@@ -87,6 +90,7 @@ class RunTelemetry:
                 "dcgmUrl": self.spec.dcgmUrl, "intervalSeconds": self.spec.intervalSeconds,
                 "start": _readings(self.start) if self.start is not None else not_measured,
                 "window": window, "failures": failures,
+                "series": {"fields": ["memoryUsedMiB", "utilizationPct"], "readings": series},
                 "end": (_readings(self.end) if isinstance(self.end, Snapshot) else
                         self.end if self.end is not None else not_measured)}
 

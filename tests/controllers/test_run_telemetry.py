@@ -4,6 +4,7 @@ real H200 gave (``tests/data/h200-telemetry``)."""
 
 from __future__ import annotations
 
+import ctypes.util
 import json
 import threading
 from pathlib import Path
@@ -13,9 +14,18 @@ from pydantic import ValidationError
 
 from controllers.experiments import gpumemory
 from controllers.experiments.telemetry import NO_SOURCE, RunTelemetry
-from controllers.gputelemetry import GpuReading, SmiTelemetry, Snapshot, TelemetryUnavailable
+from controllers.gputelemetry import (
+    DcgmTelemetry,
+    GpuReading,
+    SmiTelemetry,
+    Snapshot,
+    TelemetryUnavailable,
+)
+from controllers.session import HostSession
 from controllers.waiting import until
 from specs.experiment import TelemetrySpec
+from specs.validate import parse_text
+from tests.specs.cases import HEADER, body
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "h200-telemetry"
 UUID = "GPU-d9031a23-259b-a182-af39-0018caae2354"
@@ -64,6 +74,10 @@ def test_a_readable_source_gives_start_window_and_end() -> None:
     assert window["samples"] >= 3 and window["memory_max_mib"] > 9000
     assert window["utilization_mean_pct"] is not None and said["failures"] == []
     assert said["end"]["gpus"][UUID]["memoryUsedMiB"] >= 0
+    readings = said["series"]["readings"]
+    assert said["series"]["fields"] == ["memoryUsedMiB", "utilizationPct"]
+    assert len(readings) == window["samples"]
+    assert max(r["gpus"][UUID][0] for r in readings) == window["memory_max_mib"]
 
 
 def test_no_source_is_not_measured_everywhere_and_fails_a_run_that_requires_it() -> None:
@@ -129,3 +143,17 @@ def test_a_dcgm_url_is_a_plain_http_url_without_credentials(url: str) -> None:
 def test_the_sampling_interval_is_bounded(interval: float) -> None:
     with pytest.raises(ValidationError):
         TelemetrySpec(intervalSeconds=interval)
+
+
+def test_the_host_session_picks_the_source(tmp_path: Path) -> None:
+    spec_set = parse_text(HEADER + body())
+    host = spec_set.host("local")
+    assert host is not None
+    session = HostSession(host, tmp_path)
+    exporter = session.telemetry("http://127.0.0.1:9400/metrics")
+    assert isinstance(exporter, DcgmTelemetry) and exporter.url == "http://127.0.0.1:9400/metrics"
+    local = session.telemetry()
+    if ctypes.util.find_library("nvidia-ml") is None:  # no GPU driver here: nvidia-smi
+        assert isinstance(local, SmiTelemetry) and local.where == "Host local"
+    else:  # pragma: no cover - a GPU machine
+        assert local.name in ("nvml", "nvidia-smi")

@@ -22,6 +22,7 @@ import pytest
 
 from controllers.docker_client import DockerEngine
 from controllers.errors import HostUnreachable, PermanentError
+from controllers.gputelemetry import GpuReading, SmiTelemetry, TelemetryUnavailable
 from controllers.host import local_gpus
 from controllers.ssh import SshTunnel, remote_gpus
 from tests.conftest import LABEL_TEST, TEST_IMAGE_TAG, free_port
@@ -122,6 +123,22 @@ def test_remote_gpus(tunnel: SshTunnel) -> None:
         assert (gpus, source) == ([], "none")
     else:
         assert [g.uuid for g in gpus] == [g.uuid for g in local_gpus()[0]]
+
+
+def test_gpu_telemetry_over_the_ssh_connection(tunnel: SshTunnel, local_dir: Path) -> None:
+    """nvidia-smi runs on the Host, through its SSH connection; a stand-in that prints what a
+    real H200 printed proves the path (the "remote" host here is this machine, without GPUs)."""
+    data = Path(__file__).resolve().parent.parent / "data" / "h200-telemetry"
+    stand_in = local_dir / "nvidia-smi"
+    stand_in.write_text(f"#!/bin/sh\ncat '{data / 'nvidia-smi-telemetry.csv'}'\n")
+    stand_in.chmod(0o755)
+    snap = SmiTelemetry(tunnel.run, "Host remote", program=str(stand_in)).read()
+    assert snap.gpus == (GpuReading(0, "GPU-d9031a23-259b-a182-af39-0018caae2354", 0, 143771,
+                                    0.0),)
+    if shutil.which("nvidia-smi") is None:
+        with pytest.raises(TelemetryUnavailable) as caught:
+            SmiTelemetry(tunnel.run, "Host remote").read()
+        assert str(caught.value).startswith("nvidia-smi on Host remote exited 127: ")
 
 
 def test_unknown_or_changed_host_key_is_permanent(remote_engine: RemoteEngine,
