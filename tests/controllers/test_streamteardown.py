@@ -132,6 +132,17 @@ def test_streams_draining_past_the_deadline_are_reported_still_listed(
     assert rtvi.stream_ids() == set(ids)
 
 
+def test_past_the_deadline_one_ask_and_one_look_decide(rtvi: InprocRtvi) -> None:
+    busy, draining = _add(rtvi, 2)
+    rtvi.stuck(busy)
+    assert _delete(rtvi, [busy], within_s=0.0) == [busy]
+    assert len(_deletes(rtvi)) == 1  # no time left: not asked again
+    rtvi.unstuck()
+    _legacy(rtvi, 0.6)
+    assert _delete(rtvi, [draining], within_s=0.0) == [draining]  # not waited for
+    assert rtvi.stream_ids() == {busy, draining}
+
+
 def test_a_stop_ends_the_wait_for_a_drain_at_once(rtvi: InprocRtvi) -> None:
     ids = _add(rtvi, 1)
     _legacy(rtvi, 30.0)
@@ -193,9 +204,10 @@ def _no_vst(url: str) -> VstClient:
 
 def _teardown(store: Store, vst: Callable[[str], VstClient] = _no_vst,
               engine_for: Callable[[str], DockerEngine] = _no_engine,
-              stop: threading.Event | None = None) -> tuple[Teardown, list[str]]:
+              stop: threading.Event | None = None,
+              hub: CaptionHub | None = None) -> tuple[Teardown, list[str]]:
     said: list[str] = []
-    return Teardown(store, "default", CaptionHub(), engine_for,
+    return Teardown(store, "default", hub or CaptionHub(), engine_for,
                     lambda resource, message: said.append(f"{resource}: {message}"),
                     RtviClient, vst, stop), said
 
@@ -321,6 +333,25 @@ def test_sensors_go_once_their_streams_are_gone_by_id_or_by_adopted_name(
         assert _inventory(store) == []
 
 
+def test_a_recorded_sensor_id_is_deleted_not_every_sensor_of_its_name(
+        rtvi: InprocRtvi, tmp_path: Path) -> None:
+    store = Store(tmp_path / "state")
+    (a,) = _add(rtvi, 1)
+    with inproc_vst() as vst:
+        client = VstClient(vst.url)
+        try:
+            name = sensor_name("default", "cams", "a")
+            ours = client.add_sensor("rtsp://127.0.0.1:1/a", name)
+            twin = client.add_sensor("rtsp://127.0.0.1:1/a2", name)  # not on our record
+        finally:
+            client.close()
+        _record(store, {"a": a}, downstream=(KIND_SENSOR,), where={KIND_SENSOR: vst.url},
+                ids={KIND_SENSOR: ours})
+        teardown, _ = _teardown(store, vst=VstClient)
+        assert teardown.sources(RESOURCE, ["a"], rtvi.url, 5, 30) == []
+        assert vst.sensor_ids() == {twin}
+
+
 def test_a_sensor_whose_vst_cannot_be_reached_stays_on_record(rtvi: InprocRtvi,
                                                               tmp_path: Path) -> None:
     store = Store(tmp_path / "state")
@@ -367,6 +398,24 @@ def test_a_stopping_reconciler_ends_a_teardown_at_once(rtvi: InprocRtvi, tmp_pat
 
 
 def test_captions_are_stopped_before_the_delete(rtvi: InprocRtvi, tmp_path: Path) -> None:
+    store = Store(tmp_path / "state")
+    a, b = _add(rtvi, 2)
+    _record(store, {"a": a, "b": b})
+    hub = CaptionHub()
+    try:
+        for sid in (a, b):
+            hub.ensure(rtvi.url, sid, {"id": sid, "model": "m", "prompt": "what is this?"})
+        teardown, _ = _teardown(store, hub=hub)
+        assert teardown.sources(RESOURCE, ["a"], rtvi.url, 5, 30) == []
+        assert set(hub._sessions) == {b}  # a's session ended with its stream; b's goes on
+    finally:
+        hub.close()
+    paths = [(e["method"], e["path"]) for e in rtvi.app.recorder.exchanges()]
+    assert ("DELETE", f"/v1/generate_captions/{a}") in paths
+
+
+def test_caption_requests_are_stopped_before_the_delete(rtvi: InprocRtvi,
+                                                        tmp_path: Path) -> None:
     store = Store(tmp_path / "state")
     (a,) = _add(rtvi, 1)
     _record(store, {"a": a})
