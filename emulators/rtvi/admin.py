@@ -7,7 +7,8 @@ faults or crash the process while streams and caption requests are live, against
   and ``requests``: how many requests each route answered (``"POST /v1/streams/add": 3``), so a
   client's test can prove it made one batch call, or did not hammer a busy server.
 - ``POST /emulator/knobs`` ``{"max_streams": int|null, "latency_ms", "latency_per_stream_ms",
-  "drain_s", "caption_shape": "flat"|"wrapped"}`` (any subset) -> the new knob values.
+  "drain_s", "caption_shape": "flat"|"wrapped", "legacy_delete": bool,
+  "breach_above": int|null, "breach_ms", "jitter_ms"}`` (any subset) -> the new knob values.
 - ``POST /emulator/faults`` ``{"path_prefix": "/v1/", "status": 500..599 (optional),
   "count": 1.., "delay_s": 0..600 (optional)}``: the next ``count`` requests under the prefix
   are delayed and/or answer ``status``. With ``"kind"`` it adds a behaviour fault instead
@@ -51,7 +52,7 @@ CRASH_AFTER_S = 0.1  # lets the 200 reach the client first
 MAX_DELAY_S = 600.0
 MAX_SKIP = 1000
 KNOB_KEYS = ("max_streams", "latency_ms", "latency_per_stream_ms", "drain_s", "caption_shape",
-             "legacy_delete")
+             "legacy_delete", "breach_above", "breach_ms", "jitter_ms")
 
 
 @dataclass(frozen=True)
@@ -139,16 +140,18 @@ def register(
                 if body["caption_shape"] not in CAPTION_SHAPES:
                     raise Invalid(f"caption_shape: must be one of {', '.join(CAPTION_SHAPES)}")
                 changes["caption_shape"] = body["caption_shape"]
-            if "max_streams" in body:
-                value = body["max_streams"]
-                changes["max_streams"] = (
-                    None if value is None else validation.integer(value, "max_streams", 0, 2**31)
-                )
+            for key in ("max_streams", "breach_above"):
+                if key in body:
+                    value = body[key]
+                    changes[key] = (
+                        None if value is None else validation.integer(value, key, 0, 2**31)
+                    )
             if "legacy_delete" in body:
                 if not isinstance(body["legacy_delete"], bool):
                     raise Invalid("legacy_delete: expected true or false")
                 changes["legacy_delete"] = body["legacy_delete"]
-            for key in ("latency_ms", "latency_per_stream_ms", "drain_s"):
+            for key in ("latency_ms", "latency_per_stream_ms", "drain_s", "breach_ms",
+                        "jitter_ms"):
                 if key in body:
                     changes[key] = validation.number(body[key], key, 0, 3_600_000)
         except Invalid as exc:

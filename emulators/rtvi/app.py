@@ -29,7 +29,11 @@ class Application:
                 drain_s=settings.drain_s,
                 caption_shape=settings.caption_shape,
                 legacy_delete=settings.legacy_delete,
-            )
+                breach_above=settings.breach_above,
+                breach_ms=settings.breach_ms,
+                jitter_ms=settings.jitter_ms,
+            ),
+            seed=settings.fail_seed,
         )
         self.faults = FaultTable(settings.fail_rate, settings.fail_seed)
         for fault in settings.faults:

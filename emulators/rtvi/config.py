@@ -26,6 +26,11 @@ Knobs:
   simulated VLM time per chunk is ``LATENCY_MS + PER_STREAM_MS * live streams``; the emulator really
   sleeps it, and the reported ``vlm_latency_ms`` is the measured time. Run-time: ``latency_ms``,
   ``latency_per_stream_ms``.
+- ``RTVI_EMU_BREACH_ABOVE`` (integer, default none), ``RTVI_EMU_BREACH_MS`` (default 0) and
+  ``RTVI_EMU_JITTER_MS`` (default 0): above that many live streams each chunk takes
+  ``BREACH_MS`` more (a latency breach only above capacity K, for capacity searches), and each
+  chunk's time varies by up to ``JITTER_MS`` either way (seeded by ``RTVI_EMU_FAIL_SEED``).
+  Run-time: ``breach_above``, ``breach_ms``, ``jitter_ms``.
 - ``RTVI_EMU_NO_DECODE=1``: ``streams/add`` registers streams without opening their sources: the
   request is validated, capacity and duplicates are checked, the stream is listed and deletes as
   usual, but no ffmpeg decoder runs, so its captions report no frames. For scale benchmarks (a
@@ -115,6 +120,9 @@ class Settings:
     files_dir: str | None = None
     no_decode: bool = False
     legacy_delete: bool = False
+    breach_above: int | None = None
+    breach_ms: float = 0.0
+    jitter_ms: float = 0.0
     caption_shape: str = DEFAULT_CAPTION_SHAPE
     api_token: str | None = field(default=None, repr=False)  # a secret: never in a repr or log
     record_path: str | None = None
@@ -200,6 +208,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         files_dir=_text(source, "RTVI_EMU_FILES_DIR"),
         no_decode=_flag(source, "RTVI_EMU_NO_DECODE", False),
         legacy_delete=_flag(source, "RTVI_EMU_LEGACY_DELETE", False),
+        breach_above=_optional_integer(source, "RTVI_EMU_BREACH_ABOVE"),
+        breach_ms=_number(source, "RTVI_EMU_BREACH_MS", 0.0),
+        jitter_ms=_number(source, "RTVI_EMU_JITTER_MS", 0.0),
         caption_shape=_choice(source, "RTVI_EMU_CAPTION_SHAPE", CAPTION_SHAPES,
                               DEFAULT_CAPTION_SHAPE),
         api_token=_secret(source, "RTVI_EMU_API_TOKEN"),

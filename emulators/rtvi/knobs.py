@@ -7,6 +7,7 @@ prove "503 at capacity, then success after capacity was raised" against one proc
 
 from __future__ import annotations
 
+import random
 import threading
 from dataclasses import asdict, dataclass
 
@@ -21,14 +22,21 @@ class KnobValues:
     # A release before blocking deletes: ``blocking`` and ``drain_timeout_seconds`` are refused
     # with 422, and a delete answers at once while its streams drain in the background.
     legacy_delete: bool = False
+    # Capacity experiments: above ``breach_above`` live streams every chunk takes ``breach_ms``
+    # more (the latency breach a capacity search must find), and each chunk's time varies by up
+    # to ``jitter_ms`` either way, as a real service's does.
+    breach_above: int | None = None
+    breach_ms: float = 0.0
+    jitter_ms: float = 0.0
 
 
 class Knobs:
     """Thread-safe holder of :class:`KnobValues`."""
 
-    def __init__(self, values: KnobValues) -> None:
+    def __init__(self, values: KnobValues, seed: int | None = None) -> None:
         self._values = values
         self._lock = threading.Lock()
+        self._random = random.Random(seed)  # jitter; seeded for a reproducible run
 
     @property
     def values(self) -> KnobValues:
@@ -43,4 +51,9 @@ class Knobs:
 
     def vlm_latency_s(self, active_streams: int) -> float:
         values = self.values
-        return (values.latency_ms + values.latency_per_stream_ms * active_streams) / 1000.0
+        ms = values.latency_ms + values.latency_per_stream_ms * active_streams
+        if values.breach_above is not None and active_streams > values.breach_above:
+            ms += values.breach_ms
+        if values.jitter_ms:
+            ms += self._random.uniform(-values.jitter_ms, values.jitter_ms)
+        return max(0.0, ms) / 1000.0
