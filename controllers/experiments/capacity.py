@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 MIN_RISE = 0.05  # the line is followed when p95 grows by 5 % of its mean across the windows
@@ -65,6 +65,18 @@ class Outcome:
     ledger: list[Window] = field(default_factory=list)
     inconclusive: str = ""  # why the search stopped without a boundary
 
+    def note(self, window: Window) -> bool:
+        """Put a window in the ledger and move the bounds; False when it cannot be judged."""
+        self.ledger.append(window)
+        if window.verdict is Verdict.INCONCLUSIVE:
+            self.inconclusive = f"{window.streams} streams: {window.reason}"
+            return False
+        if window.verdict is Verdict.STABLE:
+            self.highest_stable = max(self.highest_stable or 0, window.streams)
+        else:
+            self.first_unstable = min(self.first_unstable or window.streams, window.streams)
+        return True
+
     @property
     def found(self) -> bool:
         """The boundary within ±1: adjacent stable and unstable counts."""
@@ -74,10 +86,12 @@ class Outcome:
 
 def predicted_limit(windows: list[Window], max_p95_ms: float) -> int | None:
     """The largest N whose p95 stays within the maximum, on the least-squares line through the
-    measured (N, p95) points. None when latency does not explain the failures (an unstable
-    window within the maximum: admission or dropped chunks failed it), with fewer than two
-    distinct N, or on a line that does not visibly rise (``MIN_RISE``: jitter on a flat
-    latency would otherwise point anywhere)."""
+    measured (N, p95) points (every window so far: an earlier attempt's measured the same
+    system, so it steers; the boundary itself is only ever taken from one attempt's windows).
+    None when latency does not explain the failures (an unstable window within the maximum:
+    admission or dropped chunks failed it), with fewer than two distinct N, or on a line that
+    does not visibly rise (``MIN_RISE``: jitter on a flat latency would otherwise point
+    anywhere)."""
     judged = [w for w in windows if w.verdict is not Verdict.INCONCLUSIVE]
     if any(w.verdict is Verdict.UNSTABLE and (w.p95_ms is None or w.p95_ms <= max_p95_ms)
            for w in judged):
@@ -116,39 +130,52 @@ def next_count(spec: SearchSpec, outcome: Outcome, grown: int) -> int:
     return max(lo + 1, min(target, top))
 
 
-def search_attempt(run: WindowRunner, attempt: str, spec: SearchSpec) -> Outcome:
-    """One attempt from ``spec.initial``; when its first window fails, ``highest_stable`` stays
-    None (the caller halves)."""
-    outcome = Outcome()
+def search_attempt(run: WindowRunner, attempt: str, spec: SearchSpec,
+                   ledger: list[Window]) -> Outcome:
+    """One attempt from ``spec.initial`` (its windows go to ``ledger``); when its first window
+    fails, ``highest_stable`` stays None (the caller halves)."""
+    outcome = Outcome(ledger=ledger)
     count, grown = spec.initial, 0
-    while True:
-        window = run(attempt, count)
-        outcome.ledger.append(window)
-        if window.verdict is Verdict.INCONCLUSIVE:
-            outcome.inconclusive = f"{count} streams: {window.reason}"
-            return outcome
-        if window.verdict is Verdict.STABLE:
-            outcome.highest_stable = max(outcome.highest_stable or 0, count)
-        else:
-            outcome.first_unstable = min(outcome.first_unstable or count, count)
+    while outcome.note(run(attempt, count)):
         if outcome.highest_stable is None or outcome.found:
-            return outcome
+            break
         if outcome.first_unstable is None and count >= spec.max_streams:
-            return outcome  # stable at the most the spec allows
+            break  # stable at the most the spec allows
         count = next_count(spec, outcome, grown)
         grown += outcome.first_unstable is None
+    return outcome
 
 
-def search(run: WindowRunner, run_id: str, spec: SearchSpec) -> Outcome:
-    """The whole search, with BCD 3.3's halving of a failed initial window; the ledger keeps
-    every attempt's windows, the original failure first."""
+def harness_attempt(run: WindowRunner, attempt: str, spec: SearchSpec,
+                    ledger: list[Window]) -> Outcome:
+    """The VSS harness's way, for comparison (``bench/capacity.py``): a linear ramp by
+    ``add`` from ``initial`` until a window fails, then bisection."""
+    outcome = Outcome(ledger=ledger)
+    count = spec.initial
+    while count <= spec.max_streams:
+        if not outcome.note(run(attempt, count)):
+            return outcome
+        if outcome.first_unstable is not None:
+            break
+        count += spec.add
+    while (outcome.highest_stable is not None and outcome.first_unstable is not None
+           and outcome.first_unstable - outcome.highest_stable > 1):
+        if not outcome.note(run(attempt, (outcome.highest_stable + outcome.first_unstable) // 2)):
+            return outcome
+    return outcome
+
+
+Attempt = Callable[[WindowRunner, str, SearchSpec, list[Window]], Outcome]
+
+
+def _halving(one: Attempt, run: WindowRunner, run_id: str, spec: SearchSpec) -> Outcome:
+    """BCD 3.3: while the first window of an attempt fails, try again with the initial count
+    halved (rounded down) as child attempt ``<runId>.r<n>``; every attempt's windows stay in
+    the one ledger, the original failure first."""
     ledger: list[Window] = []
     initial, attempt, n = spec.initial, run_id, 0
     while True:
-        outcome = search_attempt(run, attempt, SearchSpec(initial, spec.add, spec.max_streams,
-                                                          spec.max_p95_ms))
-        ledger += outcome.ledger
-        outcome.ledger = ledger
+        outcome = one(run, attempt, replace(spec, initial=initial), ledger)
         if outcome.inconclusive or outcome.highest_stable is not None:
             return outcome
         if initial <= 1:  # even one stream is unstable: that is the boundary
@@ -158,41 +185,11 @@ def search(run: WindowRunner, run_id: str, spec: SearchSpec) -> Outcome:
         initial, attempt = initial // 2, f"{run_id}.r{n}"
 
 
+def search(run: WindowRunner, run_id: str, spec: SearchSpec) -> Outcome:
+    """The whole search, with BCD 3.3's halving of a failed initial window."""
+    return _halving(search_attempt, run, run_id, spec)
+
+
 def harness_search(run: WindowRunner, run_id: str, spec: SearchSpec) -> Outcome:
-    """The VSS harness's way, for comparison (``bench/capacity.py``): a linear ramp by
-    ``add`` from ``initial`` until a window fails, then bisection; the same halving."""
-    ledger: list[Window] = []
-    initial, attempt, n = spec.initial, run_id, 0
-    while True:
-        outcome = Outcome(ledger=ledger)
-        count = initial
-        while count <= spec.max_streams:
-            window = run(attempt, count)
-            ledger.append(window)
-            if window.verdict is Verdict.INCONCLUSIVE:
-                outcome.inconclusive = f"{count} streams: {window.reason}"
-                return outcome
-            if window.verdict is Verdict.UNSTABLE:
-                outcome.first_unstable = count
-                break
-            outcome.highest_stable = count
-            count += spec.add
-        if outcome.highest_stable is None and outcome.first_unstable is not None:
-            if initial <= 1:
-                return outcome
-            n += 1
-            initial, attempt = initial // 2, f"{run_id}.r{n}"
-            continue
-        while (outcome.highest_stable is not None and outcome.first_unstable is not None
-               and outcome.first_unstable - outcome.highest_stable > 1):
-            mid = (outcome.highest_stable + outcome.first_unstable) // 2
-            window = run(attempt, mid)
-            ledger.append(window)
-            if window.verdict is Verdict.INCONCLUSIVE:
-                outcome.inconclusive = f"{mid} streams: {window.reason}"
-                return outcome
-            if window.verdict is Verdict.STABLE:
-                outcome.highest_stable = mid
-            else:
-                outcome.first_unstable = mid
-        return outcome
+    """The harness's ramp and bisection, with the same halving (the baseline)."""
+    return _halving(harness_attempt, run, run_id, spec)

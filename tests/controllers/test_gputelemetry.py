@@ -33,18 +33,9 @@ from controllers.gputelemetry import (
 )
 from controllers.waiting import until
 from tests.conftest import free_port
-
-DATA = Path(__file__).resolve().parent.parent / "data" / "h200-telemetry"
-UUID = "GPU-d9031a23-259b-a182-af39-0018caae2354"
-H200_TOTAL_MIB = 143771
-
-
-def _snapshot(raw: dict[str, object]) -> Snapshot:
-    gpus = raw["gpus"]
-    assert isinstance(gpus, list)
-    return Snapshot(str(raw["source"]), float(raw["at"]),  # type: ignore[arg-type]
-                    tuple(GpuReading(**g) for g in gpus))
-
+from tests.controllers.h200 import DATA, UUID
+from tests.controllers.h200 import TOTAL_MIB as H200_TOTAL_MIB
+from tests.controllers.h200 import snapshot as _snapshot
 
 # --- what the H200 said ---------------------------------------------------------------------
 

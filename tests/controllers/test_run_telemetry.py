@@ -16,7 +16,6 @@ from controllers.experiments import gpumemory
 from controllers.experiments.telemetry import NO_SOURCE, RunTelemetry
 from controllers.gputelemetry import (
     DcgmTelemetry,
-    GpuReading,
     SmiTelemetry,
     Snapshot,
     TelemetryUnavailable,
@@ -25,16 +24,9 @@ from controllers.session import HostSession
 from controllers.waiting import until
 from specs.experiment import TelemetrySpec
 from specs.validate import parse_text
+from tests.controllers.h200 import DATA, UUID
+from tests.controllers.h200 import snapshot as _snap
 from tests.specs.cases import HEADER, body
-
-DATA = Path(__file__).resolve().parent.parent / "data" / "h200-telemetry"
-UUID = "GPU-d9031a23-259b-a182-af39-0018caae2354"
-
-
-def _snap(raw: dict[str, object]) -> Snapshot:
-    gpus = raw["gpus"]
-    assert isinstance(gpus, list)
-    return Snapshot("nvml", float(raw["at"]), tuple(GpuReading(**g) for g in gpus))  # type: ignore[arg-type]
 
 
 class Replay:
