@@ -24,6 +24,7 @@ from specs.rules import (
     R12,
     R_ENV_CONTROL,
     R_MODEL_VARS,
+    R_NETWORK,
     Check,
     check_eager,
     check_env_values,
@@ -31,6 +32,7 @@ from specs.rules import (
     check_gpus,
     check_image,
     check_model,
+    check_network,
     check_no_drop,
     check_perf,
     check_remote_code,
@@ -183,6 +185,12 @@ def test_the_deepest_mount_covers_a_path() -> None:
     assert covering_mount(spec, "/etc") is spec.mounts[0]
     assert covering_mount(spec_of(mounts=[{"source": "/b", "target": "/models"}]),
                           "/modelsx/y") is None
+    # A target ending in a letter that a wrong strip would eat is still its own folder.
+    spec = spec_of(mounts=[{"source": "/x", "target": "/modelsX"}])
+    assert covering_mount(spec, "/modelsX/w") is spec.mounts[0]
+    # Of two mounts on one target, the first wins (as Docker would refuse the second anyway).
+    twice = spec_of(mounts=[{"source": "/a", "target": "/m"}, {"source": "/b", "target": "/m"}])
+    assert covering_mount(twice, "/m/w") is twice.mounts[0]
 
 
 # --- rule 5 -------------------------------------------------------------------------------------
@@ -195,6 +203,8 @@ def test_remote_code_needs_an_exact_allowlist_entry() -> None:
                                             "RTVI_MODEL_PATH_ALLOWLIST": NGC + "x"}) == said
     assert findings(check_remote_code, env={"VLM_TRUST_REMOTE_CODE": "1",
                                             "RTVI_MODEL_PATH_ALLOWLIST": f"a, {NGC} ,b"}) == []
+    assert findings(check_remote_code, env={"VLM_TRUST_REMOTE_CODE": "1",
+                                            "RTVI_MODEL_PATH_ALLOWLIST": f"x,{NGC}"}) == []
     assert findings(check_remote_code, env={"VLM_TRUST_REMOTE_CODE": "false"}) == []
     assert findings(check_remote_code, env={"VLM_TRUST_REMOTE_CODE": "true"},
                     **model(use="custom", implementationPath="/i")) == [
@@ -328,8 +338,19 @@ def test_control_characters_are_refused_where_they_were_written() -> None:
         (("model", "path"), "the value of MODEL_PATH contains control character(s) U+001B; "
          "only tab, newline and carriage return are allowed (Docker cannot pass NUL at all)",
          R_ENV_CONTROL, "error")]
+    # A model variable written in env (refused by its own rule) is pointed at where written.
+    assert findings(check_env_values, env={"MODEL_PATH": "ngc:a/b/c:1\x01"})[0][0] == (
+        "env", "MODEL_PATH")
     assert findings(check_env_values, secrets=[{"name": "S", "fromFile": "/run/s\x07"}]) == [
         (("secrets", 0, "fromFile"), "the path contains control characters", R12, "error")]
+
+
+def test_host_networking_has_no_port_mapping() -> None:
+    assert findings(check_network, network="host", port={"host": 18000, "container": 8000}) == [
+        (("port", "host"), "with network: host there is no port mapping; port.host (18000) must "
+         "equal port.container (8000)", R_NETWORK, "error")]
+    assert findings(check_network, network="host", port={"host": 8000, "container": 8000}) == []
+    assert findings(check_network, port={"host": 18000, "container": 8000}) == []
 
 
 def test_gpus_are_indices_or_uuids_each_once() -> None:
