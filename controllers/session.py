@@ -49,6 +49,7 @@ class HostSession:
         self._view_at = 0.0
         self._view_lock = threading.Lock()
         self._nvml: NvmlTelemetry | None = None  # this machine's, once it answered
+        self._nvml_tried = False
 
     @property
     def spec_key(self) -> str:
@@ -150,8 +151,10 @@ class HostSession:
             assert tunnel is not None
             return SmiTelemetry(tunnel.run, where)
         with self._lock:
-            if self._nvml is None and nvml_answers() is None:
-                self._nvml = NvmlTelemetry()
+            if self._nvml is None and not self._nvml_tried:
+                self._nvml_tried = True  # a machine without NVML does not grow one
+                if nvml_answers() is None:
+                    self._nvml = NvmlTelemetry()
             return self._nvml if self._nvml is not None else SmiTelemetry(run_local, where)
 
     def url_for(self, address: str, port: int) -> str:

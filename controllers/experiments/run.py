@@ -189,7 +189,7 @@ def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
         conflict = guard(engine, plan.desired.container_name, instance, plan.resource,
                          plan.spec.runId)
         tele = RunTelemetry.preflight(telemetry, plan.spec.telemetry)
-        baseline = gpumemory.measure(gpu_read, plan.gpu_ids)
+        baseline = gpumemory.measure(tele.memory_at_start if telemetry else None, plan.gpu_ids)
         evidence.write_json("manifest.json", _manifest(plan, engine, store, baseline, tele))
         missing = tele.required_missing()
         if conflict is not None:

@@ -50,6 +50,13 @@ class RunTelemetry:
     def source_name(self) -> str | None:
         return self.source.name if self.source is not None else None
 
+    def memory_at_start(self) -> dict[str, int]:
+        """Memory in use per GPU UUID as Preflight read it (the baseline, without reading the
+        source again); TelemetryUnavailable with Preflight's reason when it could not."""
+        if self.start is None:
+            raise TelemetryUnavailable(self.why_not)
+        return {g.uuid: g.memory_used_mib for g in self.start.gpus}
+
     def required_missing(self) -> str | None:
         """Why a run that requires telemetry cannot start (None: it can)."""
         if self.spec.required and self.start is None:

@@ -108,6 +108,16 @@ def test_failures_during_the_window_and_after_cleanup_are_reasons() -> None:
     assert said["end"] == "not measured (NVML: Unknown Error)"
 
 
+def test_the_memory_baseline_is_preflights_reading_not_another() -> None:
+    source = Replay()
+    run = RunTelemetry.preflight(source, TelemetrySpec())
+    assert run.memory_at_start() == {UUID: 0} and source.calls == 1
+    assert gpumemory.measure(run.memory_at_start, [UUID]).mib == {UUID: 0}
+    unread = RunTelemetry.preflight(Replay(fail_after=0), TelemetrySpec())
+    assert gpumemory.measure(unread.memory_at_start, [UUID]).why_not == (
+        "not measured (NVML: Unknown Error)")
+
+
 def test_a_run_that_never_measured_says_so() -> None:
     run = RunTelemetry.preflight(Replay(), TelemetrySpec())
     assert run.evidence()["window"] == ("not measured (the run did not reach its measuring "
