@@ -180,6 +180,8 @@ class ExperimentKind:
         canary = spec.canary
         assert canary is not None
         gpus = [str(g) for g in run_dep.spec.gpus]
+        telemetry = session.telemetry(spec.telemetry.dcgmUrl).name + (
+            " (required)" if spec.telemetry.required else "")
         view.actions += [
             RunAction("create", f"container {resolved.container_name}", f"run {spec.runId}'s "
                       f"fresh service from Deployment {spec.template} ({template.spec.image}) "
@@ -189,8 +191,8 @@ class ExperimentKind:
             RunAction("register", f"{largest_level(spec)} stream(s) at a time", "gates: "
                       + ", ".join([*declared_gates(spec), runs.GATE_CLEANUP])),
             RunAction("run", f"{spec.type} {spec.runId}", f"GPUs: {', '.join(gpus) or 'none'}; "
-                      f"budget {spec.budgetSeconds}s, cleanup {spec.cleanupSeconds}s; evidence "
-                      f"in {root / spec.runId}")]
+                      f"GPU telemetry: {telemetry}; budget {spec.budgetSeconds}s, cleanup "
+                      f"{spec.cleanupSeconds}s; evidence in {root / spec.runId}")]
         return runs.RunPlan(
             resource=key, name=exp.metadata.name, spec=spec, run_hash=digest, template=template,
             desired=resolved, host=template.spec.host,

@@ -78,6 +78,7 @@ def test_a_four_colour_canary_passes_once_with_evidence_that_verifies(
     planned = cli("plan", str(specs))
     assert f"create container {project_name('four-1')}" in planned.stdout, planned.stdout
     assert "publish 4 source(s)" in planned.stdout and "budget 300s" in planned.stdout
+    assert "GPU telemetry: nvml" in planned.stdout or "GPU telemetry: nvidia-smi" in planned.stdout
     done = cli("apply", str(specs), "--timeout", "240", timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     known = facts(cli)
@@ -206,6 +207,7 @@ def test_required_telemetry_that_cannot_be_read_fails_the_run_before_it_starts_a
     url = f"http://127.0.0.1:{free_port()}/metrics"  # nothing listens there
     specs = specs_with(tmp_path, emulator_image, run_id,
                        telemetry={"dcgmUrl": url, "required": True})
+    assert "GPU telemetry: dcgm (required)" in cli("plan", str(specs)).stdout
     done = cli("apply", str(specs), "--timeout", "120", timeout=180)
     assert done.returncode == 1, done.stdout + done.stderr
     known = facts(cli)
