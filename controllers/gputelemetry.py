@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from controllers import httpclients
 from controllers.errors import ControllerError, TemporaryError
 from controllers.waiting import Stopped, until
 
@@ -261,7 +262,8 @@ class DcgmTelemetry:
 
     def read(self) -> Snapshot:
         try:
-            response = httpx.get(self.url, timeout=HTTP_TIMEOUT_S)
+            with httpclients.client(HTTP_TIMEOUT_S) as http:  # the shared TLS context
+                response = http.get(self.url)
         except httpx.HTTPError as exc:
             raise TelemetryUnavailable(f"DCGM exporter at {self.url}: "
                                        f"{type(exc).__name__}: {exc}") from None
