@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -30,11 +28,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from controllers import httpclients
 from controllers.errors import ControllerError, TemporaryError
+from controllers.host import NVIDIA_SMI, run_local
 from controllers.waiting import Stopped, until
 
 SMI_QUERY = "index,uuid,memory.used,memory.total,utilization.gpu"
 SMI_ARGS = [f"--query-gpu={SMI_QUERY}", "--format=csv,noheader,nounits"]
-SMI_TIMEOUT_S = 20.0
 HTTP_TIMEOUT_S = 5.0
 MIB = 1024 * 1024
 # DCGM exporter field names (dcgm-exporter's default counters): framebuffer in MiB, util in %.
@@ -110,27 +108,13 @@ def parse_smi(text: str) -> tuple[GpuReading, ...]:
     return tuple(gpus)
 
 
-def run_local(argv: list[str]) -> tuple[int, str, str]:
-    """Run a command on this machine: (status, stdout, stderr); a missing program is 127."""
-    if shutil.which(argv[0]) is None:
-        return 127, "", f"{argv[0]}: not found"
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=SMI_TIMEOUT_S,
-                              check=False)
-    except subprocess.TimeoutExpired:
-        return 124, "", f"{argv[0]}: no answer within {SMI_TIMEOUT_S:.0f} s"
-    except OSError as exc:
-        return 126, "", f"{argv[0]}: {exc.strerror or exc}"
-    return done.returncode, done.stdout, done.stderr
-
-
 @dataclass
 class SmiTelemetry:
     """``nvidia-smi`` run by ``runner`` (locally, or over the Host's SSH connection)."""
 
     runner: Runner = run_local
     where: str = "this machine"
-    program: str = "nvidia-smi"  # found on the Host's PATH
+    program: str = NVIDIA_SMI  # found on the Host's PATH
     name: str = "nvidia-smi"
 
     def read(self) -> Snapshot:

@@ -37,14 +37,25 @@ def gpu_processes() -> dict[str, int]:
 
 
 def _run_smi(args: list[str]) -> str:
+    status, out, err = run_local([NVIDIA_SMI, *args])
+    if status != 0:
+        raise TemporaryError(f"nvidia-smi exited {status}: {err.strip()}")
+    return out
+
+
+def run_local(argv: list[str]) -> tuple[int, str, str]:
+    """Run a command on this machine as an SSH Host's tunnel runs one there: (status,
+    stdout, stderr); a missing program is 127, no answer within PROBE_TIMEOUT_S is 124."""
+    if shutil.which(argv[0]) is None:
+        return 127, "", f"{argv[0]}: not found"
     try:
-        done = subprocess.run([NVIDIA_SMI, *args], capture_output=True, text=True,
-                              timeout=PROBE_TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise TemporaryError(f"nvidia-smi failed: {exc}") from exc
-    if done.returncode != 0:
-        raise TemporaryError(f"nvidia-smi exited {done.returncode}: {done.stderr.strip()}")
-    return done.stdout
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        return 124, "", f"{argv[0]}: no answer within {PROBE_TIMEOUT_S} s"
+    except OSError as exc:
+        return 126, "", f"{argv[0]}: {exc.strerror or exc}"
+    return done.returncode, done.stdout, done.stderr
 
 
 def parse_gpu_csv(text: str) -> list[GpuInfo]:

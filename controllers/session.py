@@ -21,7 +21,6 @@ from controllers.gputelemetry import (
     SmiTelemetry,
     Telemetry,
     nvml_answers,
-    run_local,
 )
 from controllers.hostview import VIEW_MAX_AGE_S, HostView, view_from_rows
 from controllers.readiness import service_url
@@ -155,7 +154,7 @@ class HostSession:
                 self._nvml_tried = True  # a machine without NVML does not grow one
                 if nvml_answers() is None:
                     self._nvml = NvmlTelemetry()
-            return self._nvml if self._nvml is not None else SmiTelemetry(run_local, where)
+            return self._nvml if self._nvml is not None else SmiTelemetry(where=where)
 
     def url_for(self, address: str, port: int) -> str:
         """A URL that reaches ``address:port`` as the Host sees it."""

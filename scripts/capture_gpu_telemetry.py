@@ -31,8 +31,8 @@ from controllers.gputelemetry import (
     SmiTelemetry,
     Snapshot,
     parse_smi,
-    run_local,
 )
+from controllers.host import run_local
 
 LOAD_S = 4.0
 LOAD_GIB = 8

@@ -11,7 +11,6 @@ on the application object directly, as the admin endpoints would.
 from __future__ import annotations
 
 import io
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,8 +19,9 @@ from emulators.rtvi import logs
 from emulators.rtvi.app import Application
 from emulators.rtvi.config import load_settings
 from emulators.rtvi.faults import BehaviourFault
-from emulators.rtvi.server import POLL_INTERVAL_S, EmulatorServer, build_router
+from emulators.rtvi.server import EmulatorServer, build_router
 from emulators.rtvi.state import ServiceState
+from tests.serving import served
 
 
 @dataclass
@@ -58,13 +58,8 @@ def inproc_rtvi(**env: str) -> Iterator[InprocRtvi]:
     state.mark_ready()
     sink = logs.LogSink(io.StringIO(), io.StringIO())
     server = EmulatorServer(("127.0.0.1", 0), build_router(app), state, sink, app)
-    serving = threading.Thread(target=server.serve_forever, name="inproc-rtvi",
-                               kwargs={"poll_interval": POLL_INTERVAL_S}, daemon=True)
-    serving.start()
-    try:
-        yield InprocRtvi(app, server)
-    finally:
-        app.shutdown()
-        server.shutdown()
-        server.server_close()
-        serving.join()
+    with served(server, "inproc-rtvi"):
+        try:
+            yield InprocRtvi(app, server)
+        finally:
+            app.shutdown()  # decoders and caption loops first, as the emulator's main() does

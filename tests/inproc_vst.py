@@ -8,7 +8,6 @@ no GStreamer is needed. Frames through VST are proven by the services layer.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,8 +15,9 @@ from dataclasses import dataclass
 from emulators.vst import api
 from emulators.vst.knobs import load_knobs
 from emulators.vst.sensors import Inventory
-from emulators.vst.server import POLL_INTERVAL_S, ApiServer
+from emulators.vst.server import ApiServer
 from emulators.vst.source import Source
+from tests.serving import served
 
 
 class NoRelay:
@@ -53,12 +53,5 @@ def inproc_vst() -> Iterator[InprocVst]:
     relay = NoRelay()
     inventory = Inventory(relay, 0.0, lambda sid: f"rtsp://127.0.0.1:1/live/{sid}")
     server = ApiServer(("127.0.0.1", 0), api.Context(inventory, knobs, 1))
-    serving = threading.Thread(target=server.serve_forever, name="inproc-vst",
-                               kwargs={"poll_interval": POLL_INTERVAL_S}, daemon=True)
-    serving.start()
-    try:
+    with served(server, "inproc-vst"):
         yield InprocVst(inventory, relay, server)
-    finally:
-        server.shutdown()
-        server.server_close()
-        serving.join()

@@ -28,14 +28,15 @@ from controllers.gputelemetry import (
     nvml_answers,
     parse_dcgm,
     parse_smi,
-    run_local,
     summarise,
 )
+from controllers.host import run_local
 from controllers.waiting import until
 from tests.conftest import free_port
 from tests.controllers.h200 import DATA, UUID
 from tests.controllers.h200 import TOTAL_MIB as H200_TOTAL_MIB
 from tests.controllers.h200 import snapshot as _snapshot
+from tests.serving import served
 
 # --- what the H200 said ---------------------------------------------------------------------
 
@@ -251,15 +252,9 @@ def exporter() -> Iterator[list[tuple[int, str]]]:
             return None
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
     answers.append((server.server_port, ""))
-    try:
+    with served(server, "dcgm-exporter"):
         yield answers
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 def _url(exporter: list[tuple[int, str]]) -> str:
