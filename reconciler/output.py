@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from reconciler.kinds import ResourcePlan
 
 VERB_MARK = {"create": "+", "recreate": "~", "publish": "+", "register": "+",
-             "register-sensor": "+", "replace": "~", "remove": "-", "run": ">"}
+             "register-sensor": "+", "replace": "~", "remove": "-", "run": ">", "search": ">"}
 ADDING = ("create", "publish", "register", "register-sensor")
 
 _INVISIBLE = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
@@ -109,7 +109,7 @@ def print_plan(console: Console, plans: list[ResourcePlan]) -> None:
             creates += action.verb in ADDING
             recreates += action.verb in ("recreate", "replace")
             removes += action.verb == "remove"
-            console.print(f"{VERB_MARK[action.verb]} {safe(rp.resource)}: {action.verb} "
+            console.print(f"{VERB_MARK.get(action.verb, '>')} {safe(rp.resource)}: {action.verb} "
                           f"{safe(action.target)}", highlight=False, markup=False)
             console.print(f"    because {safe(action.cause)}", highlight=False, markup=False)
     removing = f", {removes} to remove" if removes else ""

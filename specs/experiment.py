@@ -37,6 +37,7 @@ CANARY_STREAMS = (1, 2, 4, 8, 16, 32)
 SOLID_COLOURS = ("RED", "GREEN", "BLUE", "YELLOW", "CYAN", "MAGENTA", "WHITE", "ORANGE")
 R_CONTRACT = "Experiment rule: performance contract"
 R_CANARY = "Experiment rule: canary"
+R_CAPACITY = "Experiment rule: capacity"
 R_PATHS = "Experiment rule: isolated paths"
 R_TEMPLATE = "Experiment rule: the template is a Deployment of this spec set"
 
@@ -77,6 +78,29 @@ class CanarySpec(Strict):
     publisher: CanaryPublisher = Field(default_factory=CanaryPublisher)
     # The 1-frame, 1-token smoke request before the performance part: always (true), or only
     # where the contract requires it (unset: runs of 30 minutes or more; false is refused there).
+    smoke: bool | None = None
+
+
+class CapacitySpec(Strict):
+    """The capacity search (``type: capacity``): the highest stable and first unstable count of
+    independent live streams. Seeded as the VSS harness takes it (``initialStreamCount``,
+    ``addStreamCount``); every count is judged by one stability window of ``windowSeconds``
+    on a fresh service (unless ``serviceReuse`` freezes reuse into the experiment) against the
+    success criteria: at least ``minSuccessRate`` of the streams complete, p95 chunk latency
+    at most ``maxP95LatencyMs``, no dropped chunk, zero residue after the window."""
+
+    initialStreamCount: int = Field(ge=1, le=1024)
+    addStreamCount: int = Field(default=1, ge=1, le=256)
+    maxStreamCount: int = Field(ge=1, le=1024)
+    windowSeconds: int = Field(default=60, ge=5, le=3600)
+    maxP95LatencyMs: float = Field(gt=0)
+    minSuccessRate: float = Field(default=1.0, gt=0, le=1)
+    serviceReuse: bool = False
+    chunkDurationSeconds: int = Field(default=2, ge=1, le=60)
+    maxTokens: int = Field(default=16, ge=1, le=16384)
+    publisher: CanaryPublisher = Field(default_factory=CanaryPublisher)
+    # The smoke request before the first window: always (true), or only where the contract
+    # requires it (unset: a budget of 30 minutes or more; false is refused there).
     smoke: bool | None = None
 
 
@@ -147,7 +171,7 @@ class TelemetrySpec(Strict):
 
 
 class ExperimentSpec(Strict):
-    type: Literal["canary"]
+    type: Literal["canary", "capacity"]
     runId: str = Field(pattern=RUN_ID_PATTERN)
     template: Name  # a Deployment
     service: ServiceOverride
@@ -162,6 +186,7 @@ class ExperimentSpec(Strict):
     measurement: Measurement
     telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
     canary: CanarySpec | None = None
+    capacity: CapacitySpec | None = None
 
 
 class Experiment(Strict):
@@ -175,7 +200,8 @@ def check_experiment(resource: Experiment) -> list[Finding]:
     """Every observation-free Experiment rule; paths are relative to the document root."""
     spec = resource.spec
     return [Finding(("spec", *f.path), f.message, f.rule, f.severity)
-            for f in (*_contract(spec), *_paths(spec), *_canary(spec), *_budget(spec))]
+            for f in (*_contract(spec), *_paths(spec), *_blocks(spec), *_canary(spec),
+                      *_capacity(spec), *_budget(spec))]
 
 
 MIN_RUN_S = 60  # what a run needs besides its cleanup, at the least (service, sources, gates)
@@ -189,8 +215,45 @@ def _budget(spec: ExperimentSpec) -> Iterator[Finding]:
 
 
 def largest_level(spec: ExperimentSpec) -> int:
-    """The most units the run offers at once (a canary: its streams)."""
-    return spec.canary.streams if spec.canary is not None else 1
+    """The most units the run offers at once (a canary: its streams; a capacity search: its
+    maximum)."""
+    if spec.canary is not None:
+        return spec.canary.streams
+    return spec.capacity.maxStreamCount if spec.capacity is not None else 1
+
+
+TYPE_BLOCKS = ("canary", "capacity")  # each type's own block; the others are refused
+
+
+def _blocks(spec: ExperimentSpec) -> Iterator[Finding]:
+    if getattr(spec, spec.type) is None:
+        yield Finding((spec.type,), f"a {spec.type} Experiment needs its {spec.type} block",
+                      R_CONTRACT)
+    for other in TYPE_BLOCKS:
+        if other != spec.type and getattr(spec, other) is not None:
+            yield Finding((other,), f"a {other} block in a {spec.type} Experiment: it would "
+                          f"not run (remove it, or set type: {other})", R_CONTRACT)
+
+
+def _capacity(spec: ExperimentSpec) -> Iterator[Finding]:
+    cap = spec.capacity
+    if spec.type != "capacity" or cap is None:
+        return
+    if cap.initialStreamCount > cap.maxStreamCount:
+        yield Finding(("capacity", "initialStreamCount"), f"{cap.initialStreamCount} is above "
+                      f"maxStreamCount {cap.maxStreamCount}", R_CAPACITY)
+    if spec.workload.loadUnit != "independent_live_stream":
+        yield Finding(("workload", "loadUnit"), "a capacity search counts independent live "
+                      "streams (independent_live_stream)", R_CAPACITY)
+    measure = spec.measurement
+    if measure.repetitions != 1 or measure.warmupRuns:
+        yield Finding(("measurement", "repetitions"), "a capacity search judges each count by "
+                      "one stability window: set repetitions 1 and warmupRuns 0 (a longer "
+                      "windowSeconds measures longer)", R_CAPACITY)
+    if cap.smoke is False and spec.budgetSeconds >= SMOKE_FROM_S:
+        yield Finding(("capacity", "smoke"), f"a run with a budget of {spec.budgetSeconds}s "
+                      "(30 minutes or more) must pass the 1-frame, 1-token smoke request first",
+                      R_CONTRACT)
 
 
 def _contract(spec: ExperimentSpec) -> Iterator[Finding]:
@@ -236,10 +299,7 @@ def _paths(spec: ExperimentSpec) -> Iterator[Finding]:
 
 def _canary(spec: ExperimentSpec) -> Iterator[Finding]:
     canary = spec.canary
-    if spec.type != "canary":
-        return
-    if canary is None:
-        yield Finding(("canary",), "a canary Experiment needs its canary block", R_CANARY)
+    if spec.type != "canary" or canary is None:
         return
     if spec.workload.loadUnit != "independent_live_stream":
         yield Finding(("workload", "loadUnit"), "a canary's streams are independent live "
@@ -294,6 +354,9 @@ def needs_smoke(spec: ExperimentSpec) -> bool:
 
 def smokes(spec: ExperimentSpec) -> bool:
     """Whether the run sends the smoke request (asked for, or required)."""
+    if spec.capacity is not None:
+        asked = spec.capacity.smoke
+        return asked is True or (asked is None and spec.budgetSeconds >= SMOKE_FROM_S)
     canary = spec.canary
     if canary is None or canary.qualificationOnly:
         return False

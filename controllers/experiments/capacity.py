@@ -14,7 +14,7 @@ A latency breach during the search is the measured unstable point, never a resta
 that cannot be judged (one stream failed, cleanup not proved, a fatal gate) ends the search
 INCONCLUSIVE. When the very first window fails (BCD 3.3), the search is repeated with the
 initial count halved (rounded down) as a child attempt (``<runId>.r<n>``), and the failed
-attempt stays in the ledger.
+attempt stays in the ledger; when even one stream fails, the search is INCONCLUSIVE.
 
 Everything here is pure: ``WindowRunner`` is the only way out, so the same search runs against
 real windows, the emulator, or the simulation in ``bench/capacity.py``.
@@ -178,8 +178,9 @@ def _halving(one: Attempt, run: WindowRunner, run_id: str, spec: SearchSpec) -> 
         outcome = one(run, attempt, replace(spec, initial=initial), ledger)
         if outcome.inconclusive or outcome.highest_stable is not None:
             return outcome
-        if initial <= 1:  # even one stream is unstable: that is the boundary
-            outcome.first_unstable = 1
+        if initial <= 1:  # BCD 3.3: one stream failing leaves nothing to search
+            outcome.inconclusive = (f"even 1 stream is unstable ({outcome.ledger[-1].reason}): "
+                                    "no count to search from")
             return outcome
         n += 1
         initial, attempt = initial // 2, f"{run_id}.r{n}"

@@ -53,9 +53,10 @@ def clean(engine: DockerEngine, instance: str, resource: str,
     report = CleanupReport()
     deadline = time.monotonic() + deadline_s
     if make_client is not None:
-        _streams(report, make_client, stream_ids, deadline, stop)
+        service_residue(report, make_client, stream_ids, deadline, stop)
     else:
-        report.evidence["streams"] = "no service was started: no stream to delete"
+        report.evidence["streams"] = ("no service of the run is running (none started, or each "
+                                      "was retired after proving its own streams gone)")
     left = remove_containers(engine, instance, resource, containers, grace_s)
     try:
         remaining = [c.name for c in owned_containers(engine, instance, resource)]
@@ -78,8 +79,10 @@ def clean(engine: DockerEngine, instance: str, resource: str,
     return report
 
 
-def _streams(report: CleanupReport, make_client: Callable[[], RtviClient],
-             stream_ids: list[str], deadline: float, stop: threading.Event) -> None:
+def service_residue(report: CleanupReport, make_client: Callable[[], RtviClient],
+                    stream_ids: list[str], deadline: float, stop: threading.Event) -> None:
+    """Delete ``stream_ids`` and prove the service holds no stream, file or active request
+    (each leftover a problem in ``report``); also a capacity window's zero-residue proof."""
     client = make_client()
     try:
         left = delete_proven(client, stream_ids, max(1.0, deadline - time.monotonic()), stop)

@@ -31,19 +31,20 @@ import structlog
 from controllers.deploymentplan import Desired
 from controllers.docker_client import DockerEngine
 from controllers.errors import ControllerError
-from controllers.experiments import canary as canary_mod
 from controllers.experiments import gpumemory
 from controllers.experiments.cleanup import CleanupReport, GpuProof, clean
-from controllers.experiments.service import RunService, guard, launch
-from controllers.experiments.streams import canary_sources, publish, stream_id
+from controllers.experiments.runtype import RunContext
+from controllers.experiments.service import STOP_GRACE_CAP_S, RunService, guard, launch
+from controllers.experiments.streams import CanarySource, publish, stream_id
 from controllers.experiments.telemetry import EVIDENCE_FILE as TELEMETRY_FILE
 from controllers.experiments.telemetry import RunTelemetry
+from controllers.experiments.types import run_type
 from controllers.gputelemetry import Telemetry
 from controllers.publisher.run import publisher_name
 from controllers.rtvi_client import RtviClient
 from controllers.statusfacts import ExperimentStatusFacts
 from controllers.waiting import Stopped
-from specs.experiment import ExperimentSpec
+from specs.experiment import CanaryPublisher, ExperimentSpec
 from specs.models import Deployment
 from state.evidence import MANIFEST, Evidence, EvidenceError
 from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
@@ -176,7 +177,7 @@ def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
         raise Stopped("the run was stopped before it started")
     evidence = Evidence.open(plan.evidence_root, plan.spec.runId)
     rec = Recorder(store, plan.resource, evidence, progress)
-    declared = [*canary_mod.declared_gates(plan.spec), GATE_CLEANUP]
+    declared = [*run_type(plan.spec).declared_gates(plan.spec), GATE_CLEANUP]
     started: list[RunService] = []  # the run's service, once it serves
     result: Result = "INCONCLUSIVE"
     reason = ""
@@ -206,7 +207,7 @@ def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
         raise
     except ControllerError as exc:
         result, reason = "INCONCLUSIVE", f"{type(exc).__name__}: {exc}"
-    service = started[0] if started else None
+    service = started[-1] if started else None
     rec.phase("Collecting", "keeping the service's log")
     _keep_log(engine, evidence, service.container_id if service else
               plan.desired.container_name)  # a service that never became ready: why
@@ -226,30 +227,46 @@ def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
 def _running(plan: RunPlan, engine: DockerEngine, instance: str, stop: threading.Event,
              progress: Callable[[str], None], rec: Recorder, evidence: Evidence,
              started: list[RunService]) -> tuple[Result, str]:
+    """The Running phase: the type's own work, through a context that starts and retires
+    the run's service and publishes sources (``started``: the service now serving)."""
     spec = plan.spec
-    assert spec.canary is not None
-    rec.phase("Running", f"starting the run's service {plan.desired.container_name}")
-    rec.containers([plan.desired.container_name])
-    service = launch(engine, plan.desired, plan.gpu_ids,
-                     float(plan.template.spec.readiness.timeoutSeconds), stop, progress)
-    started.append(service)
-    evidence.event("ServiceReady", f"{service.container_name} serves {service.model_id}",
-                   container=service.container_id)
-    sources = canary_sources(spec.canary)
-    rec.phase("Running", f"publishing {len(sources)} sources")
-    rec.containers([publisher_name(instance, plan.resource, s.name) for s in sources])
-    urls = publish(engine, instance, plan.resource, plan.run_hash, sources, spec.canary, stop)
-    run = canary_mod.CanaryRun(
-        spec=spec, sources=sources, urls=urls, model=service.model_id,
-        make_client=lambda: RtviClient(service.probe_url, token=service.token),
-        stream_id=lambda part, src: stream_id(instance, plan.resource, spec.runId, part, src),
-        note_streams=rec.streams, evidence=evidence, stop=stop,
-        progress=lambda message: rec.phase("Running", message))
-    passed = run.execute()
-    failed = {n: g.reason for n, g in evidence.gates().items() if not g.passed}
-    if passed:
-        return "PASS", ""
-    return "FAIL", "; ".join(f"{n}: {r}" for n, r in failed.items()) or "a gate failed"
+    published: dict[str, str] = {}
+
+    def start_service() -> RunService:
+        rec.phase("Running", f"starting the run's service {plan.desired.container_name}")
+        rec.containers([plan.desired.container_name])
+        service = launch(engine, plan.desired, plan.gpu_ids,
+                         float(plan.template.spec.readiness.timeoutSeconds), stop, progress)
+        started.append(service)
+        evidence.event("ServiceReady", f"{service.container_name} serves {service.model_id}",
+                       container=service.container_id)
+        return service
+
+    def retire_service(service: RunService, name: str) -> None:
+        _keep_log(engine, evidence, service.container_id, f"logs/{name}.log")
+        engine.stop(service.container_id,
+                    min(plan.template.spec.stopGraceSeconds, STOP_GRACE_CAP_S))
+        engine.remove(service.container_id)
+        started.remove(service)
+        evidence.event("ServiceRetired", f"{service.container_name} removed; log kept as "
+                       f"logs/{name}.log", container=service.container_id)
+
+    def publish_sources(sources: list[CanarySource], shape: CanaryPublisher) -> dict[str, str]:
+        new = [s for s in sources if s.name not in published]
+        if new:
+            rec.phase("Running", f"publishing {len(new)} source(s)")
+            rec.containers([publisher_name(instance, plan.resource, s.name) for s in new])
+            published.update(publish(engine, instance, plan.resource, plan.run_hash, new, shape,
+                                     stop))
+        return {s.name: published[s.name] for s in sources}
+
+    ctx = RunContext(
+        spec=spec, evidence=evidence, stop=stop,
+        progress=lambda message: rec.phase("Running", message),
+        start_service=start_service, retire_service=retire_service, publish=publish_sources,
+        note_streams=rec.streams,
+        stream_id=lambda part, src: stream_id(instance, plan.resource, spec.runId, part, src))
+    return run_type(spec).execute(ctx)
 
 
 def _cleanup(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
@@ -345,11 +362,12 @@ def inventory_of(record: ResourceStatus | None) -> tuple[list[str], set[str]]:
             {i.name for i in items if i.kind == KIND_CONTAINER})
 
 
-def _keep_log(engine: DockerEngine, evidence: Evidence, container: str) -> None:
+def _keep_log(engine: DockerEngine, evidence: Evidence, container: str,
+              relative: str = "logs/service.log") -> None:
     try:
         info = engine.container(container)
         if info is not None:
-            evidence.write_text("logs/service.log", engine.logs(info.id, tail=LOG_TAIL_LINES))
+            evidence.write_text(relative, engine.logs(info.id, tail=LOG_TAIL_LINES))
     except ControllerError as exc:
         evidence.event("LogUnavailable", str(exc))
 

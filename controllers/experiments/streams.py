@@ -22,7 +22,7 @@ from controllers.rtvi_client import MAX_BATCH, RtviBusy, RtviClient
 from controllers.streamplan import DesiredSource
 from controllers.streamteardown import delete_streams
 from controllers.waiting import Stopped
-from specs.experiment import CanarySpec, solid_labels
+from specs.experiment import SOLID_COLOURS, CanaryPublisher, CanarySpec, solid_labels
 from specs.models import FileSource, PublisherSpec, SourceSpec, SyntheticSource
 
 BORDER_COLOUR = "BLACK"  # contrasts with every canary colour and is no canary label
@@ -56,17 +56,33 @@ def canary_sources(canary: CanarySpec) -> list[CanarySource]:
         for spec, label in found]
 
 
+def numbered_sources(count: int) -> list[CanarySource]:
+    """``count`` distinct synthetic sources (``s001``, ``s002``, ...) for load that counts
+    streams, not answers: each its own publisher and URL (a distinct source identity), the
+    colours and borders cycling so neighbouring sources also differ in content."""
+    found = []
+    for i in range(count):
+        colour = SOLID_COLOURS[i % len(SOLID_COLOURS)]
+        border = BORDER_COLOUR if (i // len(SOLID_COLOURS)) % 2 else None
+        spec = SourceSpec(name=f"s{i + 1:03d}", synthetic=SyntheticSource(colour=colour,
+                                                                         border=border))
+        label = f"{colour.lower()} {'border' if border else 'solid'}"
+        found.append(CanarySource(spec.name, label, DesiredSource(
+            name=spec.name, kind="synthetic", spec=spec, hash="", stream_id="",
+            sensor_name="", description=f"load source {spec.name} ({label})")))
+    return found
+
+
 def stream_id(instance: str, resource: str, run_id: str, part: str, source: str) -> str:
     """The StreamSets' deterministic ID, with the run and its part in the source's place."""
     return streamplan.stream_id(instance, resource, f"{run_id}/{part}/{source}")
 
 
 def publish(engine: DockerEngine, instance: str, resource: str, run_hash: str,
-            sources: list[CanarySource], canary: CanarySpec,
+            sources: list[CanarySource], shape: CanaryPublisher,
             stop: threading.Event) -> dict[str, str]:
     """Start one publisher per source; source name → RTSP URL (as seen on the Host)."""
-    publisher = PublisherSpec(width=canary.publisher.width, height=canary.publisher.height,
-                              fps=canary.publisher.fps)
+    publisher = PublisherSpec(width=shape.width, height=shape.height, fps=shape.fps)
     publishing.check_files([s.desired for s in sources], publisher)
     urls = {}
     for src in sources:

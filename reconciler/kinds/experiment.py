@@ -32,7 +32,6 @@ from controllers.docker_client import DockerEngine
 from controllers.errors import ControllerError, PermanentError, PlanError
 from controllers.experiments import run as runs
 from controllers.experiments.board import Work
-from controllers.experiments.canary import declared_gates
 from controllers.experiments.service import (
     for_run,
     gpu_conflicts,
@@ -40,7 +39,7 @@ from controllers.experiments.service import (
     remove_containers,
     run_deployment,
 )
-from controllers.experiments.streams import canary_sources
+from controllers.experiments.types import run_type
 from controllers.secrets import api_token, resolve
 from controllers.session import HostSession
 from controllers.statusfacts import ExperimentStatusFacts
@@ -52,7 +51,7 @@ from reconciler.kinds.contract import (
     guarded,
     unplanned,
 )
-from specs.experiment import Experiment, TelemetrySpec, largest_level
+from specs.experiment import Experiment, TelemetrySpec
 from specs.models import DeploymentSpec, Strict
 from specs.rules import Finding, check_deployment
 from specs.validate import spec_hash
@@ -177,8 +176,7 @@ class ExperimentKind:
                            services.instance, key, spec.runId, digest)
         view.conflict = guard(session.engine(), resolved.container_name, services.instance,
                               key, spec.runId)
-        canary = spec.canary
-        assert canary is not None
+        kind = run_type(spec)
         gpus = [str(g) for g in run_dep.spec.gpus]
         telemetry = session.telemetry(spec.telemetry.dcgmUrl).name + (
             " (required)" if spec.telemetry.required else "")
@@ -186,13 +184,12 @@ class ExperimentKind:
             RunAction("create", f"container {resolved.container_name}", f"run {spec.runId}'s "
                       f"fresh service from Deployment {spec.template} ({template.spec.image}) "
                       f"on Host {template.spec.host}, {resolved.url}"),
-            RunAction("publish", f"{canary.streams} source(s)", "canary sources: " + ", ".join(
-                s.label for s in canary_sources(canary))),
-            RunAction("register", f"{largest_level(spec)} stream(s) at a time", "gates: "
-                      + ", ".join([*declared_gates(spec), runs.GATE_CLEANUP])),
-            RunAction("run", f"{spec.type} {spec.runId}", f"GPUs: {', '.join(gpus) or 'none'}; "
-                      f"GPU telemetry: {telemetry}; budget {spec.budgetSeconds}s, cleanup "
-                      f"{spec.cleanupSeconds}s; evidence in {root / spec.runId}")]
+            *(RunAction(step.verb, step.target, step.cause) for step in kind.planned(spec)),
+            RunAction("run", f"{spec.type} {spec.runId}", f"gates: "
+                      f"{', '.join([*kind.declared_gates(spec), runs.GATE_CLEANUP])}; GPUs: "
+                      f"{', '.join(gpus) or 'none'}; GPU telemetry: {telemetry}; budget "
+                      f"{spec.budgetSeconds}s, cleanup {spec.cleanupSeconds}s; evidence in "
+                      f"{root / spec.runId}")]
         return runs.RunPlan(
             resource=key, name=exp.metadata.name, spec=spec, run_hash=digest, template=template,
             desired=resolved, host=template.spec.host,

@@ -74,11 +74,12 @@ def test_a_failed_initial_window_is_halved_under_child_run_ids_and_kept() -> Non
     assert {w.attempt for w in outcome.ledger[4:]} == {"cap-7.r3"}
 
 
-def test_one_stream_unstable_is_the_boundary() -> None:
+def test_one_stream_unstable_is_inconclusive_with_every_attempt_kept() -> None:
     run, max_p95, asked = emulator(0)
     outcome = search(run, "cap-1", SearchSpec(4, 1, 64, max_p95))
-    assert (outcome.highest_stable, outcome.first_unstable) == (None, 1)
-    assert [n for _, n in asked] == [4, 2, 1] and not outcome.found
+    assert outcome.highest_stable is None and not outcome.found
+    assert outcome.inconclusive.startswith("even 1 stream is unstable (")
+    assert [n for _, n in asked] == [4, 2, 1] and len(outcome.ledger) == 3
 
 
 def test_an_inconclusive_window_stops_the_search_saying_why() -> None:

@@ -8,9 +8,13 @@ import pytest
 from pydantic import ValidationError
 
 from specs.experiment import (
+    R_CAPACITY,
+    R_CONTRACT,
     Experiment,
     check_experiment,
     check_template,
+    largest_level,
+    smokes,
     solid_labels,
 )
 from specs.models import Deployment
@@ -196,3 +200,46 @@ def test_a_content_addressed_cache_policy_needs_read_only_mounts() -> None:
     exp = Experiment.model_validate(_experiment(cachePolicy="content-addressed-read-only"))
     assert [f.path for f in check_template(exp, template(False))] == [("spec", "cachePolicy")]
     assert check_template(exp, template(True)) == []
+
+
+def _capacity(**search: Any) -> dict[str, Any]:
+    return {"type": "capacity", "canary": None,
+            "capacity": {"initialStreamCount": 4, "maxStreamCount": 32,
+                         "maxP95LatencyMs": 2000, **search}}
+
+
+def test_a_capacity_search_is_valid_and_offers_its_maximum_at_most() -> None:
+    assert _rules(**_capacity()) == []
+    exp = Experiment.model_validate(_experiment(**_capacity()))
+    assert largest_level(exp.spec) == 32
+    assert smokes(exp.spec) is True  # the default budget is 30 minutes: smoke first
+    short = Experiment.model_validate(_experiment(budgetSeconds=900, **_capacity()))
+    assert smokes(short.spec) is False  # under 30 minutes: only when asked for
+
+
+@pytest.mark.parametrize(("spec", "path", "rule"), [
+    (_capacity(initialStreamCount=40), "spec.capacity.initialStreamCount", R_CAPACITY),
+    ({**_capacity(), "measurement": {"claim": "c", "repetitions": 3}},
+     "spec.measurement.repetitions", R_CAPACITY),
+    ({**_capacity(), "measurement": {"claim": "c", "warmupRuns": 1}},
+     "spec.measurement.repetitions", R_CAPACITY),
+    ({**_capacity(), "workload": {"loadUnit": "file_request",
+                                  "sourceIdentityPolicy": "not_applicable"}},
+     "spec.workload.loadUnit", R_CAPACITY),
+    ({**_capacity(smoke=False), "budgetSeconds": 3600}, "spec.capacity.smoke", R_CONTRACT),
+    ({"type": "capacity"}, "spec.capacity", R_CONTRACT),  # the canary block, not its own
+    ({**_capacity(), "canary": {"streams": 4}}, "spec.canary", R_CONTRACT),
+    ({"type": "canary", "capacity": _capacity()["capacity"]}, "spec.capacity", R_CONTRACT),
+    ({**_capacity(), "workload": {"sourceIdentityCount": 8}},
+     "spec.workload.sourceIdentityCount", R_CONTRACT),
+])
+def test_capacity_rules_name_the_field(spec: dict[str, Any], path: str, rule: str) -> None:
+    assert (path, rule) in _rules(**spec)
+
+
+def test_a_capacity_block_needs_its_bounds_and_latency_criterion() -> None:
+    for missing in ("initialStreamCount", "maxStreamCount", "maxP95LatencyMs"):
+        body = _capacity()
+        del body["capacity"][missing]
+        with pytest.raises(ValidationError, match=missing):
+            Experiment.model_validate(_experiment(**body))

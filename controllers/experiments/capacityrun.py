@@ -1,0 +1,207 @@
+"""``type: capacity``: the search of ``capacity.py`` run on real stability windows.
+
+A window at N streams: the first N numbered sources published (each its own publisher: a
+distinct source identity; published once, kept for later windows), a fresh service (unless
+``serviceReuse`` freezes reuse), N fresh streams captioned together for ``windowSeconds``, a
+blocking delete proven against the listing, then the service's residue proven zero (streams,
+files, active requests) before it is retired with its log kept. Its verdict:
+
+- INCONCLUSIVE: residue that cannot be proven gone, a service that does not start or dies,
+  the smoke request failing — the search stops, its ledger kept;
+- UNSTABLE: fewer than ``minSuccessRate`` of the streams completed, a dropped chunk, or p95
+  chunk latency above ``maxP95LatencyMs`` (or no answered chunk to measure);
+- STABLE otherwise.
+
+Evidence: ``evidence/capacity/<attempt>/wNN-<count>.json`` per window (with its captions
+beside it), the ledger and boundary in ``evidence/capacity.json``, and the gate
+``capacity-boundary``, passed only when the highest stable and first unstable counts are
+adjacent. Child attempts after a failed first window (``<runId>.r<n>``) write under their own
+attempt folder; the original failure stays first in the ledger.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from controllers.errors import ControllerError
+from controllers.experiments.capacity import SearchSpec, Verdict, Window, search
+from controllers.experiments.cleanup import CleanupReport, service_residue
+from controllers.experiments.driver import GATE_SMOKE, Measured
+from controllers.experiments.ledger import performance_report
+from controllers.experiments.runtype import PlannedStep, Result, RunContext
+from controllers.experiments.service import RunService
+from controllers.experiments.streams import CanarySource, numbered_sources
+from specs.experiment import CapacitySpec, ExperimentSpec, smokes
+
+GATE_BOUNDARY = "capacity-boundary"
+CAPACITY_FILE = "evidence/capacity.json"
+
+
+def judge(measured: Measured, cap: CapacitySpec, residue: CleanupReport) -> tuple[Verdict, str,
+                                                                                   dict[str, Any]]:
+    """A window's verdict, why, and its report (the performance ledger of its units)."""
+    report = performance_report(measured.units, measured.peak)
+    left = sorted(set(measured.left) | set(residue.evidence.get("streamsLeft") or []))
+    if left or residue.problems:
+        why = residue.problems or [f"stream(s) not deleted: {', '.join(left)}"]
+        return Verdict.INCONCLUSIVE, "zero residue not proven: " + "; ".join(why), report
+    ledger, p95 = report["ledger"], report["chunkLatencyMs"]["p95"]
+    offered = max(1, ledger["offered"])
+    rate = ledger["completed"] / offered
+    problems = []
+    if rate < cap.minSuccessRate:
+        failed = [f"{u.source}: {u.failures()[0]}" for u in measured.units if u.failures()]
+        problems.append(f"{ledger['completed']}/{ledger['offered']} streams completed "
+                        f"(minimum {cap.minSuccessRate:.0%}): " + "; ".join(failed[:3]))
+    if report["droppedChunks"]:
+        problems.append(f"{report['droppedChunks']} dropped chunk(s)")
+    if p95 is None:
+        problems.append("no answered chunk: no latency to judge (no data is not low latency)")
+    elif p95 > cap.maxP95LatencyMs:
+        problems.append(f"p95 chunk latency {p95:g} ms is above {cap.maxP95LatencyMs:g} ms")
+    if problems:
+        return Verdict.UNSTABLE, "; ".join(problems), report
+    return (Verdict.STABLE, f"{ledger['completed']}/{ledger['offered']} streams completed, p95 "
+            f"{p95:g} ms, 0 dropped chunks", report)
+
+
+@dataclass
+class Windows:
+    """The WindowRunner the search calls: one real stability window per call."""
+
+    ctx: RunContext
+    cap: CapacitySpec
+    sources: list[CanarySource]
+    service: RunService | None = None  # kept between windows only under serviceReuse
+    smoked: bool = False
+    files: list[str] = field(default_factory=list)  # each window's evidence file, in order
+
+    def __call__(self, attempt: str, count: int) -> Window:
+        number = len(self.files) + 1
+        base = f"evidence/capacity/{attempt}/w{number:02d}-{count}"
+        self.files.append(base + ".json")
+        self.ctx.progress(f"window {number} ({attempt}): {count} stream(s) for "
+                          f"{self.cap.windowSeconds}s")
+        try:
+            window, detail = self._window(attempt, number, count, base)
+        except ControllerError as exc:  # a fatal runtime gate: the search cannot go on
+            window = Window(count, Verdict.INCONCLUSIVE, None,
+                            f"fatal: {type(exc).__name__}: {exc}", attempt)
+            detail = {}
+        if self.service is not None and not self.cap.serviceReuse:
+            try:
+                self._retire(f"{attempt}-w{number:02d}")
+            except ControllerError as exc:  # a service that stays is residue
+                window = Window(count, Verdict.INCONCLUSIVE, window.p95_ms, f"{window.reason}"
+                                f"; the window's service could not be retired: {exc}", attempt)
+        self.ctx.evidence.write_json(base + ".json", {
+            **_window_json(window), "windowSeconds": self.cap.windowSeconds, **detail})
+        return window
+
+    def _window(self, attempt: str, number: int, count: int,
+                base: str) -> tuple[Window, dict[str, Any]]:
+        cap, ctx = self.cap, self.ctx
+        chosen = self.sources[:count]
+        urls = ctx.publish(chosen, cap.publisher)
+        if self.service is None:
+            self.service = ctx.start_service()
+        drv = ctx.driver(self.service, chosen, urls, cap.maxTokens, cap.chunkDurationSeconds)
+        if not self.smoked and smokes(ctx.spec):
+            self.smoked = True
+            if not drv.smoke():
+                reason = ctx.evidence.gates()[GATE_SMOKE].reason
+                return Window(count, Verdict.INCONCLUSIVE, None, f"smoke failed: {reason}",
+                              attempt), {}
+        names = [s.name for s in chosen]
+        started = time.monotonic()
+        measured = drv.window(f"{attempt}/w{number}", names, float(cap.windowSeconds), 0,
+                              base + "-captions.jsonl")
+        residue = CleanupReport()
+        service_residue(residue, drv.make_client, list(measured.left), time.monotonic()
+                        + drv.delete_s, ctx.stop)
+        verdict, reason, report = judge(measured, cap, residue)
+        p95 = report["chunkLatencyMs"]["p95"]
+        return Window(count, verdict, p95, reason, attempt), {
+            "seconds": round(time.monotonic() - started, 3),
+            "sources": {s.name: urls[s.name] for s in chosen},
+            "residue": residue.evidence, "report": report,
+            "captions": base + "-captions.jsonl"}
+
+    def _retire(self, name: str) -> None:
+        service, self.service = self.service, None
+        assert service is not None
+        self.ctx.retire_service(service, name)
+
+    def close(self) -> None:
+        """The reused service, retired after the last window (its log kept)."""
+        if self.service is not None:
+            self._retire("service")
+
+
+def _window_json(window: Window) -> dict[str, Any]:
+    return {**asdict(window), "verdict": window.verdict.value}
+
+
+class CapacityType:
+    """``type: capacity``: maximum live streams, found in few stability windows."""
+
+    name = "capacity"
+
+    def declared_gates(self, spec: ExperimentSpec) -> list[str]:
+        return ([GATE_SMOKE] if smokes(spec) else []) + [GATE_BOUNDARY]
+
+    def planned(self, spec: ExperimentSpec) -> list[PlannedStep]:
+        cap = spec.capacity
+        assert cap is not None
+        fresh = ("one service for every window (serviceReuse)" if cap.serviceReuse
+                 else "a fresh service per window")
+        return [PlannedStep("publish", f"up to {cap.maxStreamCount} source(s)", "one "
+                            "publisher per stream (distinct source identities), as windows "
+                            "need them"),
+                PlannedStep("search", f"{cap.initialStreamCount}..{cap.maxStreamCount} "
+                            "stream(s)", f"from {cap.initialStreamCount} (+{cap.addStreamCount}"
+                            f"), {cap.windowSeconds}s windows, p95 <= {cap.maxP95LatencyMs:g} "
+                            f"ms, success >= {cap.minSuccessRate:.0%}; {fresh}")]
+
+    def execute(self, ctx: RunContext) -> tuple[Result, str]:
+        cap = ctx.spec.capacity
+        assert cap is not None
+        windows = Windows(ctx, cap, numbered_sources(cap.maxStreamCount))
+        try:
+            outcome = search(windows, ctx.spec.runId, SearchSpec(
+                cap.initialStreamCount, cap.addStreamCount, cap.maxStreamCount,
+                cap.maxP95LatencyMs))
+        finally:
+            windows.close()
+        if outcome.found:
+            result, reason = "PASS", ""
+            said = (f"highest stable {outcome.highest_stable}, first unstable "
+                    f"{outcome.first_unstable} stream(s), in {len(outcome.ledger)} window(s)")
+        elif outcome.inconclusive:
+            result = "INCONCLUSIVE"
+            reason = said = f"search stopped: {outcome.inconclusive}"
+        else:
+            result = "INCONCLUSIVE"
+            reason = said = (f"stable at {outcome.highest_stable} stream(s), the most "
+                             f"maxStreamCount allows: the first unstable count is above it")
+        attempts = list(dict.fromkeys(w.attempt for w in outcome.ledger))
+        ctx.evidence.write_json(CAPACITY_FILE, {
+            "highestStable": outcome.highest_stable, "firstUnstable": outcome.first_unstable,
+            "found": outcome.found, "inconclusive": outcome.inconclusive or None,
+            "criteria": {"windowSeconds": cap.windowSeconds,
+                         "maxP95LatencyMs": cap.maxP95LatencyMs,
+                         "minSuccessRate": cap.minSuccessRate, "droppedChunks": 0,
+                         "residue": 0, "serviceReuse": cap.serviceReuse},
+            "seed": {"initialStreamCount": cap.initialStreamCount,
+                     "addStreamCount": cap.addStreamCount,
+                     "maxStreamCount": cap.maxStreamCount},
+            "attempts": attempts, "windowsUsed": len(outcome.ledger),
+            "ledger": [{**_window_json(w), "file": f}
+                       for w, f in zip(outcome.ledger, windows.files, strict=True)]})
+        ctx.evidence.gate(GATE_BOUNDARY, outcome.found, said, {
+            "file": CAPACITY_FILE, "highestStable": outcome.highest_stable,
+            "firstUnstable": outcome.first_unstable, "windows": len(outcome.ledger),
+            "attempts": attempts})
+        return result, reason

@@ -1,0 +1,77 @@
+"""What an experiment type is: the contract the run and the Experiment kind hold it to.
+
+Why a contract: the run (``run.py``) owns the phases every type shares — Preflight, the
+container guard, telemetry, Collecting, one cleanup with its proof, the verdict — and the
+Experiment kind owns planning and the record. A type brings only what differs: the gates a
+PASS needs, what ``plan`` says it will do, and the Running phase itself. A new type is a new
+implementation registered in ``types.py``, never a branch in the run or the kind.
+
+``RunContext`` is how a type reaches the world while it runs: it starts and retires the run's
+service (a type decides whether one service serves the whole run or each attempt gets a fresh
+one), publishes sources (once each, whatever asks), and writes ahead what it may create.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from controllers.experiments.driver import DELETE_PROOF_S, LoadDriver
+from controllers.experiments.service import RunService
+from controllers.experiments.streams import CanarySource
+from controllers.rtvi_client import RtviClient
+from specs.experiment import CanaryPublisher, ExperimentSpec
+from state.evidence import Evidence
+
+Result = str  # "PASS" | "FAIL" | "INCONCLUSIVE"
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    """One line of what ``plan`` says a run will do."""
+
+    verb: str
+    target: str
+    cause: str
+
+
+@dataclass
+class RunContext:
+    spec: ExperimentSpec
+    evidence: Evidence
+    stop: threading.Event
+    progress: Callable[[str], None]  # the Running phase's message
+    start_service: Callable[[], RunService]  # a fresh service, ready (ControllerError if not)
+    # Keep the service's log as logs/<name>.log, then stop and remove it.
+    retire_service: Callable[[RunService, str], None]
+    publish: Callable[[list[CanarySource], CanaryPublisher], dict[str, str]]  # name → URL
+    note_streams: Callable[[list[str]], None]  # write-ahead
+    stream_id: Callable[[str, str], str]  # (part, source) → the run's deterministic ID
+
+    def driver(self, service: RunService, sources: list[CanarySource], urls: dict[str, str],
+               max_tokens: int, chunk_s: int) -> LoadDriver:
+        """Live load against ``service`` (deletions proven within the cleanup deadline)."""
+        return LoadDriver(
+            sources=sources, urls=urls, model=service.model_id,
+            make_client=lambda: RtviClient(service.probe_url, token=service.token),
+            stream_id=self.stream_id, note_streams=self.note_streams, evidence=self.evidence,
+            stop=self.stop, progress=self.progress, max_tokens=max_tokens, chunk_s=chunk_s,
+            delete_s=min(DELETE_PROOF_S, float(self.spec.cleanupSeconds)))
+
+
+class ExperimentType(Protocol):
+    name: str
+
+    def declared_gates(self, spec: ExperimentSpec) -> list[str]:
+        """The gates a PASS needs (the run adds its cleanup gate)."""
+        ...
+
+    def planned(self, spec: ExperimentSpec) -> list[PlannedStep]:
+        """What the run will publish, register and judge, for ``plan``."""
+        ...
+
+    def execute(self, ctx: RunContext) -> tuple[Result, str]:
+        """The Running phase: the result and, unless PASS, why."""
+        ...

@@ -1,0 +1,19 @@
+"""The registry of experiment types: ``spec.type`` → its implementation.
+
+The run and the Experiment kind look a type up here and hold it to ``runtype.ExperimentType``;
+neither names a type. A new type is a module and a line below.
+"""
+
+from __future__ import annotations
+
+from controllers.experiments.canary import CanaryType
+from controllers.experiments.capacityrun import CapacityType
+from controllers.experiments.runtype import ExperimentType
+from specs.experiment import ExperimentSpec
+
+TYPES: dict[str, ExperimentType] = {t.name: t for t in (CanaryType(), CapacityType())}
+
+
+def run_type(spec: ExperimentSpec) -> ExperimentType:
+    """The implementation of ``spec.type`` (the spec's Literal admits only registered ones)."""
+    return TYPES[spec.type]

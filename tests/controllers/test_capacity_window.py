@@ -1,0 +1,72 @@
+"""A capacity window's verdict from what its streams did (pure: ``capacityrun.judge``)."""
+
+from __future__ import annotations
+
+from controllers.caption_events import CaptionChunk
+from controllers.experiments.capacity import Verdict
+from controllers.experiments.capacityrun import judge
+from controllers.experiments.cleanup import CleanupReport
+from controllers.experiments.driver import Measured
+from controllers.experiments.ledger import UnitOutcome
+from specs.experiment import CapacitySpec
+
+CAP = CapacitySpec(initialStreamCount=2, maxStreamCount=8, maxP95LatencyMs=500)
+
+
+def unit(name: str, *latencies: float, ids: list[int] | None = None,
+         rejected: str = "") -> UnitOutcome:
+    numbers = ids if ids is not None else list(range(len(latencies)))
+    chunks = [CaptionChunk(content="a red frame", chunk_id=i, frame_count=5,
+                           chunk_latency_ms=ms) for i, ms in zip(numbers, latencies, strict=True)]
+    return UnitOutcome(source=name, repetition=0, admitted=not rejected, rejected=rejected,
+                       chunks=chunks, cleaned_up=True)
+
+
+def clean() -> CleanupReport:
+    return CleanupReport(evidence={"streamsLeft": [], "streamsListed": []})
+
+
+def test_every_stream_answering_within_the_latency_is_stable() -> None:
+    verdict, reason, report = judge(Measured([unit("s1", 100, 120), unit("s2", 90, 480)], 2, []),
+                                    CAP, clean())
+    assert verdict is Verdict.STABLE, reason
+    assert reason == "2/2 streams completed, p95 480 ms, 0 dropped chunks"
+    assert report["ledger"]["offered"] == 2
+
+
+def test_p95_above_the_maximum_is_unstable_naming_both_numbers() -> None:
+    verdict, reason, _ = judge(Measured([unit("s1", 100, 900), unit("s2", 100, 950)], 2, []),
+                               CAP, clean())
+    assert verdict is Verdict.UNSTABLE
+    assert reason == "p95 chunk latency 950 ms is above 500 ms"
+
+
+def test_a_rejected_stream_fails_the_success_rate_naming_it() -> None:
+    verdict, reason, _ = judge(Measured([unit("s1", 100), unit("s2", rejected="503 busy")], 1,
+                                        []), CAP, clean())
+    assert verdict is Verdict.UNSTABLE
+    assert reason.startswith("1/2 streams completed (minimum 100%): s2: rejected: 503 busy")
+
+
+def test_a_lower_success_rate_tolerates_one_failed_stream_but_never_a_dropped_chunk() -> None:
+    lenient = CAP.model_copy(update={"minSuccessRate": 0.5})
+    ok = judge(Measured([unit("s1", 100), unit("s2", rejected="503 busy")], 1, []), lenient,
+               clean())
+    assert ok[0] is Verdict.STABLE, ok[1]
+    dropped = judge(Measured([unit("s1", 100, 100, ids=[1, 3]), unit("s2", 100)], 2, []),
+                    lenient, clean())
+    assert dropped[0] is Verdict.UNSTABLE and "1 dropped chunk(s)" in dropped[1]
+
+
+def test_no_answered_chunk_is_unstable_never_low_latency() -> None:
+    verdict, reason, _ = judge(Measured([unit("s1")], 1, []), CAP, clean())
+    assert verdict is Verdict.UNSTABLE and "no answered chunk" in reason
+
+
+def test_residue_the_window_cannot_prove_gone_makes_it_inconclusive() -> None:
+    left = judge(Measured([unit("s1", 100)], 1, ["sid-1"]), CAP, clean())
+    assert left[0] is Verdict.INCONCLUSIVE
+    assert left[1] == "zero residue not proven: stream(s) not deleted: sid-1"
+    files = CleanupReport(problems=["1 file(s) left on the service"])
+    residue = judge(Measured([unit("s1", 100)], 1, []), CAP, files)
+    assert residue[0] is Verdict.INCONCLUSIVE and "1 file(s) left" in residue[1]

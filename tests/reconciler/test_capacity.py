@@ -1,0 +1,90 @@
+"""Capacity search end to end: real stability windows on fresh emulated services.
+
+Real Docker, one real publisher per stream, real decoding in the emulator. The emulator's
+capacity is set in the template's environment (every window starts a fresh service from it):
+above ``RTVI_EMU_BREACH_ABOVE`` live streams every chunk takes ``RTVI_EMU_BREACH_MS`` more,
+the latency breach the search must find, with jitter on every chunk as a real service has.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from tests.conftest import Cli, free_port
+from tests.reconciler.daemon_helpers import status_of
+from tests.reconciler.stream_helpers import rtvi_deployment
+from tests.specs_factory import write
+
+RESOURCE = "Experiment/capacity"
+MAX_P95_MS = 900.0
+
+
+def capacity(run_id: str, port: int, **search: Any) -> dict[str, Any]:
+    body = {"initialStreamCount": 2, "addStreamCount": 2, "maxStreamCount": 16,
+            "windowSeconds": 5, "maxP95LatencyMs": MAX_P95_MS, "chunkDurationSeconds": 1,
+            **search}
+    return {"apiVersion": "rtvi.reconciler/v1", "kind": "Experiment",
+            "metadata": {"name": "capacity"},
+            "spec": {"type": "capacity", "runId": run_id, "template": "vlm",
+                     "service": {"hostPort": port, "env": {"RTVI_EMU_PORT": str(port)}},
+                     "measurement": {"claim": "the highest stable live-stream count"},
+                     "budgetSeconds": 900, "cleanupSeconds": 20, "capacity": body}}
+
+
+def specs_for(tmp_path: Path, image: str, run_id: str, k: int, **search: Any) -> Path:
+    env = {"RTVI_EMU_BREACH_ABOVE": str(k), "RTVI_EMU_BREACH_MS": "1500",
+           "RTVI_EMU_JITTER_MS": "40", "RTVI_EMU_FAIL_SEED": "7"}
+    specs = tmp_path / "specs"
+    write(specs, rtvi_deployment(image, free_port(), **env),
+          capacity(run_id, free_port(), **search))
+    return specs
+
+
+def evidence(cli: Cli, run_id: str, relative: str) -> Any:
+    return json.loads((cli.state_dir / "evidence" / run_id / relative).read_text())
+
+
+@pytest.mark.parametrize(("k", "initial", "add"), [(5, 2, 2), (9, 12, 2), (14, 3, 4)])
+def test_the_search_finds_the_emulators_capacity_with_its_ledger(
+        cli: Cli, emulator_image: str, docker_client: docker.DockerClient, tmp_path: Path,
+        k: int, initial: int, add: int) -> None:
+    run_id = f"cap-k{k}"
+    specs = specs_for(tmp_path, emulator_image, run_id, k, initialStreamCount=initial,
+                      addStreamCount=add)
+    planned = cli("plan", str(specs))
+    assert f"search {initial}..16 stream(s)" in planned.stdout, planned.stdout
+    assert "a fresh service per window" in planned.stdout, planned.stdout
+    assert "gates: capacity-boundary, cleanup" in planned.stdout, planned.stdout
+    done = cli("apply", str(specs), "--timeout", "600", timeout=700)
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = status_of(cli, RESOURCE)
+    assert record is not None and record["facts"]["result"] == "PASS", record
+    found = evidence(cli, run_id, "evidence/capacity.json")
+    assert (found["highestStable"], found["firstUnstable"]) == (k, k + 1), found
+    ledger = found["ledger"]
+    assert ledger[0]["streams"] == initial and ledger[0]["attempt"] == run_id, ledger
+    for window in ledger:
+        assert window["verdict"] == ("stable" if window["streams"] <= k else "unstable"), window
+        detail = evidence(cli, run_id, window["file"])
+        assert detail["report"]["ledger"]["offered"] == window["streams"], detail
+        assert detail["residue"]["streamsListed"] == [], detail
+        assert window["file"].startswith(f"evidence/capacity/{window['attempt']}/")
+    if initial > k:  # BCD 3.3: the failed first window stays first; the child starts at half
+        assert found["attempts"] == [run_id, f"{run_id}.r1"], found["attempts"]
+        assert ledger[1] == {**ledger[1], "attempt": f"{run_id}.r1", "streams": initial // 2}
+    else:
+        assert found["attempts"] == [run_id], found["attempts"]
+    logs = sorted(p.name for p in (cli.state_dir / "evidence" / run_id / "logs").iterdir())
+    assert len([n for n in logs if "-w" in n]) == len(ledger), logs  # one service per window
+    boundary = json.loads((cli.state_dir / "evidence" / run_id / "gates" /
+                           "capacity-boundary.json").read_text())
+    assert boundary["passed"] and f"first unstable {k + 1}" in boundary["reason"], boundary
+    assert not docker_client.containers.list(
+        all=True, filters={"label": f"rtvi.reconciler/resource={RESOURCE}"})
+    verified = cli("evidence", run_id, "--verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
