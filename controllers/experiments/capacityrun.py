@@ -175,10 +175,11 @@ class CapacityType:
                 cap.maxP95LatencyMs))
         finally:
             windows.close()
-        if outcome.found:
-            result, reason = "PASS", ""
-            said = (f"highest stable {outcome.highest_stable}, first unstable "
-                    f"{outcome.first_unstable} stream(s), in {len(outcome.ledger)} window(s)")
+        if outcome.found:  # the boundary is the news: the verdict says it
+            result = "PASS"
+            reason = said = (f"highest stable {outcome.highest_stable}, first unstable "
+                             f"{outcome.first_unstable} stream(s), in {len(outcome.ledger)} "
+                             "window(s)")
         elif outcome.inconclusive:
             result = "INCONCLUSIVE"
             reason = said = f"search stopped: {outcome.inconclusive}"

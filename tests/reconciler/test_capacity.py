@@ -64,6 +64,7 @@ def test_the_search_finds_the_emulators_capacity_with_its_ledger(
     assert done.returncode == 0, done.stdout + done.stderr
     record = status_of(cli, RESOURCE)
     assert record is not None and record["facts"]["result"] == "PASS", record
+    assert f"PASS: run {run_id} (highest stable {k}, first unstable {k + 1}" in done.stdout
     found = evidence(cli, run_id, "evidence/capacity.json")
     assert (found["highestStable"], found["firstUnstable"]) == (k, k + 1), found
     ledger = found["ledger"]
@@ -88,3 +89,20 @@ def test_the_search_finds_the_emulators_capacity_with_its_ledger(
         all=True, filters={"label": f"rtvi.reconciler/resource={RESOURCE}"})
     verified = cli("evidence", run_id, "--verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_one_stream_unstable_ends_inconclusive_keeping_every_attempt(
+        cli: Cli, emulator_image: str, tmp_path: Path) -> None:
+    run_id = "cap-none"
+    specs = specs_for(tmp_path, emulator_image, run_id, 0, initialStreamCount=2)
+    done = cli("apply", str(specs), "--timeout", "300", timeout=400)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "INCONCLUSIVE: run cap-none (search stopped: even 1 stream is unstable" in done.stdout
+    found = evidence(cli, run_id, "evidence/capacity.json")
+    assert found["highestStable"] is None and not found["found"], found
+    assert [(w["attempt"], w["streams"], w["verdict"]) for w in found["ledger"]] == [
+        (run_id, 2, "unstable"), (f"{run_id}.r1", 1, "unstable")]
+    boundary = json.loads((cli.state_dir / "evidence" / run_id / "gates" /
+                           "capacity-boundary.json").read_text())
+    assert boundary["passed"] is False
+    assert cli("evidence", run_id, "--verify").returncode == 0
