@@ -13,6 +13,9 @@ from rich.text import Text
 from reconciler.output import safe
 from state.evidence import STATUS, Evidence
 
+REPORT = "report.md"  # controllers.experiments.report writes them; the CLI only lists them
+PLOTS_DIR = "plots"
+
 
 def summary(evidence: Evidence) -> dict[str, Any]:
     """Status and gates of one run, as plain data (``-o json`` prints exactly this)."""
@@ -25,7 +28,10 @@ def summary(evidence: Evidence) -> dict[str, Any]:
             "phase": status.get("phase"), "state": status.get("state"),
             "result": status.get("result"), "reason": status.get("reason"),
             "gates": [{"gate": g.name, "passed": g.passed, "reason": g.reason}
-                      for g in evidence.gates().values()]}
+                      for g in evidence.gates().values()],
+            "report": REPORT if (evidence.folder / REPORT).is_file() else None,
+            "plots": sorted(str(p.relative_to(evidence.folder))
+                            for p in (evidence.folder / PLOTS_DIR).glob("*.png"))}
 
 
 def print_summary(console: Console, data: dict[str, Any]) -> None:
@@ -41,6 +47,12 @@ def print_summary(console: Console, data: dict[str, Any]) -> None:
             table.add_row(Text(safe(gate["gate"])), "PASS" if gate["passed"] else "FAIL",
                           Text(safe(gate["reason"])))
         console.print(table)
+    for key in ("report", "plots"):
+        found = data.get(key)
+        files = found if isinstance(found, list) else [found] if found else []
+        if files:
+            shown = ", ".join(safe(f) for f in files)
+            console.print(f"  {key}: {shown}", markup=False, highlight=False)
 
 
 def default_root(state_dir: Path) -> Path:

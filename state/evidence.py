@@ -101,6 +101,14 @@ class Evidence:
         write_atomic(target, self.redactor.scrub_text(text).encode("utf-8"))
         return target
 
+    def write_bytes(self, relative: str, data: bytes) -> Path:
+        """A binary file (a plot): drawn only from numbers already in the bundle, which were
+        redacted when they were written, so there is no text here to scrub."""
+        target = self.path(relative)
+        ensure_dir(target.parent)
+        write_atomic(target, data)
+        return target
+
     def write_json(self, relative: str, data: Any) -> Path:
         return self.write_text(relative, json.dumps(self.redactor.scrub(data), indent=2,
                                                     sort_keys=True) + "\n")

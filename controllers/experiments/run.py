@@ -32,6 +32,7 @@ from controllers.deploymentplan import Desired
 from controllers.docker_client import DockerEngine
 from controllers.errors import ControllerError
 from controllers.experiments import gpumemory
+from controllers.experiments import report as bundle_report
 from controllers.experiments.cleanup import CleanupReport, GpuProof, clean
 from controllers.experiments.runtype import RunContext
 from controllers.experiments.service import STOP_GRACE_CAP_S, RunService, guard, launch
@@ -292,6 +293,7 @@ def _cleanup_gate(evidence: Evidence, report: CleanupReport) -> None:
 def _finish(evidence: Evidence, rec: Recorder, result: Result, declared: list[str],
             reason: str, cleaned: bool) -> Result:
     final = evidence.finish(result, declared, reason)  # type: ignore[arg-type]
+    bundle_report.write(evidence, final, reason)
     gates = {n: f"{'PASS' if g.passed else 'FAIL'}: {g.reason}"
              for n, g in evidence.gates().items()}
     final_reason = reason if final == result else f"refused PASS: {reason}"

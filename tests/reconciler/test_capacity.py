@@ -89,6 +89,10 @@ def test_the_search_finds_the_emulators_capacity_with_its_ledger(
         all=True, filters={"label": f"rtvi.reconciler/resource={RESOURCE}"})
     verified = cli("evidence", run_id, "--verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "plots: plots/gpu-memory.png, plots/latency-by-streams.png" in verified.stdout
+    text = (cli.state_dir / "evidence" / run_id / "report.md").read_text()
+    assert f"Highest stable: **{k}**, first unstable: **{k + 1}**" in text, text
+    assert "![Chunk latency](plots/latency-by-streams.png)" in text
 
 
 def test_one_stream_unstable_ends_inconclusive_keeping_every_attempt(

@@ -100,6 +100,8 @@ def test_a_four_colour_canary_passes_once_with_evidence_that_verifies(
     assert (ledger["offered"], ledger["completed"], ledger["cleaned_up"]) == (4, 4, 4), ledger
     verified = cli("evidence", "four-1", "--verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "report: report.md" in verified.stdout, verified.stdout
+    assert "plots: plots/gpu-memory.png, plots/latency-by-streams.png" in verified.stdout
     telemetry = json.loads((evidence_dir(cli, "four-1") / "evidence" / "telemetry.json")
                            .read_text())
     assert telemetry["required"] is False and telemetry["source"] in ("nvml", "nvidia-smi")

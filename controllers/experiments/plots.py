@@ -1,0 +1,98 @@
+"""PNG plots of a run's evidence: latency against live streams, GPU memory over the run.
+
+Why figures built directly (``Figure`` + the Agg canvas) rather than ``pyplot``: pyplot keeps
+global state and is not thread-safe, and runs finish on worker threads beside the daemon's
+queue. Every plot is drawn from numbers already in the evidence, so a reader can check the
+picture against the JSON; what was not measured is said on the figure, never drawn as zero.
+"""
+
+from __future__ import annotations
+
+import io
+import textwrap
+from dataclasses import dataclass
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+SIZE_IN = (7.0, 4.2)
+DPI = 100
+COLOURS = {"p50": "#4c72b0", "p95": "#dd8452", "p99": "#c44e52"}
+
+
+@dataclass(frozen=True)
+class LatencyPoint:
+    """One window (or repetition set) at ``streams`` live streams."""
+
+    streams: int
+    p50: float | None
+    p95: float | None
+    p99: float | None
+    verdict: str = ""  # "stable" | "unstable" | "inconclusive" | "" (not judged by count)
+
+
+def latency_by_streams(points: list[LatencyPoint], title: str, max_p95_ms: float | None = None,
+                       boundary: tuple[int | None, int | None] = (None, None)) -> bytes:
+    """p50/p95/p99 chunk latency against live streams; the maximum p95 and the boundary
+    (highest stable, first unstable) marked when known."""
+    fig = Figure(figsize=SIZE_IN, dpi=DPI)
+    ax = fig.add_subplot()
+    ordered = sorted(points, key=lambda p: p.streams)
+    for name in ("p50", "p95", "p99"):
+        xy = [(p.streams, getattr(p, name)) for p in ordered if getattr(p, name) is not None]
+        if xy:
+            ax.plot([x for x, _ in xy], [y for _, y in xy], marker="o", label=name,
+                    color=COLOURS[name])
+    unstable = [(p.streams, p.p95) for p in ordered
+                if p.verdict == "unstable" and p.p95 is not None]
+    if unstable:
+        ax.scatter([n for n, _ in unstable], [v for _, v in unstable], s=120,
+                   facecolors="none", edgecolors="black", label="unstable window", zorder=3)
+    if max_p95_ms is not None:
+        ax.axhline(max_p95_ms, color="grey", linestyle="--", label=f"max p95 {max_p95_ms:g} ms")
+    stable, first_unstable = boundary
+    if stable is not None:
+        ax.axvline(stable, color="green", linestyle=":", label=f"highest stable {stable}")
+    if first_unstable is not None:
+        ax.axvline(first_unstable, color="red", linestyle=":",
+                   label=f"first unstable {first_unstable}")
+    if not any(p.p95 is not None for p in ordered):
+        ax.text(0.5, 0.5, "no chunk latency was measured", transform=ax.transAxes,
+                ha="center", va="center")
+    ax.set_xlabel("live streams")
+    ax.set_ylabel("chunk latency (ms)")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small")
+    return _png(fig)
+
+
+def gpu_memory(series: dict[str, list[tuple[float, int]]], title: str,
+               not_measured: str = "") -> bytes:
+    """Memory in use per GPU (MiB) against seconds since the first reading; ``not_measured``
+    (why there is no series) is written on the figure instead."""
+    fig = Figure(figsize=SIZE_IN, dpi=DPI)
+    ax = fig.add_subplot()
+    start = min((t for points in series.values() for t, _ in points), default=0.0)
+    for uuid, points in sorted(series.items()):
+        ax.plot([t - start for t, _ in points], [m for _, m in points], label=uuid[:16])
+    if not any(series.values()):
+        ax.text(0.5, 0.5, textwrap.fill(f"GPU memory {not_measured or 'not measured'}", 60),
+                transform=ax.transAxes, ha="center", va="center")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    ax.set_xlabel("seconds into the measurement")
+    ax.set_ylabel("GPU memory used (MiB)")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small")
+    return _png(fig)
+
+
+def _png(fig: Figure) -> bytes:
+    out = io.BytesIO()
+    FigureCanvasAgg(fig)  # attaches itself to the figure
+    fig.savefig(out, format="png")
+    return out.getvalue()

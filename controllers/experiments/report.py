@@ -1,0 +1,135 @@
+"""A run's plots and its Markdown report, written into the bundle before it is sealed.
+
+Built only from the evidence files already written (the capacity ledger and its windows, the
+performance report, the telemetry), never from the run's memory: the report says nothing a
+reader cannot trace to a file in the same bundle, and a run recovered after a crash gets one
+too. A plot that cannot be drawn is named in the report, and the run's result never depends
+on it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from controllers.experiments import plots
+from state.evidence import Evidence
+
+REPORT = "report.md"
+LATENCY_PNG = "plots/latency-by-streams.png"
+MEMORY_PNG = "plots/gpu-memory.png"
+
+
+def _load(evidence: Evidence, relative: str) -> dict[str, Any]:
+    try:
+        data = json.loads(evidence.path(relative).read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _point(streams: int, latency: Any, verdict: str = "") -> plots.LatencyPoint:
+    lat = latency if isinstance(latency, dict) else {}
+    return plots.LatencyPoint(streams, lat.get("p50"), lat.get("p95"), lat.get("p99"), verdict)
+
+
+def _latency(evidence: Evidence, run: str, spec: dict[str, Any]
+             ) -> tuple[bytes | None, list[str]]:
+    """The latency plot and the report's lines about load (capacity or canary)."""
+    capacity = _load(evidence, "evidence/capacity.json")
+    if capacity:
+        ledger = capacity.get("ledger") or []
+        points = [_point(w["streams"], (_load(evidence, w["file"]).get("report") or {})
+                         .get("chunkLatencyMs"), w["verdict"]) for w in ledger]
+        lines = ["## Capacity", "",
+                 f"Highest stable: **{capacity.get('highestStable')}**, first unstable: "
+                 f"**{capacity.get('firstUnstable')}** live streams, in "
+                 f"{capacity.get('windowsUsed')} stability window(s) "
+                 f"(attempts: {', '.join(capacity.get('attempts') or [])}).", "",
+                 "| # | attempt | streams | verdict | p95 (ms) | reason |",
+                 "|---|---|---|---|---|---|"]
+        lines += [f"| {i} | {w['attempt']} | {w['streams']} | {w['verdict']} | "
+                  f"{w['p95_ms'] if w['p95_ms'] is not None else '-'} | "
+                  f"{_cell(w['reason'])} |" for i, w in enumerate(ledger, 1)]
+        max_p95 = (capacity.get("criteria") or {}).get("maxP95LatencyMs")
+        png = plots.latency_by_streams(points, f"{run}: chunk latency by live streams", max_p95,
+                                       (capacity.get("highestStable"),
+                                        capacity.get("firstUnstable")))
+        return png, lines
+    performance = _load(evidence, "evidence/performance.json")
+    if performance:
+        streams = int((spec.get("canary") or {}).get("streams") or 0)
+        latency = performance.get("chunkLatencyMs") or {}
+        ledger = performance.get("ledger") or {}
+        lines = ["## Performance", "",
+                 f"{streams} live stream(s): p50 {latency.get('p50')} ms, p95 "
+                 f"{latency.get('p95')} ms, p99 {latency.get('p99')} ms; dropped chunks "
+                 f"{performance.get('droppedChunks')}.", "",
+                 "| " + " | ".join(ledger) + " |", "|" + "---|" * len(ledger),
+                 "| " + " | ".join(str(v) for v in ledger.values()) + " |"]
+        canary = spec.get("canary") or {}
+        png = plots.latency_by_streams([_point(streams, latency)],
+                                       f"{run}: chunk latency at {streams} live streams",
+                                       canary.get("maxP95LatencyMs"))
+        return png, lines
+    return None, []
+
+
+def _memory(evidence: Evidence, run: str) -> tuple[bytes | None, list[str]]:
+    telemetry = _load(evidence, "evidence/telemetry.json")
+    if not telemetry:
+        return None, []
+    readings = (telemetry.get("series") or {}).get("readings") or []
+    series: dict[str, list[tuple[float, int]]] = {}
+    for reading in readings:
+        for uuid, (memory, _util) in (reading.get("gpus") or {}).items():
+            series.setdefault(uuid, []).append((float(reading["at"]), int(memory)))
+    window = telemetry.get("window")
+    why = window if isinstance(window, str) else ""
+    lines = ["## GPU telemetry", "", f"Source: {telemetry.get('source') or 'none'}; during the "
+             f"run: {why or f'{len(readings)} reading(s)'}."]
+    return plots.gpu_memory(series, f"{run}: GPU memory", why), lines
+
+
+def write(evidence: Evidence, result: str, reason: str) -> list[str]:
+    """Draw the plots and write ``report.md``; the files written (relative to the bundle)."""
+    manifest = _load(evidence, "manifest.json")
+    spec = manifest.get("spec") or {}
+    run = evidence.folder.name
+    lines = [f"# Run {run}: {result}", "", *([_cell(reason), ""] if reason else []),
+             f"Experiment type: {spec.get('type', '?')}; claim: "
+             f"{_cell(str((spec.get('measurement') or {}).get('claim', '-')))}", "",
+             "## Gates", "", "| gate | verdict | reason |", "|---|---|---|"]
+    lines += [f"| {g.name} | {'PASS' if g.passed else 'FAIL'} | {_cell(g.reason)} |"
+              for g in evidence.gates().values()]
+    written: list[str] = []
+    figures: list[str] = []
+    for relative, (png, more), caption in (
+            (LATENCY_PNG, _safe(lambda: _latency(evidence, run, spec)), "Chunk latency"),
+            (MEMORY_PNG, _safe(lambda: _memory(evidence, run)), "GPU memory")):
+        lines += ["", *more] if more else []
+        if isinstance(png, bytes):
+            evidence.write_bytes(relative, png)
+            written.append(relative)
+            figures.append(f"![{caption}]({relative})")
+        elif isinstance(png, str):
+            figures.append(f"{caption}: not drawn ({png})")
+    if figures:
+        lines += ["", "## Plots", "", *(f"{f}\n" for f in figures)]
+    evidence.write_text(REPORT, "\n".join(lines).rstrip() + "\n")
+    return [*written, REPORT]
+
+
+def _safe(draw: Callable[[], tuple[bytes | None, list[str]]]
+          ) -> tuple[bytes | str | None, list[str]]:
+    """A plot that fails says why in the report instead of failing the run's end."""
+    try:
+        return draw()
+    except Exception as exc:  # any drawing failure is reported, never raised
+        return f"{type(exc).__name__}: {exc}", []
+
+
+def _cell(text: str) -> str:
+    """One Markdown table cell or line: no line breaks, no column separators."""
+    return " ".join(str(text).split()).replace("|", "\\|")

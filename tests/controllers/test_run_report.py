@@ -1,0 +1,108 @@
+"""A run's plots and Markdown report, drawn from the evidence files already in its bundle."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+from controllers.experiments import report
+from state.evidence import Evidence, verify
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == PNG_SIGNATURE
+    width, height = struct.unpack(">II", data[16:24])  # the IHDR chunk comes first
+    return width, height
+
+
+def capacity_bundle(tmp_path: Path, stable: int = 6) -> Evidence:
+    evidence = Evidence.create(tmp_path / "evidence", "cap-1")
+    evidence.write_json("manifest.json", {"spec": {"type": "capacity", "measurement": {
+        "claim": "6 streams | within 1 s"}}})
+    ledger = []
+    for i, (streams, p95) in enumerate([(2, 100.0), (4, 180.0), (10, 1900.0), (6, 260.0),
+                                        (7, 1800.0)], 1):
+        verdict = "stable" if streams <= stable else "unstable"
+        file = f"evidence/capacity/cap-1/w{i:02d}-{streams}.json"
+        evidence.write_json(file, {"report": {"chunkLatencyMs": {
+            "p50": p95 / 2, "p95": p95, "p99": p95 * 1.1}}})
+        ledger.append({"attempt": "cap-1", "streams": streams, "verdict": verdict,
+                       "p95_ms": p95, "reason": f"window at {streams}", "file": file})
+    evidence.write_json("evidence/capacity.json", {
+        "highestStable": stable, "firstUnstable": stable + 1, "windowsUsed": 5,
+        "attempts": ["cap-1"], "criteria": {"maxP95LatencyMs": 1000}, "ledger": ledger})
+    evidence.gate("capacity-boundary", True, "highest stable 6, first unstable 7",
+                  {"file": "evidence/capacity.json"})
+    return evidence
+
+
+def telemetry(readings: list[dict[str, Any]], window: Any) -> dict[str, Any]:
+    return {"source": "nvml", "window": window,
+            "series": {"fields": ["memoryUsedMiB", "utilizationPct"], "readings": readings}}
+
+
+def test_a_capacity_bundle_gets_its_ledger_plots_and_a_report_that_embeds_them(
+        tmp_path: Path) -> None:
+    evidence = capacity_bundle(tmp_path)
+    evidence.write_json("evidence/telemetry.json", telemetry(
+        [{"at": 100.0 + t, "gpus": {"GPU-abc": [1000 + 10 * t, 50.0]}} for t in range(5)],
+        {"GPU-abc": {"samples": 5}}))
+    written = report.write(evidence, "PASS", "highest stable 6, first unstable 7")
+    assert written == [report.LATENCY_PNG, report.MEMORY_PNG, report.REPORT]
+    for png in written[:2]:
+        assert png_size(evidence.path(png).read_bytes()) == (700, 420)
+    text = evidence.path(report.REPORT).read_text()
+    assert text.startswith("# Run cap-1: PASS\n")
+    assert "claim: 6 streams \\| within 1 s" in text  # a | never breaks the table
+    assert "| capacity-boundary | PASS | highest stable 6, first unstable 7 |" in text
+    assert "Highest stable: **6**, first unstable: **7** live streams, in 5" in text
+    assert "| 3 | cap-1 | 10 | unstable | 1900.0 | window at 10 |" in text
+    assert f"![Chunk latency]({report.LATENCY_PNG})" in text
+    assert f"![GPU memory]({report.MEMORY_PNG})" in text
+    evidence.seal()
+    assert verify(evidence.folder) == []  # the plots and the report are sealed with the rest
+
+
+def test_the_boundary_is_drawn_from_the_evidence(tmp_path: Path) -> None:
+    one = capacity_bundle(tmp_path / "a")
+    two = capacity_bundle(tmp_path / "b", stable=5)
+    report.write(one, "PASS", "")
+    report.write(two, "PASS", "")
+    assert (one.path(report.LATENCY_PNG).read_bytes()
+            != two.path(report.LATENCY_PNG).read_bytes())
+
+
+def test_gpu_memory_not_measured_is_said_never_drawn_as_zero(tmp_path: Path) -> None:
+    evidence = capacity_bundle(tmp_path)
+    why = "not measured (nvidia-smi on Host local exited 127: not found)"
+    evidence.write_json("evidence/telemetry.json", telemetry([], why))
+    report.write(evidence, "PASS", "")
+    text = evidence.path(report.REPORT).read_text()
+    assert f"during the run: {why}." in text
+    assert png_size(evidence.path(report.MEMORY_PNG).read_bytes()) == (700, 420)
+
+
+def test_a_canary_bundle_plots_its_one_level_and_a_bare_bundle_only_reports(
+        tmp_path: Path) -> None:
+    evidence = Evidence.create(tmp_path / "evidence", "canary-1")
+    evidence.write_json("manifest.json", {"spec": {"type": "canary", "canary": {"streams": 4}}})
+    evidence.write_json("evidence/performance.json", {
+        "chunkLatencyMs": {"p50": 20, "p95": 30, "p99": 35}, "droppedChunks": 0,
+        "ledger": {"offered": 4, "completed": 4}})
+    assert report.write(evidence, "PASS", "")[0] == report.LATENCY_PNG
+    text = evidence.path(report.REPORT).read_text()
+    assert "4 live stream(s): p50 20 ms, p95 30 ms, p99 35 ms; dropped chunks 0." in text
+    assert "| completed | offered |" in text and "| 4 | 4 |" in text
+    bare = Evidence.create(tmp_path / "evidence", "bare-1")  # interrupted before anything
+    assert report.write(bare, "INCONCLUSIVE", "interrupted") == [report.REPORT]
+    assert "## Plots" not in bare.path(report.REPORT).read_text()
+
+
+def test_a_window_file_that_cannot_be_read_leaves_a_gap_not_a_failure(tmp_path: Path) -> None:
+    evidence = capacity_bundle(tmp_path)
+    evidence.path("evidence/capacity/cap-1/w03-10.json").write_text("{not json")
+    written = report.write(evidence, "PASS", "")
+    assert report.LATENCY_PNG in written
