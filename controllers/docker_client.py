@@ -189,6 +189,16 @@ class DockerEngine:
             return None
         return _container_info(data)
 
+    def env_names(self, name_or_id: str) -> list[str] | None:
+        """The names (never the values) of a container's environment as it runs: the image's
+        own variables included, which a spec never shows. None: no such container."""
+        try:
+            data = self._call("container inspect", self._client.api.inspect_container, name_or_id)
+        except docker.errors.NotFound:
+            return None
+        env = (data.get("Config") or {}).get("Env") or []
+        return sorted({str(item).split("=", 1)[0] for item in env})
+
     def list_containers(self, labels: dict[str, str]) -> list[ContainerInfo]:
         filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
         rows = self._call("container list", self._client.api.containers, all=True, filters=filters)

@@ -82,6 +82,13 @@ class BatchResult:
     errors: list[ItemError] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class ChatAnswer:
+    content: str
+    finish_reason: str | None
+    raw: dict[str, Any]  # the whole answer, kept as evidence (redacted when written)
+
+
 class RtviClient(ApiClient):
     """One RT-VLM service at ``base_url`` (``http://host:port``)."""
 
@@ -194,6 +201,48 @@ class RtviClient(ApiClient):
         defensively). Cleanup proves "zero assets" with it."""
         body: dict[str, Any] = self._get("asset stats", "/v1/assets/stats", dict)
         return body
+
+    # --- files and chat ------------------------------------------------------------------------
+
+    def upload_file(self, name: str, data: bytes, media_type: str) -> str:
+        """``POST /v1/files`` (purpose ``vision``); the new file's ID."""
+        response = self._request("upload file", "POST", "/v1/files",
+                                 data={"purpose": "vision", "media_type": media_type},
+                                 files={"file": (name, data)}, timeout=ADD_TIMEOUT_S)
+        if response.status_code != httpx.codes.OK:
+            raise self._fail("upload file", response)
+        body = _json(response)
+        file_id = body.get("id") if isinstance(body, dict) else None
+        if not isinstance(file_id, str) or not file_id:
+            raise RtviUnavailable(f"RTVI at {self.base_url}: upload file answered without an id")
+        return file_id
+
+    def delete_file(self, file_id: str) -> None:
+        """``DELETE /v1/files/{id}``; a file the service does not know (400) is already gone,
+        one still in use (409) raises."""
+        response = self._request("delete file", "DELETE", f"/v1/files/{file_id}")
+        if response.status_code == httpx.codes.BAD_REQUEST:
+            return
+        if response.status_code != httpx.codes.OK:
+            raise self._fail("delete file", response)
+
+    def chat(self, body: dict[str, Any], timeout_s: float) -> ChatAnswer:
+        """One non-streaming ``/v1/chat/completions`` request: the first choice's text."""
+        response = self._request("chat completion", "POST", "/v1/chat/completions", json=body,
+                                 timeout=timeout_s)
+        if response.status_code != httpx.codes.OK:
+            raise self._fail("chat completion", response)
+        raw = _json(response)
+        choices = raw.get("choices") if isinstance(raw, dict) else None
+        first = choices[0] if isinstance(choices, list) and choices else {}
+        message = first.get("message") if isinstance(first, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, str):
+            raise RtviUnavailable(f"RTVI at {self.base_url}: chat completion answered without "
+                                  "choices[0].message.content")
+        finish = first.get("finish_reason")
+        return ChatAnswer(content, finish if isinstance(finish, str) else None,
+                          raw if isinstance(raw, dict) else {})
 
     def model_id(self) -> str:
         response = self._request("models", "GET", "/v1/models")

@@ -38,6 +38,7 @@ SOLID_COLOURS = ("RED", "GREEN", "BLUE", "YELLOW", "CYAN", "MAGENTA", "WHITE", "
 R_CONTRACT = "Experiment rule: performance contract"
 R_CANARY = "Experiment rule: canary"
 R_CAPACITY = "Experiment rule: capacity"
+R_PORT = "Experiment rule: port validation"
 R_PATHS = "Experiment rule: isolated paths"
 R_TEMPLATE = "Experiment rule: the template is a Deployment of this spec set"
 
@@ -102,6 +103,74 @@ class CapacitySpec(Strict):
     # The smoke request before the first window: always (true), or only where the contract
     # requires it (unset: a budget of 30 minutes or more; false is refused there).
     smoke: bool | None = None
+
+
+IMMUTABLE_REVISION = r"^([0-9a-f]{40}|sha256:[0-9a-f]{64})$"  # a commit or a content digest
+Modality = Literal["text", "image", "video"]
+
+
+class ModelContract(Strict):
+    """The model contract, recorded before any code changes (BYOM porting): what the port is
+    of, pinned, so the report names exactly what was validated."""
+
+    source: str = Field(min_length=1, max_length=500)  # hf:org/name, ngc:..., a mounted path
+    revision: str = Field(pattern=IMMUTABLE_REVISION)  # a branch or tag moves: refused
+    processor: str = Field(min_length=1, max_length=200)
+    tokenizer: str = Field(min_length=1, max_length=200)
+    quantization: str = Field(min_length=1, max_length=100)
+    contextLength: int = Field(ge=1, le=10_000_000)
+    frameSampling: str = Field(min_length=1, max_length=500)
+    kernels: list[str] = Field(default_factory=list, max_length=32)  # custom kernels; []: none
+
+
+class IntegrationPath(Strict):
+    """The first integration path that worked; a patch says why the other three cannot."""
+
+    path: Literal["configuration", "adapter", "plugin", "patch"]
+    reason: str | None = Field(default=None, min_length=1, max_length=2000)
+
+
+class PortMedia(Strict):
+    """One labelled, checksum-pinned image or clip: the smoke input of its modality and one
+    item of the accuracy set. ``facts``: what a correct answer names; ``absent``: what the
+    input does not show (an answer naming it invents it)."""
+
+    path: str = Field(pattern=r"^/")
+    sha256: str = Field(pattern=SHA256_PATTERN)
+    mediaType: Literal["image", "video"]
+    facts: list[str] = Field(min_length=1, max_length=16)
+    absent: list[str] = Field(default_factory=list, max_length=16)
+
+
+class TextCheck(Strict):
+    """One labelled text item of the accuracy set: a prompt and what its answer must name
+    (and must not)."""
+
+    prompt: str = Field(min_length=1, max_length=10000)
+    facts: list[str] = Field(min_length=1, max_length=16)
+    absent: list[str] = Field(default_factory=list, max_length=16)
+
+
+class VideoSampling(Strict):
+    """The declared sampling of video requests (sent with every video smoke request)."""
+
+    framesPerChunk: float = Field(default=8, gt=0, le=512)
+    useFps: bool = False
+
+
+class PortValidationSpec(Strict):
+    """``type: portValidation``: the BYOM report (``rules.md``, portValidation)."""
+
+    integration: IntegrationPath
+    model: ModelContract
+    modalities: list[Modality] = Field(min_length=1, max_length=3)
+    media: list[PortMedia] = Field(default_factory=list, max_length=64)
+    textChecks: list[TextCheck] = Field(default_factory=list, max_length=64)
+    videoSampling: VideoSampling = Field(default_factory=VideoSampling)
+    minAccuracy: float = Field(default=1.0, gt=0, le=1)
+    maxTokens: int = Field(default=64, ge=1, le=16384)
+    requestTimeoutSeconds: float = Field(default=120, gt=0, le=3600)
+    platforms: list[str] = Field(default_factory=list, max_length=16)  # where it was validated
 
 
 class Workload(Strict):
@@ -171,7 +240,7 @@ class TelemetrySpec(Strict):
 
 
 class ExperimentSpec(Strict):
-    type: Literal["canary", "capacity"]
+    type: Literal["canary", "capacity", "portValidation"]
     runId: str = Field(pattern=RUN_ID_PATTERN)
     template: Name  # a Deployment
     service: ServiceOverride
@@ -187,6 +256,7 @@ class ExperimentSpec(Strict):
     telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
     canary: CanarySpec | None = None
     capacity: CapacitySpec | None = None
+    portValidation: PortValidationSpec | None = None
 
 
 class Experiment(Strict):
@@ -201,7 +271,7 @@ def check_experiment(resource: Experiment) -> list[Finding]:
     spec = resource.spec
     return [Finding(("spec", *f.path), f.message, f.rule, f.severity)
             for f in (*_contract(spec), *_paths(spec), *_blocks(spec), *_canary(spec),
-                      *_capacity(spec), *_budget(spec))]
+                      *_capacity(spec), *_port(spec), *_budget(spec))]
 
 
 MIN_RUN_S = 60  # what a run needs besides its cleanup, at the least (service, sources, gates)
@@ -222,7 +292,8 @@ def largest_level(spec: ExperimentSpec) -> int:
     return spec.capacity.maxStreamCount if spec.capacity is not None else 1
 
 
-TYPE_BLOCKS = ("canary", "capacity")  # each type's own block; the others are refused
+# Each type's own block; the others are refused.
+TYPE_BLOCKS = ("canary", "capacity", "portValidation")
 
 
 def _blocks(spec: ExperimentSpec) -> Iterator[Finding]:
@@ -233,6 +304,34 @@ def _blocks(spec: ExperimentSpec) -> Iterator[Finding]:
         if other != spec.type and getattr(spec, other) is not None:
             yield Finding((other,), f"a {other} block in a {spec.type} Experiment: it would "
                           f"not run (remove it, or set type: {other})", R_CONTRACT)
+
+
+def _port(spec: ExperimentSpec) -> Iterator[Finding]:
+    port = spec.portValidation
+    if spec.type != "portValidation" or port is None:
+        return
+    if port.integration.path == "patch" and not port.integration.reason:
+        yield Finding(("portValidation", "integration", "reason"), "a patch needs the reason "
+                      "configuration, an adapter and a plugin cannot work", R_PORT)
+    if len(set(port.modalities)) != len(port.modalities):
+        yield Finding(("portValidation", "modalities"), "a modality is listed twice", R_PORT)
+    for modality in ("image", "video"):
+        has = [m for m in port.media if m.mediaType == modality]
+        if modality in port.modalities and not has:
+            yield Finding(("portValidation", "media"), f"{modality} is claimed: give at least "
+                          f"one labelled {modality} (mediaType: {modality}) to smoke it with",
+                          R_PORT)
+        if has and modality not in port.modalities:
+            yield Finding(("portValidation", "modalities"), f"{modality} media are given but "
+                          f"{modality} is not claimed: claim it, or remove them", R_PORT)
+    if not port.media and not port.textChecks:
+        yield Finding(("portValidation", "media"), "the accuracy gate needs a labelled set: "
+                      "media (images, clips) or textChecks", R_PORT)
+    for i, media in enumerate(port.media):
+        clash = {f.lower() for f in media.facts} & {a.lower() for a in media.absent}
+        if clash:
+            yield Finding(("portValidation", "media", i, "absent"), f"{', '.join(sorted(clash))}"
+                          " is both shown and absent", R_PORT)
 
 
 def _capacity(spec: ExperimentSpec) -> Iterator[Finding]:

@@ -76,6 +76,43 @@ def _latency(evidence: Evidence, run: str, spec: dict[str, Any]
     return None, []
 
 
+def _port(evidence: Evidence, manifest: dict[str, Any]) -> list[str]:
+    """The BYOM report's facts (``rules.md``, portValidation: Report)."""
+    port = _load(evidence, "evidence/port-validation.json")
+    if not port:
+        return []
+    model = port.get("model") or {}
+    service = manifest.get("service") or {}
+    template = (manifest.get("template") or {}).get("spec") or {}
+    eager = template.get("eager")
+    path = port.get("integration") or {}
+    perf = port.get("performance") or {}
+    accuracy = port.get("accuracy") or {}
+    pinned = ", ".join(service.get("imageDigests") or []) or str(service.get("imageId", "-"))
+    lines = ["## Port validation", "", f"Overall: **{port.get('overall')}**", "",
+             "| fact | value |", "|---|---|",
+             *(f"| {k} | {_cell(str(v) if v not in ([], None) else 'none')} |"
+               for k, v in sorted(model.items())),
+             f"| backend | {_cell(str((manifest.get('model') or {}).get('use') or '-'))} |",
+             f"| integration path | {_cell(path.get('path', '-'))}"
+             f"{_cell(' (' + path['reason'] + ')') if path.get('reason') else ''} |",
+             f"| image | {_cell(service.get('image', '-'))} ({_cell(pinned)}) |",
+             f"| eager mode | {'on: ' + _cell(eager.get('blocker', '')) if eager else 'off'} |",
+             f"| platforms | {_cell(', '.join(port.get('platforms') or []) or '-')} |", "",
+             "| smoke row | modality | verdict | answer | problems |", "|---|---|---|---|---|"]
+    lines += [f"| {r['name']} | {r['modality']} | {'PASS' if r['passed'] else 'FAIL'} | "
+              f"{_cell(r['answer'][:120])} | {_cell('; '.join(r['problems']) or '-')} |"
+              for r in port.get("smoke") or []]
+    lines += ["", f"Accuracy: {accuracy.get('correct')}/{accuracy.get('total')} (minimum "
+              f"{accuracy.get('minimum')}). Requests: {perf.get('requests')}, median latency "
+              f"{perf.get('latencyMsMedian')} ms, {perf.get('completionTokensPerSecond')} "
+              "completion tokens/s.", ""]
+    blockers = port.get("blockers") or []
+    lines += ["Blockers: " + ("; ".join(_cell(b) for b in blockers) if blockers else "none"),
+              "", f"Next bounded step: {_cell(str(port.get('nextStep')))}"]
+    return lines
+
+
 def _memory(evidence: Evidence, run: str) -> tuple[bytes | None, list[str]]:
     telemetry = _load(evidence, "evidence/telemetry.json")
     if not telemetry:
@@ -103,6 +140,7 @@ def write(evidence: Evidence, result: str, reason: str) -> list[str]:
              "## Gates", "", "| gate | verdict | reason |", "|---|---|---|"]
     lines += [f"| {g.name} | {'PASS' if g.passed else 'FAIL'} | {_cell(g.reason)} |"
               for g in evidence.gates().values()]
+    lines += ["", *more] if (more := _port(evidence, manifest)) else []
     written: list[str] = []
     figures: list[str] = []
     for relative, (png, more), caption in (

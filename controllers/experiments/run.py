@@ -17,6 +17,7 @@ Rules held here, whatever happens inside a phase:
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import json
 import subprocess
@@ -233,10 +234,11 @@ def _running(plan: RunPlan, engine: DockerEngine, instance: str, stop: threading
     spec = plan.spec
     published: dict[str, str] = {}
 
-    def start_service() -> RunService:
-        rec.phase("Running", f"starting the run's service {plan.desired.container_name}")
+    def start_service(without: frozenset[str]) -> RunService:
+        said = f" without {', '.join(sorted(without))}" if without else ""
+        rec.phase("Running", f"starting the run's service {plan.desired.container_name}{said}")
         rec.containers([plan.desired.container_name])
-        service = launch(engine, plan.desired, plan.gpu_ids,
+        service = launch(engine, _without(plan.desired, without), plan.gpu_ids,
                          float(plan.template.spec.readiness.timeoutSeconds), stop, progress)
         started.append(service)
         evidence.event("ServiceReady", f"{service.container_name} serves {service.model_id}",
@@ -264,10 +266,24 @@ def _running(plan: RunPlan, engine: DockerEngine, instance: str, stop: threading
     ctx = RunContext(
         spec=spec, evidence=evidence, stop=stop,
         progress=lambda message: rec.phase("Running", message),
-        start_service=start_service, retire_service=retire_service, publish=publish_sources,
-        note_streams=rec.streams,
+        launch=start_service, retire_service=retire_service, publish=publish_sources,
+        note_streams=rec.streams, env_names=lambda service: engine.env_names(
+            service.container_id),
         stream_id=lambda part, src: stream_id(instance, plan.resource, spec.runId, part, src))
     return run_type(spec).execute(ctx)
+
+
+def _without(desired: Desired, names: frozenset[str]) -> Desired:
+    """The run's service without some of its template's variables and secrets (a port
+    validation proves the model starts once ``HF_TOKEN`` is gone)."""
+    if not names:
+        return desired
+    dep = desired.deployment
+    spec = dep.spec.model_copy(update={
+        "env": {k: v for k, v in dep.spec.env.items() if k not in names},
+        "secrets": [s for s in dep.spec.secrets if s.name not in names]})
+    return dataclasses.replace(desired, deployment=dep.model_copy(update={"spec": spec}),
+                               env={k: v for k, v in desired.env.items() if k not in names})
 
 
 def _cleanup(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,

@@ -43,12 +43,18 @@ class RunContext:
     evidence: Evidence
     stop: threading.Event
     progress: Callable[[str], None]  # the Running phase's message
-    start_service: Callable[[], RunService]  # a fresh service, ready (ControllerError if not)
+    # A fresh service, ready (ControllerError if not), without the named variables and
+    # secrets of its template (an empty set: all of them).
+    launch: Callable[[frozenset[str]], RunService]
     # Keep the service's log as logs/<name>.log, then stop and remove it.
     retire_service: Callable[[RunService, str], None]
     publish: Callable[[list[CanarySource], CanaryPublisher], dict[str, str]]  # name → URL
     note_streams: Callable[[list[str]], None]  # write-ahead
     stream_id: Callable[[str, str], str]  # (part, source) → the run's deterministic ID
+    env_names: Callable[[RunService], list[str] | None]  # as it runs, image's own included
+
+    def start_service(self, without: frozenset[str] = frozenset()) -> RunService:
+        return self.launch(without)
 
     def driver(self, service: RunService, sources: list[CanarySource], urls: dict[str, str],
                max_tokens: int, chunk_s: int) -> LoadDriver:

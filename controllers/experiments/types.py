@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from controllers.experiments.canary import CanaryType
 from controllers.experiments.capacityrun import CapacityType
+from controllers.experiments.portvalidation import PortValidationType
 from controllers.experiments.runtype import ExperimentType
 from specs.experiment import ExperimentSpec
 
-TYPES: dict[str, ExperimentType] = {t.name: t for t in (CanaryType(), CapacityType())}
+TYPES: dict[str, ExperimentType] = {t.name: t for t in (CanaryType(), CapacityType(),
+                                                         PortValidationType())}
 
 
 def run_type(spec: ExperimentSpec) -> ExperimentType:

@@ -8,7 +8,8 @@ faults or crash the process while streams and caption requests are live, against
   client's test can prove it made one batch call, or did not hammer a busy server.
 - ``POST /emulator/knobs`` ``{"max_streams": int|null, "latency_ms", "latency_per_stream_ms",
   "drain_s", "caption_shape": "flat"|"wrapped", "legacy_delete": bool,
-  "breach_above": int|null, "breach_ms", "jitter_ms"}`` (any subset) -> the new knob values.
+  "breach_above": int|null, "breach_ms", "jitter_ms", "answer_mode"}`` (any subset; answer
+  modes: ``answers``) -> the new knob values.
 - ``POST /emulator/faults`` ``{"path_prefix": "/v1/", "status": 500..599 (optional),
   "count": 1.., "delay_s": 0..600 (optional)}``: the next ``count`` requests under the prefix
   are delayed and/or answer ``status``. With ``"kind"`` it adds a behaviour fault instead
@@ -32,7 +33,7 @@ from dataclasses import asdict, dataclass
 from emulators.rtvi import validation
 from emulators.rtvi.cameras import BusConfig
 from emulators.rtvi.captions import CaptionService
-from emulators.rtvi.config import CAPTION_SHAPES
+from emulators.rtvi.config import ANSWER_MODES, CAPTION_SHAPES
 from emulators.rtvi.faults import (
     BEHAVIOUR_KINDS,
     PAIRED_KINDS,
@@ -52,7 +53,7 @@ CRASH_AFTER_S = 0.1  # lets the 200 reach the client first
 MAX_DELAY_S = 600.0
 MAX_SKIP = 1000
 KNOB_KEYS = ("max_streams", "latency_ms", "latency_per_stream_ms", "drain_s", "caption_shape",
-             "legacy_delete", "breach_above", "breach_ms", "jitter_ms")
+             "legacy_delete", "breach_above", "breach_ms", "jitter_ms", "answer_mode")
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,10 @@ def register(
                 if body["caption_shape"] not in CAPTION_SHAPES:
                     raise Invalid(f"caption_shape: must be one of {', '.join(CAPTION_SHAPES)}")
                 changes["caption_shape"] = body["caption_shape"]
+            if "answer_mode" in body:
+                if body["answer_mode"] not in ANSWER_MODES:
+                    raise Invalid(f"answer_mode: must be one of {', '.join(ANSWER_MODES)}")
+                changes["answer_mode"] = body["answer_mode"]
             for key in ("max_streams", "breach_above"):
                 if key in body:
                     value = body[key]

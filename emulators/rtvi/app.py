@@ -32,6 +32,7 @@ class Application:
                 breach_above=settings.breach_above,
                 breach_ms=settings.breach_ms,
                 jitter_ms=settings.jitter_ms,
+                answer_mode=settings.answer_mode,
             ),
             seed=settings.fail_seed,
         )

@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from emulators.rtvi import colours, ingest, schema, validation
+from emulators.rtvi import answers, colours, ingest, schema, validation
 from emulators.rtvi.files import FileStore
 from emulators.rtvi.knobs import Knobs
 from emulators.rtvi.routing import Request, Response, Router, StreamWriter
@@ -194,6 +194,7 @@ def register(router: Router, streams: StreamTable, store: FileStore, knobs: Knob
             content = answer_for(str(uuid.UUID(str(target))))
         if isinstance(content, Response):
             return content
+        content, finish = answers.shape(knobs.values.answer_mode, content)
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         created = int(time.time())
         if not body.get("stream"):
@@ -207,7 +208,7 @@ def register(router: Router, streams: StreamTable, store: FileStore, knobs: Knob
                     "choices": [
                         {
                             "index": 0,
-                            "finish_reason": "stop",
+                            "finish_reason": finish,
                             "message": {"role": "assistant", "content": content},
                         }
                     ],
@@ -222,7 +223,7 @@ def register(router: Router, streams: StreamTable, store: FileStore, knobs: Knob
             "choices": [
                 {
                     "index": 0,
-                    "finish_reason": "stop",
+                    "finish_reason": finish,
                     "delta": {"role": "assistant", "content": content},
                 }
             ],

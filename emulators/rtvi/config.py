@@ -47,6 +47,10 @@ Knobs:
   results (SSE events and the non-streaming body of ``generate_captions``). ``wrapped`` is the
   spec's ``VlmCaptionsCompletionResponse`` (chunk fields inside ``chunk_responses[]``); ``flat``
   is one ``VlmCaptionResponse`` per event (see ``captions``). Run-time: ``caption_shape``.
+- ``RTVI_EMU_ANSWER_MODE`` (``normal`` | ``gibberish`` | ``repetition`` | ``empty`` |
+  ``truncated`` | ``invalid_unicode`` | ``sse_framing`` | ``ungrounded``, default ``normal``): how
+  chat completions answer, for model-port quality gates (see ``answers``). Run-time:
+  ``answer_mode``.
 - ``RTVI_EMU_API_TOKEN``: when set, every ``/v1/`` request (health probes included: the spec
   declares bearer security on every operation) without ``Authorization: Bearer <token>`` answers
   ``401 {"code": "Unauthorized", ...}``. A secret: never logged, never shown by the admin API.
@@ -84,6 +88,8 @@ DEFAULT_KV_CACHE_DTYPE = "auto"
 DEFAULT_LATENCY_MS = 20.0
 DEFAULT_DRAIN_S = 1.0
 CAPTION_SHAPES = ("flat", "wrapped")
+ANSWER_MODES = ("normal", "gibberish", "repetition", "empty", "truncated", "invalid_unicode",
+                "sse_framing", "ungrounded")
 DEFAULT_CAPTION_SHAPE = "flat"
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 FALSY = frozenset({"0", "false", "no", "off"})
@@ -124,6 +130,7 @@ class Settings:
     breach_ms: float = 0.0
     jitter_ms: float = 0.0
     caption_shape: str = DEFAULT_CAPTION_SHAPE
+    answer_mode: str = "normal"
     api_token: str | None = field(default=None, repr=False)  # a secret: never in a repr or log
     record_path: str | None = None
     faults: tuple[dict[str, object], ...] = ()
@@ -213,6 +220,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         jitter_ms=_number(source, "RTVI_EMU_JITTER_MS", 0.0),
         caption_shape=_choice(source, "RTVI_EMU_CAPTION_SHAPE", CAPTION_SHAPES,
                               DEFAULT_CAPTION_SHAPE),
+        answer_mode=_choice(source, "RTVI_EMU_ANSWER_MODE", ANSWER_MODES, "normal"),
         api_token=_secret(source, "RTVI_EMU_API_TOKEN"),
         record_path=_text(source, "RTVI_EMU_RECORD"),
         faults=_faults(source, "RTVI_EMU_FAULTS"),

@@ -28,6 +28,7 @@ class KnobValues:
     breach_above: int | None = None
     breach_ms: float = 0.0
     jitter_ms: float = 0.0
+    answer_mode: str = "normal"  # how chat completions answer (``answers.shape``)
 
 
 class Knobs:

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from specs.experiment import (
     R_CAPACITY,
     R_CONTRACT,
+    R_PORT,
     Experiment,
     check_experiment,
     check_template,
@@ -243,3 +244,41 @@ def test_a_capacity_block_needs_its_bounds_and_latency_criterion() -> None:
         del body["capacity"][missing]
         with pytest.raises(ValidationError, match=missing):
             Experiment.model_validate(_experiment(**body))
+
+
+REV = "ab" * 20
+
+
+def _port(**port: Any) -> dict[str, Any]:
+    body = {"integration": {"path": "configuration"},
+            "model": {"source": "hf:org/m", "revision": REV, "processor": "p", "tokenizer": "t",
+                      "quantization": "bf16", "contextLength": 4096, "frameSampling": "8"},
+            "modalities": ["text", "image"],
+            "media": [{"path": "/m/red.png", "sha256": DIGEST, "mediaType": "image",
+                       "facts": ["red"]}], **port}
+    return {"type": "portValidation", "canary": None, "portValidation": body}
+
+
+def test_a_port_validation_is_valid() -> None:
+    assert _rules(**_port()) == []
+
+
+@pytest.mark.parametrize(("port", "path"), [
+    ({"integration": {"path": "patch"}}, "spec.portValidation.integration.reason"),
+    ({"modalities": ["text", "video"]}, "spec.portValidation.media"),  # video claimed, no clip
+    ({"modalities": ["text"]}, "spec.portValidation.modalities"),  # an image not claimed
+    ({"modalities": ["text", "text", "image"]}, "spec.portValidation.modalities"),
+    ({"modalities": ["text"], "media": []}, "spec.portValidation.media"),  # no labelled set
+    ({"media": [{"path": "/m/r.png", "sha256": DIGEST, "mediaType": "image", "facts": ["Red"],
+                 "absent": ["red"]}]}, "spec.portValidation.media.0.absent"),
+])
+def test_port_validation_rules_name_the_field(port: dict[str, Any], path: str) -> None:
+    assert (path, R_PORT) in _rules(**_port(**port))
+
+
+@pytest.mark.parametrize("revision", ["main", "v1.2", "ab" * 19, "sha256:" + "a" * 63])
+def test_a_moving_or_malformed_model_revision_is_refused(revision: str) -> None:
+    body = _port()
+    body["portValidation"]["model"]["revision"] = revision
+    with pytest.raises(ValidationError, match="revision"):
+        Experiment.model_validate(_experiment(**body))

@@ -1,0 +1,307 @@
+"""``type: portValidation``: the BYOM report, from requests to the run's own fresh service.
+
+What is judged (``rules.md``, portValidation; the BYOM porting guide's validation and
+completion contract), each a gate whose PASS needs non-empty evidence:
+
+- ``model-contract``: source and immutable revision, processor, tokenizer, quantization,
+  context length, frame sampling and kernels recorded (the spec refuses a moving revision).
+- ``integration-path``: configuration, adapter, plugin or patch (a patch with its reason).
+- ``smoke``: one row per claimed modality through ``/v1/chat/completions`` — text; an image
+  uploaded with an explicit ``media_type=image``; a clip with ``media_type=video`` and the
+  declared sampling — plus a control row that must not invent what its input does not show.
+  Every answer passes the quality gates (``quality``) or its row fails; raw answers are kept.
+- ``accuracy``: the labelled set (media and text checks), at least ``minAccuracy`` correct.
+- ``hf-token-removed``: when the template passes ``HF_TOKEN``, the service is started again
+  without it and must serve and answer; in every case the running service's environment (the
+  image's own variables included) must not hold it.
+
+The overall verdict is PASS only when every gate and every smoke row passes; otherwise the
+report names the blockers and the next bounded step. ``evidence/port-validation.json`` holds
+it all; ``report.md`` renders it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from controllers.errors import ControllerError
+from controllers.experiments import quality
+from controllers.experiments.runtype import PlannedStep, Result, RunContext
+from controllers.experiments.service import RunService
+from controllers.rtvi_client import RtviClient
+from specs.experiment import ExperimentSpec, PortMedia, PortValidationSpec
+
+PORT_FILE = "evidence/port-validation.json"
+GATE_CONTRACT = "model-contract"
+GATE_PATH = "integration-path"
+GATE_SMOKE_ROWS = "smoke"
+GATE_ACCURACY = "accuracy"
+GATE_HF_TOKEN = "hf-token-removed"
+HF_TOKEN = "HF_TOKEN"
+TEXT_PROMPT = "Reply with exactly these three words: green apple river."
+TEXT_FACTS = ["green", "apple", "river"]
+MEDIA_PROMPT = "What does this show? Answer in one short sentence."
+CONTROL_ABSENT = ["elephant", "bus", "aircraft"]  # what no validation input shows
+NEXT_STEP = {
+    GATE_CONTRACT: "record the missing model-contract fields and rerun",
+    GATE_PATH: "record the integration path (and a patch's reason) and rerun",
+    GATE_SMOKE_ROWS: "fix the first failing smoke row (its raw answer is in the evidence), "
+                     "then rerun the smoke rows",
+    GATE_ACCURACY: "inspect the wrong answers of the labelled set, fix the processor, "
+                   "tokenizer or sampling, then rerun the accuracy set",
+    GATE_HF_TOKEN: "populate the model cache without baking HF_TOKEN into the image or the "
+                   "template, then rerun",
+}
+
+
+@dataclass
+class Row:
+    """One request and its verdict (a smoke row or an accuracy item)."""
+
+    name: str
+    modality: str
+    prompt: str
+    facts: list[str]
+    absent: list[str]
+    answer: str = ""
+    finish_reason: str | None = None
+    latency_ms: float | None = None
+    completion_tokens: int | None = None
+    problems: list[str] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+class PortValidationType:
+    """``type: portValidation``: the BYOM report."""
+
+    name = "portValidation"
+
+    def declared_gates(self, spec: ExperimentSpec) -> list[str]:
+        return [GATE_CONTRACT, GATE_PATH, GATE_SMOKE_ROWS, GATE_ACCURACY, GATE_HF_TOKEN]
+
+    def planned(self, spec: ExperimentSpec) -> list[PlannedStep]:
+        port = spec.portValidation
+        assert port is not None
+        items = len(port.media) + len(port.textChecks)
+        return [PlannedStep("validate", f"{port.model.source}@{port.model.revision[:19]}",
+                            f"{port.integration.path} path; smoke "
+                            f"{', '.join(port.modalities)} + control; accuracy over {items} "
+                            f"labelled item(s) (minimum {port.minAccuracy:.0%})")]
+
+    def execute(self, ctx: RunContext) -> tuple[Result, str]:
+        port = ctx.spec.portValidation
+        assert port is not None
+        return PortValidation(ctx, port).run()
+
+
+@dataclass
+class PortValidation:
+    ctx: RunContext
+    port: PortValidationSpec
+    rows: list[Row] = field(default_factory=list)
+    accuracy: list[Row] = field(default_factory=list)
+
+    def run(self) -> tuple[Result, str]:
+        ctx, port = self.ctx, self.port
+        service = ctx.start_service()
+        gates = {GATE_CONTRACT: self._contract(), GATE_PATH: self._path()}
+        ctx.progress(f"smoke: {', '.join(port.modalities)} and a control prompt")
+        self.rows = self._smoke(service)
+        gates[GATE_SMOKE_ROWS] = self._gate(GATE_SMOKE_ROWS, self.rows)
+        ctx.progress(f"accuracy: {len(port.media) + len(port.textChecks)} labelled item(s)")
+        self.accuracy = self._accuracy(service)
+        correct = sum(r.passed for r in self.accuracy)
+        rate = correct / len(self.accuracy) if self.accuracy else 0.0
+        gates[GATE_ACCURACY] = self._record(GATE_ACCURACY, bool(self.accuracy)
+                                            and rate >= port.minAccuracy,
+                                            f"{correct}/{len(self.accuracy)} correct "
+                                            f"({rate:.0%}; minimum {port.minAccuracy:.0%})",
+                                            {"items": [_row_json(r) for r in self.accuracy]})
+        gates[GATE_HF_TOKEN] = self._hf_token(service)
+        blockers = [f"{n}: {why}" for n, (ok, why) in gates.items() if not ok]
+        failed_rows = [r.name for r in self.rows if not r.passed]
+        overall = not blockers and not failed_rows
+        first = next((n for n, (ok, _) in gates.items() if not ok), None)
+        next_step = "none: every gate and smoke row passed" if overall else NEXT_STEP[
+            first or GATE_SMOKE_ROWS]
+        ctx.evidence.write_json(PORT_FILE, {
+            "overall": "PASS" if overall else "FAIL",
+            "model": port.model.model_dump(mode="json"),
+            "integration": port.integration.model_dump(mode="json"),
+            "modalities": port.modalities, "platforms": port.platforms,
+            "gates": {n: {"passed": ok, "reason": why} for n, (ok, why) in gates.items()},
+            "smoke": [_row_json(r) for r in self.rows],
+            "accuracy": {"correct": correct, "total": len(self.accuracy), "rate": rate,
+                         "minimum": port.minAccuracy},
+            "performance": _performance([*self.rows, *self.accuracy]),
+            "blockers": blockers, "nextStep": next_step})
+        if overall:
+            return "PASS", (f"every gate and smoke row passed; accuracy {correct}/"
+                            f"{len(self.accuracy)}")
+        return "FAIL", "; ".join(blockers) or "smoke row(s) failed: " + ", ".join(failed_rows)
+
+    # --- gates -----------------------------------------------------------------------------
+
+    def _record(self, gate: str, passed: bool, reason: str,
+                evidence: dict[str, Any]) -> tuple[bool, str]:
+        self.ctx.evidence.gate(gate, passed, reason, evidence)
+        return passed, reason
+
+    def _contract(self) -> tuple[bool, str]:
+        model = self.port.model.model_dump(mode="json")
+        empty = [k for k, v in model.items() if v in ("", None) and k != "kernels"]
+        return self._record(GATE_CONTRACT, not empty, "recorded: " + ", ".join(
+            sorted(model)) if not empty else f"missing: {', '.join(empty)}", {"model": model})
+
+    def _path(self) -> tuple[bool, str]:
+        path = self.port.integration
+        ok = path.path != "patch" or bool(path.reason)
+        why = f"{path.path}" + (f" ({path.reason})" if path.reason else "")
+        return self._record(GATE_PATH, ok, why if ok else "a patch without its reason",
+                            {"integration": path.model_dump(mode="json")})
+
+    def _gate(self, gate: str, rows: list[Row]) -> tuple[bool, str]:
+        failed = [f"{r.name}: {'; '.join(r.problems)}" for r in rows if not r.passed]
+        reason = ("; ".join(failed) if failed else
+                  f"{len(rows)} row(s) passed: {', '.join(r.name for r in rows)}")
+        return self._record(gate, bool(rows) and not failed, reason,
+                            {"rows": [_row_json(r) for r in rows]})
+
+    def _hf_token(self, service: RunService) -> tuple[bool, str]:
+        """``HF_TOKEN`` is for populating the cache only: the model must start without it."""
+        template = self.ctx.spec.template
+        names = self.ctx.env_names(service) or []
+        used = HF_TOKEN in names
+        if not used:
+            return self._record(GATE_HF_TOKEN, True, f"the service runs without {HF_TOKEN} "
+                                "(neither the template nor the image sets it)",
+                                {"envNames": names, "restarted": False})
+        self.ctx.progress(f"restarting the service without {HF_TOKEN}")
+        self.ctx.retire_service(service, "with-hf-token")
+        try:
+            again = self.ctx.start_service(frozenset({HF_TOKEN}))
+        except ControllerError as exc:
+            return self._record(GATE_HF_TOKEN, False, f"the service did not start without "
+                                f"{HF_TOKEN}: {exc}", {"restarted": True, "error": str(exc)})
+        after = self.ctx.env_names(again) or []
+        row = self._ask(again, Row("text-without-hf-token", "text", TEXT_PROMPT, TEXT_FACTS,
+                                   []))
+        problems = ([f"{HF_TOKEN} is still set (baked into image of Deployment {template})"]
+                    if HF_TOKEN in after else []) + row.problems
+        return self._record(GATE_HF_TOKEN, not problems, "; ".join(problems) or (
+            f"started and answered without {HF_TOKEN}"),
+            {"restarted": True, "envNames": after, "row": _row_json(row)})
+
+    # --- requests --------------------------------------------------------------------------
+
+    def _smoke(self, service: RunService) -> list[Row]:
+        port = self.port
+        rows = []
+        for modality in port.modalities:
+            if modality == "text":
+                rows.append(self._ask(service, Row("text", "text", TEXT_PROMPT, TEXT_FACTS,
+                                                   [])))
+                continue
+            media = next(m for m in port.media if m.mediaType == modality)
+            rows.append(self._ask(service, _media_row(modality, media), media))
+        control_media = port.media[0] if port.media else None
+        absent = [*CONTROL_ABSENT, *(control_media.absent if control_media else [])]
+        prompt = (f"Is there an {absent[0]} in this input? Describe only what is shown."
+                  if control_media else "Do not name any animal or vehicle. Reply with the "
+                  "single word: understood.")
+        facts = list(control_media.facts) if control_media else ["understood"]
+        rows.append(self._ask(service, Row("control", control_media.mediaType if control_media
+                                           else "text", prompt, facts, absent), control_media))
+        return rows
+
+    def _accuracy(self, service: RunService) -> list[Row]:
+        port = self.port
+        rows = [self._ask(service, _media_row(f"{m.mediaType}-{i + 1}", m), m)
+                for i, m in enumerate(port.media)]
+        rows += [self._ask(service, Row(f"text-{i + 1}", "text", c.prompt, list(c.facts),
+                                        list(c.absent)))
+                 for i, c in enumerate(port.textChecks)]
+        return rows
+
+    def _ask(self, service: RunService, row: Row, media: PortMedia | None = None) -> Row:
+        """One chat request (with its media uploaded first and deleted after); the row's
+        problems: the request's failure, the quality gates, a file left in use."""
+        client = RtviClient(service.probe_url, token=service.token)
+        file_id = None
+        try:
+            body: dict[str, Any] = {
+                "model": service.model_id, "max_tokens": self.port.maxTokens,
+                "messages": [{"role": "user", "content": row.prompt}]}
+            if media is not None:
+                data = _pinned(media)
+                file_id = client.upload_file(Path(media.path).name, data, media.mediaType)
+                body["id"] = file_id
+                if media.mediaType == "video":
+                    body["num_frames_per_second_or_fixed_frames_chunk"] = (
+                        self.port.videoSampling.framesPerChunk)
+                    body["use_fps_for_chunking"] = self.port.videoSampling.useFps
+            started = time.monotonic()
+            answer = client.chat(body, self.port.requestTimeoutSeconds)
+            row.latency_ms = round((time.monotonic() - started) * 1000, 3)
+            row.answer, row.finish_reason, row.raw = (answer.content, answer.finish_reason,
+                                                      answer.raw)
+            usage = answer.raw.get("usage")
+            tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+            row.completion_tokens = tokens if isinstance(tokens, int) else None
+            row.problems += [f"{f.gate}: {f.problem}" for f in quality.judge(
+                answer.content, answer.finish_reason, row.facts, row.absent)]
+        except (ControllerError, MediaError) as exc:
+            row.problems.append(f"request failed: {exc}")
+        finally:
+            if file_id is not None:
+                try:
+                    client.delete_file(file_id)
+                except ControllerError as exc:
+                    row.problems.append(f"file asset {file_id} not deleted: {exc}")
+            client.close()
+        return row
+
+
+class MediaError(Exception):
+    """A pinned media file that cannot be read or no longer matches its checksum."""
+
+
+def _pinned(media: PortMedia) -> bytes:
+    try:
+        data = Path(media.path).read_bytes()
+    except OSError as exc:
+        raise MediaError(f"{media.path}: cannot read: {exc.strerror or exc}") from None
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != media.sha256:
+        raise MediaError(f"{media.path}: sha256 is {digest}, the spec pins {media.sha256}")
+    return data
+
+
+def _media_row(name: str, media: PortMedia) -> Row:
+    return Row(name, media.mediaType, MEDIA_PROMPT, list(media.facts), list(media.absent))
+
+
+def _row_json(row: Row) -> dict[str, Any]:
+    return {**asdict(row), "passed": row.passed}
+
+
+def _performance(rows: list[Row]) -> dict[str, Any]:
+    """Latency and throughput of the validation's own requests (one at a time: a sanity
+    figure, not a benchmark)."""
+    timed = [r for r in rows if r.latency_ms is not None]
+    if not timed:
+        return {"requests": 0}
+    latencies = sorted(r.latency_ms for r in timed if r.latency_ms is not None)
+    tokens = sum(r.completion_tokens or 0 for r in timed)
+    seconds = sum(latencies) / 1000
+    return {"requests": len(timed), "latencyMsMedian": latencies[len(latencies) // 2],
+            "latencyMsMax": latencies[-1],
+            "completionTokensPerSecond": round(tokens / seconds, 3) if seconds else None}
