@@ -301,6 +301,8 @@ class _Limits:
 class _LimitedLoader(_Limits, yaml.SafeLoader):
     """The pure-Python loader, where libyaml is missing."""
 
+    reader_counts_bytes = False  # a ReaderError's position is a character index
+
     def __init__(self, text: str, limits: LoaderLimits) -> None:
         super().__init__(text)
         self.limits = limits
@@ -316,6 +318,8 @@ if yaml.__with_libyaml__:
         35 ms, which a save waits for); composing stays in Python, so the limits above still
         see every event before a node is built. libyaml keeps its own stacks on the heap: a
         deep nest cannot overflow C's stack before the depth limit ends it."""
+
+        reader_counts_bytes = True  # libyaml reads UTF-8: its ReaderError counts bytes
 
         def __init__(self, text: str, limits: LoaderLimits) -> None:
             CParser.__init__(self, text)
@@ -360,12 +364,20 @@ def load_text(text: str, file: str, limits: LoaderLimits = DEFAULT_LIMITS) -> li
         raise SpecError([SpecIssue(Location(file, line, col), "-", str(problem),
                                    R_SYNTAX)]) from None
     except yaml.reader.ReaderError as exc:  # e.g. a control character: not "marked"
-        line, col = _position(text, exc.position)
+        index = exc.position
+        if getattr(loader, "reader_counts_bytes", False):
+            index = len(text.encode("utf-8", "surrogatepass")[:index].decode("utf-8", "ignore"))
+        line, col = _position(text, index)
         raise SpecError([SpecIssue(Location(file, line, col), "-",
                                    f"unacceptable character #x{exc.character:04x}: {exc.reason}",
                                    R_SYNTAX)]) from None
     except yaml.YAMLError as exc:
         raise SpecError([SpecIssue(Location(file, 1, 1), "-", str(exc).splitlines()[0],
+                                   R_SYNTAX)]) from None
+    except UnicodeEncodeError as exc:  # a lone surrogate (never from a file: decode_spec)
+        line, col = _position(text, exc.start)
+        raise SpecError([SpecIssue(Location(file, line, col), "-", f"not valid Unicode: "
+                                   f"{exc.reason} (U+{ord(text[exc.start]):04X})",
                                    R_SYNTAX)]) from None
     finally:
         if loader is not None:
