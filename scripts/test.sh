@@ -15,5 +15,5 @@ layer() {  # pytest exits 5 when a layer selects nothing (e.g. -k matches only t
   .venv/bin/pytest "$@" || code=$?
   [ "$code" -eq 0 ] || [ "$code" -eq 5 ]
 }
-layer -m "not docker and not services" "$@"
+layer -n 4 -m "not docker and not services" "$@"  # 4 workers: the layer mostly waits on I/O
 layer -m "docker or services" "$@"
