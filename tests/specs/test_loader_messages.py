@@ -377,5 +377,5 @@ def test_a_lone_surrogate_is_refused_at_its_place_never_raised(yaml_loader: str)
     with pytest.raises(SpecError) as info:
         load_text("a: b\n\u00e9\udc80: c\n", "f.yaml")
     [issue] = info.value.issues
-    assert (issue.location.line, issue.location.col, issue.rule) == (2, 2, R_SYNTAX)
+    assert (issue.location, issue.field, issue.rule) == (Location("f.yaml", 2, 2), "-", R_SYNTAX)
     assert "U+DC80" in issue.message or "#xdc80" in issue.message  # each loader's words
