@@ -39,6 +39,7 @@ R_CONTRACT = "Experiment rule: performance contract"
 R_CANARY = "Experiment rule: canary"
 R_CAPACITY = "Experiment rule: capacity"
 R_PORT = "Experiment rule: port validation"
+R_BENCH = "Experiment rule: benchmark"
 R_PATHS = "Experiment rule: isolated paths"
 R_TEMPLATE = "Experiment rule: the template is a Deployment of this spec set"
 
@@ -173,6 +174,44 @@ class PortValidationSpec(Strict):
     platforms: list[str] = Field(default_factory=list, max_length=16)  # where it was validated
 
 
+class HarnessSpec(Strict):
+    """The external VSS benchmark harness: how to start it on the Host, and where in its
+    config the run writes its own report directory and its fresh service's URL (the run's
+    CONFIG handle is a copy of ``config`` with only those keys changed)."""
+
+    argv: list[str] = Field(min_length=1, max_length=32)  # e.g. [python3, perf/.../bench.py]
+    workdir: str = Field(pattern=r"^/")
+    config: str = Field(min_length=1, max_length=1000)  # relative to workdir, or absolute
+    outputDirKey: str = Field(default="output_dir", pattern=r"^[A-Za-z_][\w.-]*$")
+    serviceUrlKey: str = Field(default="rtvi_url", pattern=r"^[A-Za-z_][\w.-]*$")
+    resultFile: str = Field(default="results.json", pattern=r"^[^/]")  # in the report dir
+
+
+class PinnedClip(Strict):
+    path: str = Field(pattern=r"^/")
+    sha256: str = Field(pattern=SHA256_PATTERN)
+
+
+class BenchmarkSpec(Strict):
+    """``type: benchmark``: one scenario of the VSS harness, supervised. The mode and start
+    policy are frozen with the run (stream counts are never compared across modes)."""
+
+    harness: HarnessSpec
+    scenario: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,200}$")
+    mode: Literal["max-live", "concurrent-live", "file-burst"]
+    startPolicy: Literal["synchronized", "staggered"] = "synchronized"
+    apiMode: Literal["generate_captions", "chat_completions"] = "generate_captions"
+    initialStreamCount: int | None = Field(default=None, ge=1, le=4096)
+    addStreamCount: int | None = Field(default=None, ge=1, le=1024)
+    binarySearchRefinement: bool | None = None
+    concurrencyLevels: list[int] = Field(default_factory=list, max_length=32)
+    logStaleSeconds: int = Field(default=600, ge=5, le=86400)  # then inspect, never kill
+    evs: bool = False  # this run is the EVS side (True) or the non-EVS baseline
+    pairWith: str | None = Field(default=None, pattern=RUN_ID_PATTERN)  # the other side's run
+    smoke: bool | None = None  # unset: required for budgets of 30 minutes or more
+    smokeClip: PinnedClip | None = None  # the 1-frame, 1-token smoke request's video
+
+
 class Workload(Strict):
     """What one unit of load is, frozen before the run (the contract's workload shape)."""
 
@@ -240,7 +279,7 @@ class TelemetrySpec(Strict):
 
 
 class ExperimentSpec(Strict):
-    type: Literal["canary", "capacity", "portValidation"]
+    type: Literal["canary", "capacity", "portValidation", "benchmark"]
     runId: str = Field(pattern=RUN_ID_PATTERN)
     template: Name  # a Deployment
     service: ServiceOverride
@@ -257,6 +296,7 @@ class ExperimentSpec(Strict):
     canary: CanarySpec | None = None
     capacity: CapacitySpec | None = None
     portValidation: PortValidationSpec | None = None
+    benchmark: BenchmarkSpec | None = None
 
 
 class Experiment(Strict):
@@ -271,7 +311,7 @@ def check_experiment(resource: Experiment) -> list[Finding]:
     spec = resource.spec
     return [Finding(("spec", *f.path), f.message, f.rule, f.severity)
             for f in (*_contract(spec), *_paths(spec), *_blocks(spec), *_canary(spec),
-                      *_capacity(spec), *_port(spec), *_budget(spec))]
+                      *_capacity(spec), *_port(spec), *_bench(spec), *_budget(spec))]
 
 
 MIN_RUN_S = 60  # what a run needs besides its cleanup, at the least (service, sources, gates)
@@ -293,7 +333,7 @@ def largest_level(spec: ExperimentSpec) -> int:
 
 
 # Each type's own block; the others are refused.
-TYPE_BLOCKS = ("canary", "capacity", "portValidation")
+TYPE_BLOCKS = ("canary", "capacity", "portValidation", "benchmark")
 
 
 def _blocks(spec: ExperimentSpec) -> Iterator[Finding]:
@@ -304,6 +344,29 @@ def _blocks(spec: ExperimentSpec) -> Iterator[Finding]:
         if other != spec.type and getattr(spec, other) is not None:
             yield Finding((other,), f"a {other} block in a {spec.type} Experiment: it would "
                           f"not run (remove it, or set type: {other})", R_CONTRACT)
+
+
+def _bench(spec: ExperimentSpec) -> Iterator[Finding]:
+    bench = spec.benchmark
+    if spec.type != "benchmark" or bench is None:
+        return
+    if bench.pairWith == spec.runId:
+        yield Finding(("benchmark", "pairWith"), "a run cannot be paired with itself",
+                      R_BENCH)
+    if bench.concurrencyLevels and bench.mode == "max-live":
+        yield Finding(("benchmark", "concurrencyLevels"), "max-live searches stream counts: "
+                      "concurrency levels belong to concurrent-live and file-burst", R_BENCH)
+    if (bench.initialStreamCount or bench.addStreamCount) and bench.mode != "max-live":
+        yield Finding(("benchmark", "initialStreamCount"), "stream-count seeds belong to "
+                      "max-live", R_BENCH)
+    if smokes(spec) and bench.smokeClip is None:
+        yield Finding(("benchmark", "smokeClip"), "the run smokes first (a budget of 30 "
+                      "minutes or more, or smoke: true): name the pinned clip of its 1-frame, "
+                      "1-token request", R_CONTRACT)
+    if bench.smoke is False and spec.budgetSeconds >= SMOKE_FROM_S:
+        yield Finding(("benchmark", "smoke"), f"a run with a budget of {spec.budgetSeconds}s "
+                      "(30 minutes or more) must pass the 1-frame, 1-token smoke request first",
+                      R_CONTRACT)
 
 
 def _port(spec: ExperimentSpec) -> Iterator[Finding]:
@@ -453,9 +516,10 @@ def needs_smoke(spec: ExperimentSpec) -> bool:
 
 def smokes(spec: ExperimentSpec) -> bool:
     """Whether the run sends the smoke request (asked for, or required)."""
-    if spec.capacity is not None:
-        asked = spec.capacity.smoke
-        return asked is True or (asked is None and spec.budgetSeconds >= SMOKE_FROM_S)
+    for block in (spec.capacity, spec.benchmark):
+        if block is not None:
+            asked = block.smoke
+            return asked is True or (asked is None and spec.budgetSeconds >= SMOKE_FROM_S)
     canary = spec.canary
     if canary is None or canary.qualificationOnly:
         return False

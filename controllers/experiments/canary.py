@@ -47,6 +47,7 @@ class CanaryType:
     """``type: canary``: one service for the whole run, its sources published once."""
 
     name = "canary"
+    local_only = False
 
     def declared_gates(self, spec: ExperimentSpec) -> list[str]:
         return declared_gates(spec)

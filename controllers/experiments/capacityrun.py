@@ -148,6 +148,7 @@ class CapacityType:
     """``type: capacity``: maximum live streams, found in few stability windows."""
 
     name = "capacity"
+    local_only = False
 
     def declared_gates(self, spec: ExperimentSpec) -> list[str]:
         return ([GATE_SMOKE] if smokes(spec) else []) + [GATE_BOUNDARY]

@@ -19,7 +19,7 @@ from typing import Any
 
 from controllers.docker_client import DockerEngine
 from controllers.errors import ControllerError
-from controllers.experiments import gpumemory
+from controllers.experiments import gpumemory, processes
 from controllers.experiments.service import owned_containers, remove_containers
 from controllers.experiments.streams import delete_proven
 from controllers.rtvi_client import RtviClient
@@ -48,10 +48,15 @@ class CleanupReport:
 def clean(engine: DockerEngine, instance: str, resource: str,
           make_client: Callable[[], RtviClient] | None, stream_ids: list[str],
           containers: set[str], deadline_s: float, grace_s: int,
-          stop: threading.Event, gpu: GpuProof | None = None) -> CleanupReport:
-    """``stream_ids`` and ``containers``: what the run's inventory says it may have created."""
+          stop: threading.Event, gpu: GpuProof | None = None,
+          process_names: tuple[str, ...] = ()) -> CleanupReport:
+    """``stream_ids``, ``containers`` and ``process_names``: what the run's inventory says it
+    may have created."""
     report = CleanupReport()
     deadline = time.monotonic() + deadline_s
+    ended = [why for name in process_names if (why := processes.end(name))]
+    report.problems += ended
+    report.evidence["processesLeft"] = ended
     if make_client is not None:
         service_residue(report, make_client, stream_ids, deadline, stop)
     else:

@@ -32,7 +32,8 @@ class LatencyPoint:
 
 
 def latency_by_streams(points: list[LatencyPoint], title: str, max_p95_ms: float | None = None,
-                       boundary: tuple[int | None, int | None] = (None, None)) -> bytes:
+                       boundary: tuple[int | None, int | None] = (None, None),
+                       xlabel: str = "live streams") -> bytes:
     """p50/p95/p99 chunk latency against live streams; the maximum p95 and the boundary
     (highest stable, first unstable) marked when known."""
     fig = Figure(figsize=SIZE_IN, dpi=DPI)
@@ -59,7 +60,7 @@ def latency_by_streams(points: list[LatencyPoint], title: str, max_p95_ms: float
     if not any(p.p95 is not None for p in ordered):
         ax.text(0.5, 0.5, "no chunk latency was measured", transform=ax.transAxes,
                 ha="center", va="center")
-    ax.set_xlabel("live streams")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("chunk latency (ms)")
     ax.set_title(title)
     ax.grid(True, alpha=0.3)

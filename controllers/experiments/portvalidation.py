@@ -22,7 +22,6 @@ it all; ``report.md`` renders it.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any
 
 from controllers.errors import ControllerError
 from controllers.experiments import quality
+from controllers.experiments.pinned import MediaError, read_pinned
 from controllers.experiments.runtype import PlannedStep, Result, RunContext
 from controllers.experiments.service import RunService
 from controllers.rtvi_client import RtviClient
@@ -83,6 +83,7 @@ class PortValidationType:
     """``type: portValidation``: the BYOM report."""
 
     name = "portValidation"
+    local_only = False
 
     def declared_gates(self, spec: ExperimentSpec) -> list[str]:
         return [GATE_CONTRACT, GATE_PATH, GATE_SMOKE_ROWS, GATE_ACCURACY, GATE_HF_TOKEN]
@@ -241,7 +242,7 @@ class PortValidation:
                 "model": service.model_id, "max_tokens": self.port.maxTokens,
                 "messages": [{"role": "user", "content": row.prompt}]}
             if media is not None:
-                data = _pinned(media)
+                data = read_pinned(media.path, media.sha256)
                 file_id = client.upload_file(Path(media.path).name, data, media.mediaType)
                 body["id"] = file_id
                 if media.mediaType == "video":
@@ -268,21 +269,6 @@ class PortValidation:
                     row.problems.append(f"file asset {file_id} not deleted: {exc}")
             client.close()
         return row
-
-
-class MediaError(Exception):
-    """A pinned media file that cannot be read or no longer matches its checksum."""
-
-
-def _pinned(media: PortMedia) -> bytes:
-    try:
-        data = Path(media.path).read_bytes()
-    except OSError as exc:
-        raise MediaError(f"{media.path}: cannot read: {exc.strerror or exc}") from None
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != media.sha256:
-        raise MediaError(f"{media.path}: sha256 is {digest}, the spec pins {media.sha256}")
-    return data
 
 
 def _media_row(name: str, media: PortMedia) -> Row:

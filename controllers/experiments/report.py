@@ -57,6 +57,9 @@ def _latency(evidence: Evidence, run: str, spec: dict[str, Any]
                                        (capacity.get("highestStable"),
                                         capacity.get("firstUnstable")))
         return png, lines
+    bench = _load(evidence, "evidence/benchmark.json")
+    if bench:
+        return _benchmark(run, bench)
     performance = _load(evidence, "evidence/performance.json")
     if performance:
         streams = int((spec.get("canary") or {}).get("streams") or 0)
@@ -74,6 +77,40 @@ def _latency(evidence: Evidence, run: str, spec: dict[str, Any]
                                        canary.get("maxP95LatencyMs"))
         return png, lines
     return None, []
+
+
+def _benchmark(run: str, bench: dict[str, Any]) -> tuple[bytes | None, list[str]]:
+    """The harness's run: its handles and verdict; a file burst's levels, plotted."""
+    handles = bench.get("handles") or {}
+    lines = ["## Benchmark", "",
+             f"Scenario {bench.get('scenario')} ({bench.get('mode')}, "
+             f"{bench.get('startPolicy')} start, {bench.get('apiMode')}, "
+             f"{'EVS' if bench.get('evs') else 'non-EVS baseline'}): "
+             f"{'accepted' if bench.get('accepted') else 'not accepted'}; exit code "
+             f"{bench.get('exitCode')}; prompt tokens {bench.get('promptTokens')}.", "",
+             *(f"- {k.upper()}: `{_cell(str(v))}`" for k, v in sorted(handles.items()))]
+    lines += [f"- problem: {_cell(p)}" for p in bench.get("problems") or []]
+    if bench.get("staleLog"):
+        lines.append(f"- the log was quiet {len(bench['staleLog'])} time(s): inspected, not "
+                     "stopped")
+    pair = bench.get("pairing")
+    if isinstance(pair, dict):
+        lines.append(f"- pairing with {pair.get('other')}: {_cell(str(pair.get('reason')))}")
+    burst = bench.get("fileBurst")
+    if not isinstance(burst, dict):
+        return None, lines
+    levels = burst.get("levels") or []
+    lines += ["", "| concurrency | status | p95 (ms) | p99 (ms) | error |", "|---|---|---|---|---|"]
+    lines += [f"| {lv.get('concurrency')} | {lv.get('status')} | {lv.get('p95_ms')} | "
+              f"{lv.get('p99_ms')} | {_cell(str(lv.get('error') or '-'))} |" for lv in levels]
+    lines += ["", f"Last clean level: {burst.get('lastClean')}; first failure: "
+              f"{_cell(str(burst.get('firstFailure')))}"]
+    points = [plots.LatencyPoint(int(lv.get("concurrency") or 0), None, lv.get("p95_ms"),
+                                 lv.get("p99_ms"), "unstable" if lv.get("status") != "PASS"
+                                 else "stable") for lv in levels]
+    png = plots.latency_by_streams(points, f"{run}: file-burst latency per concurrency level",
+                                   xlabel="concurrent file requests")
+    return png, lines
 
 
 def _port(evidence: Evidence, manifest: dict[str, Any]) -> list[str]:

@@ -32,7 +32,7 @@ import structlog
 from controllers.deploymentplan import Desired
 from controllers.docker_client import DockerEngine
 from controllers.errors import ControllerError
-from controllers.experiments import gpumemory
+from controllers.experiments import gpumemory, processes
 from controllers.experiments import report as bundle_report
 from controllers.experiments.cleanup import CleanupReport, GpuProof, clean
 from controllers.experiments.runtype import RunContext
@@ -112,6 +112,11 @@ class Recorder:
     def streams(self, ids: list[str]) -> None:
         """Write-ahead: these streams may exist from now on (cleanup deletes every one)."""
         self._pending(KIND_STREAM, ids)
+
+    def processes(self, names: list[str]) -> None:
+        """Write-ahead: these processes (``processes.name_of``) run for the run; cleanup
+        ends every one still running as the same process."""
+        self._pending(processes.KIND_PROCESS, names)
 
     def containers(self, names: list[str]) -> None:
         """Write-ahead: these containers may exist from now on (cleanup removes them, when
@@ -269,6 +274,7 @@ def _running(plan: RunPlan, engine: DockerEngine, instance: str, stop: threading
         launch=start_service, retire_service=retire_service, publish=publish_sources,
         note_streams=rec.streams, env_names=lambda service: engine.env_names(
             service.container_id),
+        note_process=lambda name: rec.processes([name]),
         stream_id=lambda part, src: stream_id(instance, plan.resource, spec.runId, part, src))
     return run_type(spec).execute(ctx)
 
@@ -289,10 +295,11 @@ def _without(desired: Desired, names: frozenset[str]) -> Desired:
 def _cleanup(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
              stop: threading.Event, evidence: Evidence,
              make_client: Callable[[], RtviClient] | None, gpu: GpuProof | None) -> bool:
-    ids, names = inventory_of(store.load(plan.resource))
+    record = store.load(plan.resource)
+    ids, names = inventory_of(record)
     report = clean(engine, instance, plan.resource, make_client, ids, names,
                    float(plan.spec.cleanupSeconds), plan.template.spec.stopGraceSeconds, stop,
-                   gpu)
+                   gpu, processes_of(record))
     _cleanup_gate(evidence, report)
     return report.passed
 
@@ -342,7 +349,8 @@ def recover(store: Store, record: ResourceStatus, engine: DockerEngine, instance
         _keep_log(engine, evidence, known.container)
     report = clean(engine, instance, record.resource,
                    make if service is not None and service.running else None, ids, names,
-                   deadline, 10, stop, _recorded_gpus(evidence, gpumemory.reader(telemetry)))
+                   deadline, 10, stop, _recorded_gpus(evidence, gpumemory.reader(telemetry)),
+                   processes_of(record))
     if evidence is None:
         rec.finish("INCONCLUSIVE", reason + " (its evidence folder is missing)", {},
                    report.passed)
@@ -371,6 +379,12 @@ def _recorded_gpus(evidence: Evidence | None, read: gpumemory.Reader | None
     baseline = (gpumemory.GpuMemory({str(k): int(v) for k, v in base.items()})
                 if isinstance(base, dict) else gpumemory.GpuMemory(None, str(base)))
     return GpuProof([str(u) for u in uuids], baseline, read)
+
+
+def processes_of(record: ResourceStatus | None) -> tuple[str, ...]:
+    """The processes (``processes.name_of``) a run's inventory says it started."""
+    items = record.inventory if record is not None else []
+    return tuple(i.name for i in items if i.kind == processes.KIND_PROCESS)
 
 
 def inventory_of(record: ResourceStatus | None) -> tuple[list[str], set[str]]:

@@ -52,6 +52,7 @@ class RunContext:
     note_streams: Callable[[list[str]], None]  # write-ahead
     stream_id: Callable[[str, str], str]  # (part, source) → the run's deterministic ID
     env_names: Callable[[RunService], list[str] | None]  # as it runs, image's own included
+    note_process: Callable[[str], None]  # write-ahead: a process the run started
 
     def start_service(self, without: frozenset[str] = frozenset()) -> RunService:
         return self.launch(without)
@@ -69,6 +70,9 @@ class RunContext:
 
 class ExperimentType(Protocol):
     name: str
+    # Runs a process beside the reconciler (the harness): only on a Host whose engine is this
+    # machine's (a remote Host's processes are not supervised yet).
+    local_only: bool
 
     def declared_gates(self, spec: ExperimentSpec) -> list[str]:
         """The gates a PASS needs (the run adds its cleanup gate)."""

@@ -6,14 +6,15 @@ neither names a type. A new type is a module and a line below.
 
 from __future__ import annotations
 
+from controllers.experiments.benchmark import BenchmarkType
 from controllers.experiments.canary import CanaryType
 from controllers.experiments.capacityrun import CapacityType
 from controllers.experiments.portvalidation import PortValidationType
 from controllers.experiments.runtype import ExperimentType
 from specs.experiment import ExperimentSpec
 
-TYPES: dict[str, ExperimentType] = {t.name: t for t in (CanaryType(), CapacityType(),
-                                                         PortValidationType())}
+TYPES: dict[str, ExperimentType] = {t.name: t for t in (
+    CanaryType(), CapacityType(), PortValidationType(), BenchmarkType())}
 
 
 def run_type(spec: ExperimentSpec) -> ExperimentType:

@@ -33,6 +33,7 @@ class Application:
                 breach_ms=settings.breach_ms,
                 jitter_ms=settings.jitter_ms,
                 answer_mode=settings.answer_mode,
+                evs_pruning_rate=settings.evs_pruning_rate,
             ),
             seed=settings.fail_seed,
         )

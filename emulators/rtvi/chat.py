@@ -21,6 +21,7 @@ of ``id`` the first one is described; an ``id`` that names no stream or file is 
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 
@@ -140,8 +141,10 @@ def _last_user_text(messages: list[dict[str, object]]) -> str:
     return found
 
 
-def _usage(prompt: str, answer: str) -> dict[str, int]:
+def _usage(prompt: str, answer: str, pruning: float | None = None) -> dict[str, int]:
     prompt_tokens, completion_tokens = len(prompt.split()), len(answer.split())
+    if pruning:  # EVS drops redundant video tokens before the model sees them
+        prompt_tokens = math.ceil(prompt_tokens * (1 - pruning))
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
@@ -212,7 +215,7 @@ def register(router: Router, streams: StreamTable, store: FileStore, knobs: Knob
                             "message": {"role": "assistant", "content": content},
                         }
                     ],
-                    "usage": _usage(said, content),
+                    "usage": _usage(said, content, knobs.values.evs_pruning_rate),
                 },
             )
         event = {

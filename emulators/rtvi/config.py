@@ -51,6 +51,11 @@ Knobs:
   ``truncated`` | ``invalid_unicode`` | ``sse_framing`` | ``ungrounded``, default ``normal``): how
   chat completions answer, for model-port quality gates (see ``answers``). Run-time:
   ``answer_mode``.
+- EVS pruning: when both ``VIA_EVS_SESSION`` (``true``/``1``/``yes``/``on``) and
+  ``VLM_VIDEO_PRUNING_RATE`` (0..1) are set, as the real service needs them, chat completions
+  report ``prompt_tokens`` lowered by that rate (pruned video tokens); with either one missing,
+  nothing is pruned. ``RTVI_EMU_EVS_IGNORED=1``: a release or model that ignores them (set, yet
+  nothing pruned: what pairing must catch).
 - ``RTVI_EMU_API_TOKEN``: when set, every ``/v1/`` request (health probes included: the spec
   declares bearer security on every operation) without ``Authorization: Bearer <token>`` answers
   ``401 {"code": "Unauthorized", ...}``. A secret: never logged, never shown by the admin API.
@@ -88,6 +93,7 @@ DEFAULT_KV_CACHE_DTYPE = "auto"
 DEFAULT_LATENCY_MS = 20.0
 DEFAULT_DRAIN_S = 1.0
 CAPTION_SHAPES = ("flat", "wrapped")
+EVS_ON = ("true", "1", "yes", "on")
 ANSWER_MODES = ("normal", "gibberish", "repetition", "empty", "truncated", "invalid_unicode",
                 "sse_framing", "ungrounded")
 DEFAULT_CAPTION_SHAPE = "flat"
@@ -131,6 +137,7 @@ class Settings:
     jitter_ms: float = 0.0
     caption_shape: str = DEFAULT_CAPTION_SHAPE
     answer_mode: str = "normal"
+    evs_pruning_rate: float | None = None
     api_token: str | None = field(default=None, repr=False)  # a secret: never in a repr or log
     record_path: str | None = None
     faults: tuple[dict[str, object], ...] = ()
@@ -221,6 +228,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         caption_shape=_choice(source, "RTVI_EMU_CAPTION_SHAPE", CAPTION_SHAPES,
                               DEFAULT_CAPTION_SHAPE),
         answer_mode=_choice(source, "RTVI_EMU_ANSWER_MODE", ANSWER_MODES, "normal"),
+        evs_pruning_rate=(_fraction(source, "VLM_VIDEO_PRUNING_RATE")
+                          if (_text(source, "VIA_EVS_SESSION") or "").lower() in EVS_ON
+                          and _text(source, "VLM_VIDEO_PRUNING_RATE")
+                          and not _flag(source, "RTVI_EMU_EVS_IGNORED", False) else None),
         api_token=_secret(source, "RTVI_EMU_API_TOKEN"),
         record_path=_text(source, "RTVI_EMU_RECORD"),
         faults=_faults(source, "RTVI_EMU_FAULTS"),

@@ -29,6 +29,7 @@ class KnobValues:
     breach_ms: float = 0.0
     jitter_ms: float = 0.0
     answer_mode: str = "normal"  # how chat completions answer (``answers.shape``)
+    evs_pruning_rate: float | None = None  # both EVS variables set: prompt tokens pruned
 
 
 class Knobs:

@@ -161,7 +161,13 @@ class ExperimentKind:
         assert template is not None  # crossref guarantees it
         if template.spec.host in services.host_errors:
             raise ControllerError(services.host_errors[template.spec.host])
-        session = services.session(spec_set.host(template.spec.host))
+        host = spec_set.host(template.spec.host)
+        kind = run_type(spec)
+        if kind.local_only and host is not None and not host.spec.docker.startswith("unix://"):
+            raise PermanentError(f"a {spec.type} run starts a process beside the reconciler: "
+                                 f"its template's Host {template.spec.host} must be this "
+                                 "machine's engine (remote Hosts are not supported for it yet)")
+        session = services.session(host)
         run_dep = run_deployment(template, spec)
         facts = session.facts or session.observe()
         findings = [Finding(("spec", "service"), f"the run's copy of Deployment "
@@ -176,7 +182,6 @@ class ExperimentKind:
                            services.instance, key, spec.runId, digest)
         view.conflict = guard(session.engine(), resolved.container_name, services.instance,
                               key, spec.runId)
-        kind = run_type(spec)
         gpus = [str(g) for g in run_dep.spec.gpus]
         telemetry = session.telemetry(spec.telemetry.dcgmUrl).name + (
             " (required)" if spec.telemetry.required else "")

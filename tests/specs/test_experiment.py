@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from specs.experiment import (
+    R_BENCH,
     R_CAPACITY,
     R_CONTRACT,
     R_PORT,
@@ -282,3 +283,36 @@ def test_a_moving_or_malformed_model_revision_is_refused(revision: str) -> None:
     body["portValidation"]["model"]["revision"] = revision
     with pytest.raises(ValidationError, match="revision"):
         Experiment.model_validate(_experiment(**body))
+
+
+def _bench(**bench: Any) -> dict[str, Any]:
+    body = {"harness": {"argv": ["python3", "perf/benchmark/rtvi_perf_benchmark.py"],
+                        "workdir": "/opt/vss", "config": "perf/benchmark/cfg.yaml"},
+            "scenario": "file_burst_1_token_2k", "mode": "file-burst", **bench}
+    return {"type": "benchmark", "canary": None, "benchmark": body, "budgetSeconds": 900}
+
+
+def test_a_benchmark_is_valid() -> None:
+    assert _rules(**_bench()) == []
+
+
+@pytest.mark.parametrize(("spec", "path", "rule"), [
+    (_bench(pairWith="canary-4-001"), "spec.benchmark.pairWith", R_BENCH),  # itself
+    (_bench(mode="max-live", concurrencyLevels=[1, 2]), "spec.benchmark.concurrencyLevels",
+     R_BENCH),
+    (_bench(initialStreamCount=144), "spec.benchmark.initialStreamCount", R_BENCH),
+    (_bench(smoke=True), "spec.benchmark.smokeClip", R_CONTRACT),
+    ({**_bench(), "budgetSeconds": 3600}, "spec.benchmark.smokeClip", R_CONTRACT),
+    ({**_bench(smoke=False), "budgetSeconds": 3600}, "spec.benchmark.smoke", R_CONTRACT),
+])
+def test_benchmark_rules_name_the_field(spec: dict[str, Any], path: str, rule: str) -> None:
+    assert (path, rule) in _rules(**spec)
+
+
+@pytest.mark.parametrize("change", [{"mode": "burst"}, {"scenario": "two words"},
+                                    {"harness": {"argv": [], "workdir": "/x", "config": "c"}},
+                                    {"harness": {"argv": ["h"], "workdir": "rel", "config": "c"}},
+                                    {"apiMode": "completions"}])
+def test_a_benchmark_block_is_strict(change: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        Experiment.model_validate(_experiment(**_bench(**change)))
