@@ -11,7 +11,8 @@ Config (YAML): ``output_dir`` and ``rtvi_url`` (the run sets both), and ``scenar
 ``{mode, repetitions, concurrency_levels, prompt, vlm_api_mode}`` plus stand-in behaviour:
 ``fail_at`` (a concurrency level whose requests fail, with ``failure`` as the text),
 ``quiet_seconds`` (sleep that long without a log line, as a long window does),
-``bad_source_gate`` (a repetition whose source gate fails), ``exit_code``.
+``bad_source_gate`` (a repetition whose source gate fails), ``report_failed`` (the summary's
+``failed`` as given, whatever happened: a report that says PASS with a failure), ``exit_code``.
 
 Report: ``<output_dir>/results.json``:
   {"scenario", "mode", "vlm_api_mode", "options": {...},
@@ -149,7 +150,8 @@ def main() -> int:
                           "binary_search_refinement": args.refine, "levels": levels},
               "summary": {"overall_status": "FAIL" if failed else "PASS",
                           "passed": len(repetitions) + len(level_rows) - failed,
-                          "failed": failed, "prompt_tokens": total_tokens},
+                          "failed": scenario.get("report_failed", failed),
+                          "prompt_tokens": total_tokens},
               "repetitions": repetitions, "concurrency_levels": level_rows}
     (out / "results.json").write_text(json.dumps(result, indent=2))
     log(f"Scenario {args.scenario} completed: {result['summary']['overall_status']}")

@@ -15,8 +15,10 @@ Gates"):
    harness runs as a process of its own session on the Host, recorded in the run's inventory
    (``processes``) before it starts, so a crash leaves nothing the recovery cannot end.
 5. Supervision: a log whose mtime is older than ``logStaleSeconds`` is *inspected* (service
-   health, active streams, the process) and the finding recorded — never killed for it;
-   max-stream windows and freshness waits are legitimately quiet.
+   health, active streams, the process) and the finding recorded — never killed for it
+   (max-stream windows and freshness waits are legitimately quiet); but a run that went quiet
+   beyond its window cannot vouch for its progress, so it is not PASS (INCONCLUSIVE when
+   nothing else failed).
 6. The harness's acceptance (gate ``harness``): exit 0, ``summary.overall_status == PASS``,
    ``summary.failed == 0``, and every repetition's source gates passed. File-burst sweeps keep
    every concurrency level, the last clean level with its p95/p99 and the exact failure text.
@@ -394,7 +396,12 @@ class Benchmark:
     def _judge(self, exit_code: int | None, result: dict[str, Any] | None,
                handles: dict[str, str]) -> tuple[Result, str]:
         ctx, bench = self.ctx, self.bench
-        problems = acceptance(exit_code, result)
+        accepted = acceptance(exit_code, result)
+        quiet = max((f["logQuietSeconds"] for f in self.stale_findings), default=0.0)
+        stale = ([f"the log was quiet for up to {quiet:g}s, beyond logStaleSeconds "
+                  f"{bench.logStaleSeconds} (inspected, left to finish): the run cannot vouch "
+                  "for its progress"] if self.stale_findings else [])
+        problems = accepted + stale
         burst = file_burst(result) if result and bench.mode == "file-burst" else None
         tokens = prompt_tokens(result)
         ctx.evidence.gate(GATE_HARNESS, not problems, "; ".join(problems) or (
@@ -417,8 +424,10 @@ class Benchmark:
         if burst and burst["firstFailure"]:
             ctx.progress(f"file burst: last clean level {burst['lastClean']}, first failure "
                          f"{burst['firstFailure']}")
-        return ("FAIL", "; ".join(failed)) if failed else ("PASS", f"{bench.scenario}: "
-                                                          "accepted")
+        if not failed:
+            return "PASS", f"{bench.scenario}: accepted"
+        return ("INCONCLUSIVE" if stale and not accepted and len(failed) == 1 else "FAIL",
+                "; ".join(failed))
 
     def _pairing(self, tokens: int | None) -> dict[str, Any]:
         """The other side's run of the same scenario: EVS must have changed prompt tokens."""

@@ -6,10 +6,14 @@ distinct source identity; published once, kept for later windows), a fresh servi
 blocking delete proven against the listing, then the service's residue proven zero (streams,
 files, active requests) before it is retired with its log kept. Its verdict:
 
-- INCONCLUSIVE: residue that cannot be proven gone, a service that does not start or dies,
-  the smoke request failing — the search stops, its ledger kept;
-- UNSTABLE: fewer than ``minSuccessRate`` of the streams completed, a dropped chunk, or p95
-  chunk latency above ``maxP95LatencyMs`` (or no answered chunk to measure);
+- INCONCLUSIVE: a stream that failed while others did not (an error inside an answer, an
+  empty answer, a broken connection, no fresh frames, chunk IDs out of order: a fault of that
+  stream, not load; every stream failing alike is load), residue that cannot
+  be proven gone, a service that does not start or dies, the smoke request failing — the
+  search stops, its ledger kept (BCD 3.3: "stop as inconclusive if one stream fails");
+- UNSTABLE: what load does — streams refused admission or timed out so that fewer than
+  ``minSuccessRate`` completed, a dropped chunk, or p95 chunk latency above
+  ``maxP95LatencyMs`` (or no answered chunk to measure);
 - STABLE otherwise.
 
 Evidence: ``evidence/capacity/<attempt>/wNN-<count>.json`` per window (with its captions
@@ -36,6 +40,9 @@ from controllers.experiments.streams import CanarySource, numbered_sources
 from specs.experiment import CapacitySpec, ExperimentSpec, smokes
 
 GATE_BOUNDARY = "capacity-boundary"
+# How ledger.UnitOutcome.failures() words what load does to a stream; anything else it says
+# is a fault of that stream.
+LOAD_SIGNS = ("rejected:", "timed out:", "dropped chunks:")
 CAPACITY_FILE = "evidence/capacity.json"
 
 
@@ -47,6 +54,12 @@ def judge(measured: Measured, cap: CapacitySpec, residue: CleanupReport) -> tupl
     if left or residue.problems:
         why = residue.problems or [f"stream(s) not deleted: {', '.join(left)}"]
         return Verdict.INCONCLUSIVE, "zero residue not proven: " + "; ".join(why), report
+    faulty = {u.source: why for u in measured.units for why in u.failures()
+              if not why.startswith(LOAD_SIGNS)}
+    if faulty and len(faulty) < len(measured.units):  # every stream failing: that is load
+        faults = [f"{source}: {why}" for source, why in faulty.items()]
+        return (Verdict.INCONCLUSIVE, "a stream failed (a fault, not a capacity signal): "
+                + "; ".join(faults[:3]), report)
     ledger, p95 = report["ledger"], report["chunkLatencyMs"]["p95"]
     offered = max(1, ledger["offered"])
     rate = ledger["completed"] / offered

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from controllers.caption_events import CaptionChunk
 from controllers.experiments.capacity import Verdict
 from controllers.experiments.capacityrun import judge
@@ -61,6 +63,21 @@ def test_a_lower_success_rate_tolerates_one_failed_stream_but_never_a_dropped_ch
 def test_no_answered_chunk_is_unstable_never_low_latency() -> None:
     verdict, reason, _ = judge(Measured([unit("s1")], 1, []), CAP, clean())
     assert verdict is Verdict.UNSTABLE and "no answered chunk" in reason
+
+
+def test_one_stream_failing_while_the_others_answer_is_inconclusive_not_a_capacity_signal(
+        ) -> None:
+    broken = unit("s2", 100)
+    broken.chunks = [dataclasses.replace(broken.chunks[0], error="decoder error")]
+    verdict, reason, _ = judge(Measured([unit("s1", 100, 110), broken, unit("s3", 90)], 3, []),
+                               CAP, clean())
+    assert verdict is Verdict.INCONCLUSIVE
+    assert reason == ("a stream failed (a fault, not a capacity signal): s2: error inside a 200 "
+                      "answer (1x): decoder error")
+    every = [unit(f"s{i}", 100) for i in range(3)]
+    for u in every:
+        u.chunks = [dataclasses.replace(u.chunks[0], error="overloaded")]
+    assert judge(Measured(every, 3, []), CAP, clean())[0] is Verdict.UNSTABLE  # that is load
 
 
 def test_residue_the_window_cannot_prove_gone_makes_it_inconclusive() -> None:

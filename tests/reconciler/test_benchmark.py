@@ -87,10 +87,9 @@ def test_a_misspelt_scenario_fails_before_any_service_starts(
 
 def test_a_file_burst_is_accepted_with_its_three_handles_after_a_smoke(
         cli: Cli, emulator_image: str, tmp_path: Path) -> None:
-    config = harness_config(tmp_path, quiet_seconds=7)
+    config = harness_config(tmp_path)
     done, facts = apply(cli, tmp_path, emulator_image, "bench-ok", config,
-                        concurrencyLevels=[1, 2, 4], logStaleSeconds=5, smoke=True,
-                        smokeClip=clip(tmp_path))
+                        concurrencyLevels=[1, 2, 4], smoke=True, smokeClip=clip(tmp_path))
     assert done.returncode == 0 and facts["result"] == "PASS", (facts, done.stdout)
     assert set(facts["gates"]) == {"scenario", "service-environment", "smoke", "harness",
                                    "cleanup"}
@@ -104,16 +103,34 @@ def test_a_file_burst_is_accepted_with_its_three_handles_after_a_smoke(
     assert found["result"]["options"]["levels"] == [1, 2, 4]  # the overrides reached it
     assert found["fileBurst"]["lastClean"]["concurrency"] == 4
     assert found["fileBurst"]["firstFailure"] is None
-    # The quiet log was inspected, and the harness was left to finish.
-    assert found["staleLog"] and found["staleLog"][0]["harnessRunning"] is True, found
-    assert found["staleLog"][0]["serviceModel"]
-    events = (cli.state_dir / "evidence" / "bench-ok" / "events.jsonl").read_text()
-    assert '"reason": "LogStale"' in events
+    assert found["staleLog"] == []
     verified = cli("evidence", "bench-ok", "--verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "plots/latency-by-streams.png" in verified.stdout  # the burst's levels, plotted
     report = (cli.state_dir / "evidence" / "bench-ok" / "report.md").read_text()
     assert "## Benchmark" in report and f"- LOG: `{handles['log']}`" in report, report
+
+
+def test_a_log_quiet_beyond_its_window_is_inspected_never_killed_and_never_pass(
+        cli: Cli, emulator_image: str, tmp_path: Path) -> None:
+    config = harness_config(tmp_path, quiet_seconds=7)
+    done, facts = apply(cli, tmp_path, emulator_image, "bench-quiet", config, logStaleSeconds=5)
+    assert done.returncode == 1 and facts["result"] == "INCONCLUSIVE", facts
+    assert "beyond logStaleSeconds 5 (inspected, left to finish)" in facts["reason"], facts
+    found = evidence(cli, "bench-quiet", "evidence/benchmark.json")
+    assert found["exitCode"] == 0 and found["result"]["summary"]["overall_status"] == "PASS"
+    assert found["staleLog"][0]["harnessRunning"] is True and found["staleLog"][0][
+        "serviceModel"], found["staleLog"]
+    events = (cli.state_dir / "evidence" / "bench-quiet" / "events.jsonl").read_text()
+    assert '"reason": "LogStale"' in events
+
+
+def test_a_report_of_pass_with_a_failure_is_not_pass(
+        cli: Cli, emulator_image: str, tmp_path: Path) -> None:
+    config = harness_config(tmp_path, report_failed=1)
+    done, facts = apply(cli, tmp_path, emulator_image, "bench-liar", config)
+    assert done.returncode == 1 and facts["result"] == "FAIL", facts
+    assert "summary.failed is 1" in facts["reason"], facts
 
 
 def test_an_overloaded_level_fails_acceptance_keeping_the_last_clean_level_and_its_text(

@@ -15,6 +15,7 @@ from typing import Any
 import docker
 import pytest
 
+from controllers.experiments.streams import stream_id
 from tests.conftest import Cli, free_port
 from tests.reconciler.daemon_helpers import status_of
 from tests.reconciler.stream_helpers import rtvi_deployment
@@ -110,3 +111,27 @@ def test_one_stream_unstable_ends_inconclusive_keeping_every_attempt(
                            "capacity-boundary.json").read_text())
     assert boundary["passed"] is False
     assert cli("evidence", run_id, "--verify").returncode == 0
+
+
+def test_one_stream_failing_mid_search_is_inconclusive_and_cleanup_is_proven(
+        cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    run_id = "cap-fault"
+    broken = stream_id(cli.instance, RESOURCE, run_id, f"{run_id}/w2", "s001")
+    faults = json.dumps([{"kind": "error_in_event", "streams": [broken]}])
+    specs = tmp_path / "specs"
+    env = {"RTVI_EMU_BREACH_ABOVE": "5", "RTVI_EMU_BREACH_MS": "1500", "RTVI_EMU_FAULTS": faults}
+    write(specs, rtvi_deployment(emulator_image, free_port(), **env),
+          capacity(run_id, free_port()))
+    done = cli("apply", str(specs), "--timeout", "300", timeout=400)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "INCONCLUSIVE: run cap-fault (search stopped: 4 streams: a stream failed" in done.stdout
+    found = evidence(cli, run_id, "evidence/capacity.json")
+    assert [(w["streams"], w["verdict"]) for w in found["ledger"]] == [
+        (2, "stable"), (4, "inconclusive")], found["ledger"]
+    assert "s001: error inside a 200 answer" in found["ledger"][1]["reason"]
+    cleanup = json.loads((cli.state_dir / "evidence" / run_id / "gates" / "cleanup.json")
+                         .read_text())
+    assert cleanup["passed"], cleanup
+    assert not docker_client.containers.list(
+        all=True, filters={"label": f"rtvi.reconciler/resource={RESOURCE}"})
