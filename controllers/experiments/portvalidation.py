@@ -46,6 +46,7 @@ TEXT_PROMPT = "Reply with exactly these three words: green apple river."
 TEXT_FACTS = ["green", "apple", "river"]
 MEDIA_PROMPT = "What does this show? Answer in one short sentence."
 CONTROL_ABSENT = ["elephant", "bus", "aircraft"]  # what no validation input shows
+SAMPLE_CHARS = 80  # of a failed answer, quoted in its gate's reason
 NEXT_STEP = {
     GATE_CONTRACT: "record the missing model-contract fields and rerun",
     GATE_PATH: "record the integration path (and a patch's reason) and rerun",
@@ -257,8 +258,9 @@ class PortValidation:
             usage = answer.raw.get("usage")
             tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
             row.completion_tokens = tokens if isinstance(tokens, int) else None
-            row.problems += [f"{f.gate}: {f.problem}" for f in quality.judge(
-                answer.content, answer.finish_reason, row.facts, row.absent)]
+            found = quality.judge(answer.content, answer.finish_reason, row.facts, row.absent)
+            sample = ascii(answer.content[:SAMPLE_CHARS])  # escaped: invalid Unicode too
+            row.problems += [f"{f.gate}: {f.problem} (answer: {sample})" for f in found]
         except (ControllerError, MediaError) as exc:
             row.problems.append(f"request failed: {exc}")
         finally:
