@@ -130,7 +130,7 @@ def _port(evidence: Evidence, manifest: dict[str, Any]) -> list[str]:
              "| fact | value |", "|---|---|",
              *(f"| {k} | {_cell(str(v) if v not in ([], None) else 'none')} |"
                for k, v in sorted(model.items())),
-             f"| backend | {_cell(str((manifest.get('model') or {}).get('use') or '-'))} |",
+             f"| backend | {_cell(_backend(manifest.get('model') or {}))} |",
              f"| integration path | {_cell(path.get('path', '-'))}"
              f"{_cell(' (' + path['reason'] + ')') if path.get('reason') else ''} |",
              f"| image | {_cell(service.get('image', '-'))} ({_cell(pinned)}) |",
@@ -148,6 +148,13 @@ def _port(evidence: Evidence, manifest: dict[str, Any]) -> list[str]:
     lines += ["Blockers: " + ("; ".join(_cell(b) for b in blockers) if blockers else "none"),
               "", f"Next bounded step: {_cell(str(port.get('nextStep')))}"]
     return lines
+
+
+def _backend(model: dict[str, Any]) -> str:
+    """The template's model backend as its spec names it (``use``, or the preset it expands)."""
+    if model.get("use"):
+        return str(model["use"])
+    return f"preset {model['preset']}" if model.get("preset") else "-"
 
 
 def _memory(evidence: Evidence, run: str) -> tuple[bytes | None, list[str]]:

@@ -189,12 +189,13 @@ def test_the_quickstart_example_is_valid() -> None:
     assert spec_set.deployments[0].spec.network == "host"
 
 
-@pytest.mark.parametrize("example", ["canary", "capacity"])
+@pytest.mark.parametrize("example", ["canary", "capacity", "port-validation"])
 def test_every_experiment_example_is_valid_beside_the_quickstart(example: str) -> None:
     root = Path(__file__).resolve().parents[2] / "specs" / "examples"
     spec_set = load_spec_set([root / "quickstart", root / example])
     [exp] = [r for r in spec_set.resources if r.kind == "Experiment"]
-    assert exp.spec.type == example  # type: ignore[attr-defined]
+    assert exp.spec.type == {"port-validation": "portValidation"}.get(  # type: ignore[attr-defined]
+        example, example)
 
 
 def test_control_character_message_names_the_character_never_the_value() -> None:
