@@ -276,6 +276,9 @@ class TelemetrySpec(Strict):
                                 max_length=500)
     required: bool = False
     intervalSeconds: float = Field(default=1.0, ge=0.1, le=60)
+    # GPUs (UUIDs) the service uses without being given them through the template's ``gpus``
+    # (a device plugin, CDI, an emulated GPU): baselined and proven back after cleanup too.
+    gpus: list[str] = Field(default_factory=list, max_length=64)
 
 
 class ExperimentSpec(Strict):

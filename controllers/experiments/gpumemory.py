@@ -81,6 +81,6 @@ def _over(now: GpuMemory, baseline: GpuMemory) -> list[str]:
     assert baseline.mib is not None
     if now.mib is None:
         return [now.why_not]
-    return [f"GPU {uuid}: {now.mib[uuid]} MiB in use, baseline {base} MiB (+{TOLERANCE_MIB} "
-            "allowed)" for uuid, base in baseline.mib.items()
-            if now.mib.get(uuid, 0) > base + TOLERANCE_MIB]
+    return [f"GPU {uuid}: {now.mib[uuid]} MiB in use, {now.mib[uuid] - base} MiB above its "
+            f"baseline of {base} MiB ({TOLERANCE_MIB} allowed)"
+            for uuid, base in baseline.mib.items() if now.mib.get(uuid, 0) > base + TOLERANCE_MIB]

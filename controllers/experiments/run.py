@@ -74,10 +74,17 @@ class RunPlan:
     template: Deployment
     desired: Desired  # the run's own service container, resolved on its Host
     host: str
-    gpu_ids: list[str]
+    gpu_ids: list[str]  # given to the run's container
     evidence_root: Path
     source_file: str
     revision: str | None
+    # GPUs the service is given by other means (telemetry.gpus): watched, never requested.
+    other_gpus: tuple[str, ...] = ()
+
+    @property
+    def watched_gpus(self) -> list[str]:
+        """Every GPU whose memory the run baselines and proves back after cleanup."""
+        return list(dict.fromkeys([*self.gpu_ids, *self.other_gpus]))
 
 
 class Recorder:
@@ -197,7 +204,8 @@ def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
         conflict = guard(engine, plan.desired.container_name, instance, plan.resource,
                          plan.spec.runId)
         tele = RunTelemetry.preflight(telemetry, plan.spec.telemetry)
-        baseline = gpumemory.measure(tele.memory_at_start if telemetry else None, plan.gpu_ids)
+        baseline = gpumemory.measure(tele.memory_at_start if telemetry else None,
+                                     plan.watched_gpus)
         evidence.write_json("manifest.json", _manifest(plan, engine, store, baseline, tele))
         missing = tele.required_missing()
         if conflict is not None:
@@ -220,7 +228,7 @@ def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
               plan.desired.container_name)  # a service that never became ready: why
     rec.phase("CleaningUp", f"one deadline of {plan.spec.cleanupSeconds}s")
     make = (lambda: RtviClient(service.probe_url, token=service.token)) if service else None
-    gpu = GpuProof(plan.gpu_ids, baseline, gpu_read) if plan.gpu_ids else None
+    gpu = GpuProof(plan.watched_gpus, baseline, gpu_read) if plan.watched_gpus else None
     cleaned = _cleanup(plan, engine, store, instance, stop, evidence, make, gpu)
     tele.finish()
     evidence.write_json(TELEMETRY_FILE, tele.evidence())
@@ -421,7 +429,7 @@ def _manifest(plan: RunPlan, engine: DockerEngine, store: Store,
                     "labels": plan.desired.labels, "url": plan.desired.url},
         "model": plan.template.spec.model.model_dump(mode="json"),
         "host": {"name": plan.host, "facts": host_record.facts if host_record else {}},
-        "gpus": {"ids": plan.gpu_ids, "memoryBaselineMiB": baseline.as_evidence(),
+        "gpus": {"ids": plan.watched_gpus, "memoryBaselineMiB": baseline.as_evidence(),
                  "telemetry": tele.source_name or f"not measured ({tele.why_not})"},
         "settings": {"VLLM_IGNORE_EOS": env.get("VLLM_IGNORE_EOS", "unset"),
                      "evs": {k: v for k, v in sorted(env.items()) if "EVS" in k.upper()}},

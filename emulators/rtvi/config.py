@@ -56,6 +56,9 @@ Knobs:
   report ``prompt_tokens`` lowered by that rate (pruned video tokens); with either one missing,
   nothing is pruned. ``RTVI_EMU_EVS_IGNORED=1``: a release or model that ignores them (set, yet
   nothing pruned: what pairing must catch).
+- ``RTVI_EMU_GPU_BOARD`` (URL of ``emulators.gpuboard``): the emulated GPU this service uses:
+  ``RTVI_EMU_GPU_MIB`` (default 16000) is allocated on it once the model is loaded, and released
+  on shutdown except ``RTVI_EMU_GPU_LEAK_MIB`` (default 0: a leak that outlives the service).
 - ``RTVI_EMU_API_TOKEN``: when set, every ``/v1/`` request (health probes included: the spec
   declares bearer security on every operation) without ``Authorization: Bearer <token>`` answers
   ``401 {"code": "Unauthorized", ...}``. A secret: never logged, never shown by the admin API.
@@ -138,6 +141,9 @@ class Settings:
     caption_shape: str = DEFAULT_CAPTION_SHAPE
     answer_mode: str = "normal"
     evs_pruning_rate: float | None = None
+    gpu_board: str | None = None
+    gpu_mib: int = 16000
+    gpu_leak_mib: int = 0
     api_token: str | None = field(default=None, repr=False)  # a secret: never in a repr or log
     record_path: str | None = None
     faults: tuple[dict[str, object], ...] = ()
@@ -228,6 +234,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         caption_shape=_choice(source, "RTVI_EMU_CAPTION_SHAPE", CAPTION_SHAPES,
                               DEFAULT_CAPTION_SHAPE),
         answer_mode=_choice(source, "RTVI_EMU_ANSWER_MODE", ANSWER_MODES, "normal"),
+        gpu_board=_text(source, "RTVI_EMU_GPU_BOARD"),
+        gpu_mib=int(_number(source, "RTVI_EMU_GPU_MIB", 16000)),
+        gpu_leak_mib=int(_number(source, "RTVI_EMU_GPU_LEAK_MIB", 0)),
         evs_pruning_rate=(_fraction(source, "VLM_VIDEO_PRUNING_RATE")
                           if (_text(source, "VIA_EVS_SESSION") or "").lower() in EVS_ON
                           and _text(source, "VLM_VIDEO_PRUNING_RATE")

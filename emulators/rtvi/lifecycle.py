@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from emulators.rtvi import logs
+from emulators.rtvi import gpu, logs
 from emulators.rtvi.state import ServiceState
 
 GRAPH_CAPTURE_FRACTION = 0.9
@@ -65,6 +65,7 @@ class Lifecycle:
             self._sink.info(logs.cuda_graphs_line())
         if self._sleep(settings.startup_delay_s - capture_at):
             return
+        gpu.allocate(settings, self._sink)
         self._state.mark_ready()
         self._sink.info(logs.STARTUP_COMPLETE_LINE)
         self._sink.info(logs.running_line(*self._advertised))

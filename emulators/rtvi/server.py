@@ -28,7 +28,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 
-from emulators.rtvi import core, logs, recorder
+from emulators.rtvi import core, gpu, logs, recorder
 from emulators.rtvi.app import Application
 from emulators.rtvi.config import ConfigError, load_settings
 from emulators.rtvi.lifecycle import Lifecycle
@@ -422,6 +422,7 @@ def main() -> int:
     code = latch.wait()
     lifecycle.stop()
     app.shutdown()  # ends caption loops (their SSE connections close) and kills every decoder
+    gpu.release(settings, sink)
     server.shutdown()
     server.server_close()
     latch.close()

@@ -199,6 +199,7 @@ class ExperimentKind:
             resource=key, name=exp.metadata.name, spec=spec, run_hash=digest, template=template,
             desired=resolved, host=template.spec.host,
             gpu_ids=[g.uuid if (g := facts.gpu(ref)) else str(ref) for ref in run_dep.spec.gpus],
+            other_gpus=tuple(spec.telemetry.gpus),
             evidence_root=root, source_file=spec_set.source_file(exp),
             revision=ctx.revision)
 

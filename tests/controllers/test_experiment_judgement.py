@@ -192,4 +192,5 @@ def test_gpu_memory_is_measured_where_it_can_be_and_never_passed_where_not() -> 
     assert problems == [] and now.mib == {"GPU-a": 300}
     _, held = gpumemory.back_to_baseline(lambda: {"GPU-a": 9000}, ["GPU-a"], baseline, 0.0,
                                          threading.Event())
-    assert held == ["GPU GPU-a: 9000 MiB in use, baseline 100 MiB (+512 allowed)"]
+    assert held == ["GPU GPU-a: 9000 MiB in use, 8900 MiB above its baseline of 100 MiB (512 "
+                    "allowed)"]

@@ -1,0 +1,84 @@
+"""GPU memory after cleanup, on an emulated GPU (``emulators.gpuboard``, a DCGM exporter's
+``/metrics``): the emulated service allocates on it while loaded and releases on shutdown,
+keeping ``RTVI_EMU_GPU_LEAK_MIB``. A leak fails the run's cleanup, naming the difference from
+the baseline Preflight read; no leak passes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emulators.gpuboard.__main__ import UUID
+from tests.conftest import Cli, free_port
+from tests.reconciler.daemon_helpers import status_of
+from tests.reconciler.stream_helpers import rtvi_deployment
+from tests.reconciler.test_port_validation import REVISION
+from tests.specs_factory import write
+
+
+@pytest.fixture
+def gpu_board() -> Iterator[str]:
+    proc = subprocess.Popen([sys.executable, "-m", "emulators.gpuboard", "--port", "0"],
+                            stdout=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[2])
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # the board says where it listens once it does
+        assert line.startswith("listening on "), line
+        yield line.split()[-1]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def experiment(run_id: str, port: int, board: str, leak_mib: int) -> dict[str, Any]:
+    # Only the run's own service uses the emulated GPU (the template holds its own).
+    env = {"RTVI_EMU_PORT": str(port), "RTVI_EMU_GPU_BOARD": board, "RTVI_EMU_GPU_MIB": "16000",
+           "RTVI_EMU_GPU_LEAK_MIB": str(leak_mib)}
+    return {"apiVersion": "rtvi.reconciler/v1", "kind": "Experiment",
+            "metadata": {"name": "gpu"},
+            "spec": {"type": "portValidation", "runId": run_id, "template": "vlm",
+                     "service": {"hostPort": port, "env": env},
+                     "measurement": {"claim": "the port releases its GPU memory"},
+                     "budgetSeconds": 300, "cleanupSeconds": 10,
+                     "telemetry": {"dcgmUrl": f"{board}/metrics", "required": True,
+                                   "gpus": [UUID], "intervalSeconds": 0.5},
+                     "portValidation": {
+                         "integration": {"path": "configuration"},
+                         "model": {"source": "hf:org/m", "revision": REVISION,
+                                   "processor": "p", "tokenizer": "t", "quantization": "bf16",
+                                   "contextLength": 4096, "frameSampling": "8"},
+                         "modalities": ["text"],
+                         "textChecks": [{"prompt": "Say: blue sky", "facts": ["blue", "sky"]}]}}}
+
+
+@pytest.mark.parametrize("leak_mib", [0, 2048])
+def test_gpu_memory_must_come_back_to_its_baseline_after_cleanup(
+        cli: Cli, emulator_image: str, gpu_board: str, tmp_path: Path, leak_mib: int) -> None:
+    run_id = f"gpu-leak-{leak_mib}"
+    specs = tmp_path / "specs"
+    write(specs, rtvi_deployment(emulator_image, free_port()),
+          experiment(run_id, free_port(), gpu_board, leak_mib))
+    done = cli("apply", str(specs), "--timeout", "200", timeout=300)
+    record = status_of(cli, "Experiment/gpu")
+    assert record is not None and record["facts"]["runId"] == run_id, done.stdout
+    folder = cli.state_dir / "evidence" / run_id
+    cleanup = json.loads((folder / "gates" / "cleanup.json").read_text())
+    telemetry = json.loads((folder / "evidence" / "telemetry.json").read_text())
+    assert telemetry["start"]["gpus"][UUID]["memoryUsedMiB"] == 600  # the idle baseline
+    assert telemetry["window"][UUID]["memory_max_mib"] == 16600  # loaded: measured, not assumed
+    if leak_mib:
+        assert done.returncode == 1 and record["facts"]["result"] == "FAIL", record["facts"]
+        assert not cleanup["passed"]
+        assert (f"GPU {UUID}: 2648 MiB in use, 2048 MiB above its baseline of 600 MiB (512 "
+                "allowed)") in cleanup["reason"], cleanup
+    else:
+        assert done.returncode == 0 and record["facts"]["result"] == "PASS", record["facts"]
+        assert cleanup["passed"], cleanup
+        assert cleanup["evidence"]["gpuMemory"]["after"] == {UUID: 600}
