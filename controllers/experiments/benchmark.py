@@ -61,7 +61,6 @@ EVS_VARIABLES = ("VIA_EVS_SESSION", "VLM_VIDEO_PRUNING_RATE", "VLLM_EVS_SIMILARI
                  "VIA_EVS_TOKEN_BUDGET")
 EVS_ON = ("VIA_EVS_SESSION", "VLM_VIDEO_PRUNING_RATE")  # both, or EVS does nothing
 LIST_TIMEOUT_S = 60.0
-SMOKE_TIMEOUT_S = 60.0
 POLL_S = 1.0
 PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ")  # nothing else of ours: no secrets
 CONFIG_HANDLE = "output/harness-config.yaml"
@@ -284,7 +283,7 @@ class Benchmark:
                                  "num_frames_per_second_or_fixed_frames_chunk": 1,
                                  "use_fps_for_chunking": False,
                                  "messages": [{"role": "user", "content": "One word."}]},
-                                SMOKE_TIMEOUT_S)
+                                self.bench.smokeTimeoutSeconds)
             answer = reply.content
             if not answer.strip():
                 problems.append("empty answer")

@@ -34,6 +34,7 @@ class Application:
                 jitter_ms=settings.jitter_ms,
                 answer_mode=settings.answer_mode,
                 evs_pruning_rate=settings.evs_pruning_rate,
+                file_hang_s=settings.file_hang_s,
             ),
             seed=settings.fail_seed,
         )

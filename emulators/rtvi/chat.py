@@ -169,7 +169,7 @@ def register(router: Router, streams: StreamTable, store: FileStore, knobs: Knob
             return Response.error(400, "InvalidParameter", "No such stream or file")
         try:
             frame = ingest.grab_file_frame(str(stored.path))
-            time.sleep(knobs.vlm_latency_s(streams.live_count()))
+            time.sleep(knobs.vlm_latency_s(streams.live_count()) + knobs.values.file_hang_s)
         finally:
             store.release(stored)
         if frame is None:

@@ -56,6 +56,9 @@ Knobs:
   report ``prompt_tokens`` lowered by that rate (pruned video tokens); with either one missing,
   nothing is pruned. ``RTVI_EMU_EVS_IGNORED=1``: a release or model that ignores them (set, yet
   nothing pruned: what pairing must catch).
+- ``RTVI_EMU_FILE_HANG_S`` (default 0): a chat request about an uploaded file hangs this long,
+  holding the file in use (what the smoke request before a long run must catch). Run-time:
+  ``file_hang_s``.
 - ``RTVI_EMU_GPU_BOARD`` (URL of ``emulators.gpuboard``): the emulated GPU this service uses:
   ``RTVI_EMU_GPU_MIB`` (default 16000) is allocated on it once the model is loaded, and released
   on shutdown except ``RTVI_EMU_GPU_LEAK_MIB`` (default 0: a leak that outlives the service).
@@ -142,6 +145,7 @@ class Settings:
     answer_mode: str = "normal"
     evs_pruning_rate: float | None = None
     gpu_board: str | None = None
+    file_hang_s: float = 0.0
     gpu_mib: int = 16000
     gpu_leak_mib: int = 0
     api_token: str | None = field(default=None, repr=False)  # a secret: never in a repr or log
@@ -235,6 +239,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
                               DEFAULT_CAPTION_SHAPE),
         answer_mode=_choice(source, "RTVI_EMU_ANSWER_MODE", ANSWER_MODES, "normal"),
         gpu_board=_text(source, "RTVI_EMU_GPU_BOARD"),
+        file_hang_s=_number(source, "RTVI_EMU_FILE_HANG_S", 0.0),
         gpu_mib=int(_number(source, "RTVI_EMU_GPU_MIB", 16000)),
         gpu_leak_mib=int(_number(source, "RTVI_EMU_GPU_LEAK_MIB", 0)),
         evs_pruning_rate=(_fraction(source, "VLM_VIDEO_PRUNING_RATE")

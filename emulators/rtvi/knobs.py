@@ -30,6 +30,7 @@ class KnobValues:
     jitter_ms: float = 0.0
     answer_mode: str = "normal"  # how chat completions answer (``answers.shape``)
     evs_pruning_rate: float | None = None  # both EVS variables set: prompt tokens pruned
+    file_hang_s: float = 0.0  # a chat request about a file hangs this long, the file in use
 
 
 class Knobs:

@@ -47,3 +47,12 @@ def test_the_answer_mode_changes_at_run_time_and_refuses_an_unknown_one() -> Non
         body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
         chat = httpx.post(f"{rtvi.url}/v1/chat/completions", json=body).json()
         assert chat["choices"][0]["message"]["content"] == ""
+
+
+def test_the_file_hang_knob_changes_at_run_time_and_refuses_a_negative_value() -> None:
+    """(The hang itself, on a real uploaded clip, is in tests/reconciler/test_benchmark.py.)"""
+    with inproc_rtvi() as rtvi:
+        assert httpx.post(f"{rtvi.url}/emulator/knobs",
+                          json={"file_hang_s": 2}).json()["file_hang_s"] == 2
+        refused = httpx.post(f"{rtvi.url}/emulator/knobs", json={"file_hang_s": -1})
+        assert refused.status_code == 422

@@ -111,6 +111,20 @@ def test_a_file_burst_is_accepted_with_its_three_handles_after_a_smoke(
     assert "## Benchmark" in report and f"- LOG: `{handles['log']}`" in report, report
 
 
+def test_a_smoke_request_that_hangs_stops_the_run_before_the_harness(
+        cli: Cli, emulator_image: str, tmp_path: Path) -> None:
+    config = harness_config(tmp_path)
+    done, facts = apply(cli, tmp_path, emulator_image, "bench-hang", config,
+                        env={"RTVI_EMU_FILE_HANG_S": "8"}, smoke=True,
+                        smokeClip=clip(tmp_path), smokeTimeoutSeconds=2)
+    assert done.returncode == 1 and facts["result"] == "FAIL", facts
+    smoke = evidence(cli, "bench-hang", "gates/smoke.json")
+    assert not smoke["passed"] and "request failed or hung" in smoke["reason"], smoke
+    assert "left" in smoke["reason"], smoke  # the file is still in use: named, not ignored
+    events = (cli.state_dir / "evidence" / "bench-hang" / "events.jsonl").read_text()
+    assert "HarnessStarted" not in events
+
+
 def test_a_log_quiet_beyond_its_window_is_inspected_never_killed_and_never_pass(
         cli: Cli, emulator_image: str, tmp_path: Path) -> None:
     config = harness_config(tmp_path, quiet_seconds=7)
