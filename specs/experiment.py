@@ -367,10 +367,7 @@ def _bench(spec: ExperimentSpec) -> Iterator[Finding]:
         yield Finding(("benchmark", "smokeClip"), "the run smokes first (a budget of 30 "
                       "minutes or more, or smoke: true): name the pinned clip of its 1-frame, "
                       "1-token request", R_CONTRACT)
-    if bench.smoke is False and spec.budgetSeconds >= SMOKE_FROM_S:
-        yield Finding(("benchmark", "smoke"), f"a run with a budget of {spec.budgetSeconds}s "
-                      "(30 minutes or more) must pass the 1-frame, 1-token smoke request first",
-                      R_CONTRACT)
+    yield from _smoke_refused("benchmark", bench.smoke, spec)
 
 
 def _port(spec: ExperimentSpec) -> Iterator[Finding]:
@@ -416,8 +413,13 @@ def _capacity(spec: ExperimentSpec) -> Iterator[Finding]:
         yield Finding(("measurement", "repetitions"), "a capacity search judges each count by "
                       "one stability window: set repetitions 1 and warmupRuns 0 (a longer "
                       "windowSeconds measures longer)", R_CAPACITY)
-    if cap.smoke is False and spec.budgetSeconds >= SMOKE_FROM_S:
-        yield Finding(("capacity", "smoke"), f"a run with a budget of {spec.budgetSeconds}s "
+    yield from _smoke_refused("capacity", cap.smoke, spec)
+
+
+def _smoke_refused(block: str, smoke: bool | None, spec: ExperimentSpec) -> Iterator[Finding]:
+    """``smoke: false`` where the budget says the run lasts 30 minutes or more."""
+    if smoke is False and spec.budgetSeconds >= SMOKE_FROM_S:
+        yield Finding((block, "smoke"), f"a run with a budget of {spec.budgetSeconds}s "
                       "(30 minutes or more) must pass the 1-frame, 1-token smoke request first",
                       R_CONTRACT)
 
