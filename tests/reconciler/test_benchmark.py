@@ -8,12 +8,14 @@ source gate) is set in its config, the service's EVS variables in the template's
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import docker
 import yaml
 
 from tests.conftest import Cli, free_port
@@ -162,7 +164,8 @@ def test_an_overloaded_level_fails_acceptance_keeping_the_last_clean_level_and_i
 
 
 def test_evs_runs_are_checked_against_their_service_and_paired_by_scenario(
-        cli: Cli, emulator_image: str, tmp_path: Path) -> None:
+        cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
     config = harness_config(tmp_path)
     evs_on = {"VIA_EVS_SESSION": "true", "VLM_VIDEO_PRUNING_RATE": "0.5",
               "VLLM_IGNORE_EOS": "true"}
@@ -171,6 +174,12 @@ def test_evs_runs_are_checked_against_their_service_and_paired_by_scenario(
                         env={"VIA_EVS_SESSION": "false"})
     assert facts["result"] == "FAIL", facts
     assert "a non-EVS baseline with VIA_EVS_SESSION set" in facts["reason"], facts
+    # ... and one baked into the image is found too: the running container is asked.
+    baked = docker_client.images.build(
+        fileobj=io.BytesIO(f"FROM {emulator_image}\nENV VLM_VIDEO_PRUNING_RATE=0.5\n".encode()),
+        tag="rtvi-emulator:evs-baked", rm=True)[0]
+    done, facts = apply(cli, tmp_path, str(baked.id), "base-baked", config)
+    assert "a non-EVS baseline with VLM_VIDEO_PRUNING_RATE set" in facts["reason"], facts
     done, facts = apply(cli, tmp_path, emulator_image, "base-1", config)
     assert facts["result"] == "PASS", facts
     # An EVS run on a service that ignores its EVS variables: they are there, but the prompt
