@@ -80,6 +80,13 @@ def test_one_stream_failing_while_the_others_answer_is_inconclusive_not_a_capaci
     assert judge(Measured(every, 3, []), CAP, clean())[0] is Verdict.UNSTABLE  # that is load
 
 
+def test_a_stream_starved_of_answers_under_load_is_a_capacity_signal_not_a_fault() -> None:
+    verdict, reason, _ = judge(Measured([unit("s1", 900, 2500), unit("s2")], 2, []), CAP,
+                               clean())
+    assert verdict is Verdict.UNSTABLE, reason
+    assert "s2: no chunk with fresh frames" in reason
+
+
 def test_residue_the_window_cannot_prove_gone_makes_it_inconclusive() -> None:
     left = judge(Measured([unit("s1", 100)], 1, ["sid-1"]), CAP, clean())
     assert left[0] is Verdict.INCONCLUSIVE
