@@ -8,6 +8,7 @@ group, and tears everything down (decoders first) on shutdown or crash.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 from emulators.rtvi import admin, cameras, captions, chat, files, streams
@@ -21,23 +22,9 @@ from emulators.rtvi.validation import Invalid
 
 class Application:
     def __init__(self, settings: Settings) -> None:
-        self.knobs = Knobs(
-            KnobValues(
-                max_streams=settings.max_streams,
-                latency_ms=settings.latency_ms,
-                latency_per_stream_ms=settings.latency_per_stream_ms,
-                drain_s=settings.drain_s,
-                caption_shape=settings.caption_shape,
-                legacy_delete=settings.legacy_delete,
-                breach_above=settings.breach_above,
-                breach_ms=settings.breach_ms,
-                jitter_ms=settings.jitter_ms,
-                answer_mode=settings.answer_mode,
-                evs_pruning_rate=settings.evs_pruning_rate,
-                file_hang_s=settings.file_hang_s,
-            ),
-            seed=settings.fail_seed,
-        )
+        # Every knob starts from the setting of its name (config.py reads the environment).
+        start = {f.name: getattr(settings, f.name) for f in dataclasses.fields(KnobValues)}
+        self.knobs = Knobs(KnobValues(**start), seed=settings.fail_seed)
         self.faults = FaultTable(settings.fail_rate, settings.fail_seed)
         for fault in settings.faults:
             try:
