@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from controllers.rtvi_client import ChatAnswer, RtviClient
 from emulators.rtvi import logs
 from emulators.rtvi.app import Application
 from emulators.rtvi.config import load_settings
@@ -63,3 +64,14 @@ def inproc_rtvi(**env: str) -> Iterator[InprocRtvi]:
             yield InprocRtvi(app, server)
         finally:
             app.shutdown()  # decoders and caption loops first, as the emulator's main() does
+
+
+def ask(prompt: str, **env: str) -> ChatAnswer:
+    """One text chat completion from a fresh in-process emulator with ``env`` knobs."""
+    with inproc_rtvi(**env) as rtvi:
+        client = RtviClient(rtvi.url)
+        try:
+            return client.chat({"model": "m", "messages": [{"role": "user", "content": prompt}]},
+                               10)
+        finally:
+            client.close()

@@ -8,9 +8,8 @@ import httpx
 import pytest
 
 from controllers.experiments import quality
-from controllers.rtvi_client import RtviClient
 from emulators.rtvi.config import ANSWER_MODES
-from tests.inproc_rtvi import inproc_rtvi
+from tests.inproc_rtvi import ask, inproc_rtvi
 
 PROMPT = "Reply with exactly these three words: green apple river."
 FACTS = ["green", "apple", "river"]
@@ -26,13 +25,7 @@ def test_every_answer_mode_is_known_to_the_gates() -> None:
 
 @pytest.mark.parametrize("mode", ANSWER_MODES)
 def test_each_answer_mode_is_caught_by_its_gate_and_only_normal_passes(mode: str) -> None:
-    with inproc_rtvi(RTVI_EMU_ANSWER_MODE=mode) as rtvi:
-        client = RtviClient(rtvi.url)
-        try:
-            answer = client.chat({"model": "m", "messages": [
-                {"role": "user", "content": PROMPT}]}, 10)
-        finally:
-            client.close()
+    answer = ask(PROMPT, RTVI_EMU_ANSWER_MODE=mode)
     gates = {f.gate for f in quality.judge(answer.content, answer.finish_reason, FACTS,
                                            ["elephant"])}
     assert gates == CAUGHT_BY[mode], (mode, answer.content, gates)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from controllers.rtvi_client import RtviClient
-from tests.inproc_rtvi import inproc_rtvi
+from tests.inproc_rtvi import ask
 
 PROMPT = " ".join(f"word{i}" for i in range(20))
 
@@ -23,11 +22,5 @@ PROMPT = " ".join(f"word{i}" for i in range(20))
 ])
 def test_prompt_tokens_are_pruned_only_with_both_evs_variables(env: dict[str, str],
                                                                tokens: int) -> None:
-    with inproc_rtvi(**env) as rtvi:
-        client = RtviClient(rtvi.url)
-        try:
-            answer = client.chat({"model": "m", "messages": [
-                {"role": "user", "content": PROMPT}]}, 10)
-        finally:
-            client.close()
+    answer = ask(PROMPT, **env)
     assert answer.raw["usage"]["prompt_tokens"] == tokens
