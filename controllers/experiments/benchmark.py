@@ -340,9 +340,8 @@ class Benchmark:
         try:
             exit_code = self._supervise(proc, log_path, service)
         finally:
-            if proc.poll() is None:
-                left = processes.end(name)
-                proc.wait(timeout=5) if left is None else None
+            if proc.poll() is None and processes.end(name) is None:
+                proc.wait(timeout=5)  # ended (stopped, over budget): reap it
         result_file = report_dir / bench.harness.resultFile
         try:
             result = json.loads(result_file.read_text("utf-8"))
