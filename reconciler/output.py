@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from reconciler.kinds import ResourcePlan
 
 VERB_MARK = {"create": "+", "recreate": "~", "publish": "+", "register": "+",
-             "register-sensor": "+", "replace": "~", "remove": "-", "run": ">", "search": ">"}
+             "register-sensor": "+", "replace": "~", "remove": "-", "run": ">"}
 ADDING = ("create", "publish", "register", "register-sensor")
 
 _INVISIBLE = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"

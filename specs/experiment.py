@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterator
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, field_validator
 
@@ -282,8 +282,11 @@ class TelemetrySpec(Strict):
     gpus: list[str] = Field(default_factory=list, max_length=64)
 
 
+ExperimentTypeName = Literal["canary", "capacity", "portValidation", "benchmark"]  # = its block
+
+
 class ExperimentSpec(Strict):
-    type: Literal["canary", "capacity", "portValidation", "benchmark"]
+    type: ExperimentTypeName
     runId: str = Field(pattern=RUN_ID_PATTERN)
     template: Name  # a Deployment
     service: ServiceOverride
@@ -337,7 +340,7 @@ def largest_level(spec: ExperimentSpec) -> int:
 
 
 # Each type's own block; the others are refused.
-TYPE_BLOCKS = ("canary", "capacity", "portValidation", "benchmark")
+TYPE_BLOCKS: tuple[str, ...] = get_args(ExperimentTypeName)
 
 
 def _blocks(spec: ExperimentSpec) -> Iterator[Finding]:

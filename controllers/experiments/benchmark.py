@@ -44,6 +44,8 @@ import yaml
 
 from controllers.errors import ControllerError
 from controllers.experiments import processes
+from controllers.experiments.cleanup import asset_counts
+from controllers.experiments.driver import GATE_SMOKE, ONE_FRAME_ONE_TOKEN
 from controllers.experiments.pinned import MediaError, read_pinned
 from controllers.experiments.runtype import PlannedStep, Result, RunContext
 from controllers.experiments.service import RunService
@@ -54,7 +56,6 @@ from specs.experiment import BenchmarkSpec, ExperimentSpec, smokes
 BENCH_FILE = "evidence/benchmark.json"
 GATE_SCENARIO = "scenario"
 GATE_ENVIRONMENT = "service-environment"
-GATE_SMOKE = "smoke"
 GATE_HARNESS = "harness"
 GATE_PAIRING = "evs-pairing"
 EVS_VARIABLES = ("VIA_EVS_SESSION", "VLM_VIDEO_PRUNING_RATE", "VLLM_EVS_SIMILARITY_THRESHOLD",
@@ -279,9 +280,8 @@ class Benchmark:
             data = read_pinned(clip.path, clip.sha256)
             file_id = client.upload_file(Path(clip.path).name, data, "video")
             started = time.monotonic()
-            reply = client.chat({"model": service.model_id, "id": file_id, "max_tokens": 1,
-                                 "num_frames_per_second_or_fixed_frames_chunk": 1,
-                                 "use_fps_for_chunking": False,
+            reply = client.chat({"model": service.model_id, "id": file_id,
+                                 **ONE_FRAME_ONE_TOKEN,
                                  "messages": [{"role": "user", "content": "One word."}]},
                                 self.bench.smokeTimeoutSeconds)
             answer = reply.content
@@ -298,10 +298,11 @@ class Benchmark:
                 except ControllerError as exc:
                     problems.append(f"file asset {file_id} left: {exc}")
             try:
-                stats = client.asset_stats()
-                files = (stats.get("files") or {}).get("count")
+                files = asset_counts(client.asset_stats())["file(s)"]
                 if files != 0:
-                    problems.append(f"asset stats report {files} file(s) after the smoke")
+                    problems.append(f"asset stats report {files} file(s) after the smoke"
+                                    if files is not None else "asset stats do not report "
+                                    "files: zero is not proven")
             except ControllerError as exc:
                 problems.append(f"cleanup not proven: {exc}")
             client.close()

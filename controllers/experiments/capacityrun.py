@@ -194,16 +194,15 @@ class CapacityType:
             windows.close()
         if outcome.found:  # the boundary is the news: the verdict says it
             result = "PASS"
-            reason = said = (f"highest stable {outcome.highest_stable}, first unstable "
-                             f"{outcome.first_unstable} stream(s), in {len(outcome.ledger)} "
-                             "window(s)")
+            reason = (f"highest stable {outcome.highest_stable}, first unstable "
+                      f"{outcome.first_unstable} stream(s), in {len(outcome.ledger)} window(s)")
         elif outcome.inconclusive:
             result = "INCONCLUSIVE"
-            reason = said = f"search stopped: {outcome.inconclusive}"
+            reason = f"search stopped: {outcome.inconclusive}"
         else:
             result = "INCONCLUSIVE"
-            reason = said = (f"stable at {outcome.highest_stable} stream(s), the most "
-                             f"maxStreamCount allows: the first unstable count is above it")
+            reason = (f"stable at {outcome.highest_stable} stream(s), the most "
+                      "maxStreamCount allows: the first unstable count is above it")
         attempts = list(dict.fromkeys(w.attempt for w in outcome.ledger))
         ctx.evidence.write_json(CAPACITY_FILE, {
             "highestStable": outcome.highest_stable, "firstUnstable": outcome.first_unstable,
@@ -218,7 +217,7 @@ class CapacityType:
             "attempts": attempts, "windowsUsed": len(outcome.ledger),
             "ledger": [{**_window_json(w), "file": f}
                        for w, f in zip(outcome.ledger, windows.files, strict=True)]})
-        ctx.evidence.gate(GATE_BOUNDARY, outcome.found, said, {
+        ctx.evidence.gate(GATE_BOUNDARY, outcome.found, reason, {
             "file": CAPACITY_FILE, "highestStable": outcome.highest_stable,
             "firstUnstable": outcome.first_unstable, "windows": len(outcome.ledger),
             "attempts": attempts})

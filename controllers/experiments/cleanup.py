@@ -100,7 +100,7 @@ def service_residue(report: CleanupReport, make_client: Callable[[], RtviClient]
         report.evidence["streamsListed"] = listed
         if listed:
             report.problems.append(f"{len(listed)} stream(s) still listed: {', '.join(listed)}")
-        for what, count in _asset_counts(stats).items():
+        for what, count in asset_counts(stats).items():
             if count is None:
                 report.problems.append(f"asset stats do not report {what}: zero is not proven")
             elif count:
@@ -113,7 +113,7 @@ def service_residue(report: CleanupReport, make_client: Callable[[], RtviClient]
         client.close()
 
 
-def _asset_counts(stats: dict[str, Any]) -> dict[str, int | None]:
+def asset_counts(stats: dict[str, Any]) -> dict[str, int | None]:
     """Streams, files and active caption requests in an asset-stats answer (the shape is not
     published: a count that is missing is None, unknown, never taken for zero)."""
     def count(section: str, key: str) -> int | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from controllers.caption_events import CaptionChunk
@@ -42,7 +42,6 @@ class Measured:
     units: list[UnitOutcome]
     peak: int  # the most requests captioning at once
     left: list[str]  # stream IDs still listed after the delete (each a failed cleanup)
-    captures: dict[str, Capture] = field(default_factory=dict)
 
 
 @dataclass
@@ -118,7 +117,7 @@ class LoadDriver:
                 timed_out=cap is not None and cap.timed_out,
                 broken=cap.broken if cap is not None and cap.admitted else "",
                 chunks=cap.chunks if cap else [], cleaned_up=ids[name] not in left))
-        return Measured(units, peak, left, run)
+        return Measured(units, peak, left)
 
     def smoke(self) -> bool:
         """One stream, one request for 1 token: its first chunk must bring frames and an

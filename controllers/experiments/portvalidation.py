@@ -29,6 +29,7 @@ from typing import Any
 
 from controllers.errors import ControllerError
 from controllers.experiments import quality
+from controllers.experiments.ledger import percentile
 from controllers.experiments.pinned import MediaError, read_pinned
 from controllers.experiments.runtype import PlannedStep, Result, RunContext
 from controllers.experiments.service import RunService
@@ -290,6 +291,6 @@ def _performance(rows: list[Row]) -> dict[str, Any]:
     latencies = sorted(r.latency_ms for r in timed if r.latency_ms is not None)
     tokens = sum(r.completion_tokens or 0 for r in timed)
     seconds = sum(latencies) / 1000
-    return {"requests": len(timed), "latencyMsMedian": latencies[len(latencies) // 2],
+    return {"requests": len(timed), "latencyMsMedian": percentile(latencies, 50),
             "latencyMsMax": latencies[-1],
             "completionTokensPerSecond": round(tokens / seconds, 3) if seconds else None}

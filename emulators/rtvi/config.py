@@ -99,7 +99,6 @@ DEFAULT_KV_CACHE_DTYPE = "auto"
 DEFAULT_LATENCY_MS = 20.0
 DEFAULT_DRAIN_S = 1.0
 CAPTION_SHAPES = ("flat", "wrapped")
-EVS_ON = ("true", "1", "yes", "on")
 ANSWER_MODES = ("normal", "gibberish", "repetition", "empty", "truncated", "invalid_unicode",
                 "sse_framing", "ungrounded")
 DEFAULT_CAPTION_SHAPE = "flat"
@@ -243,7 +242,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         gpu_mib=int(_number(source, "RTVI_EMU_GPU_MIB", 16000)),
         gpu_leak_mib=int(_number(source, "RTVI_EMU_GPU_LEAK_MIB", 0)),
         evs_pruning_rate=(_fraction(source, "VLM_VIDEO_PRUNING_RATE")
-                          if (_text(source, "VIA_EVS_SESSION") or "").lower() in EVS_ON
+                          if (_text(source, "VIA_EVS_SESSION") or "").lower() in TRUTHY
                           and _text(source, "VLM_VIDEO_PRUNING_RATE")
                           and not _flag(source, "RTVI_EMU_EVS_IGNORED", False) else None),
         api_token=_secret(source, "RTVI_EMU_API_TOKEN"),

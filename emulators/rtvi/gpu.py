@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.error
 import urllib.request
 
 from emulators.rtvi import logs
@@ -23,7 +22,7 @@ def _post(settings: Settings, path: str, body: dict[str, object], sink: logs.Log
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT_S):
             pass
-    except (OSError, urllib.error.URLError) as exc:
+    except OSError as exc:  # URLError included
         sink.error(f"ERROR:    GPU board {settings.gpu_board}{path}: {exc}")
 
 
