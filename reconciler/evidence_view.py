@@ -11,10 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reconciler.output import safe
-from state.evidence import STATUS, Evidence
-
-REPORT = "report.md"  # controllers.experiments.report writes them; the CLI only lists them
-PLOTS_DIR = "plots"
+from state.evidence import PLOTS_DIR, REPORT, STATUS, Evidence
 
 
 def summary(evidence: Evidence) -> dict[str, Any]:

@@ -49,7 +49,6 @@ from controllers.experiments.driver import GATE_SMOKE, ONE_FRAME_ONE_TOKEN
 from controllers.experiments.pinned import MediaError, read_pinned
 from controllers.experiments.runtype import PlannedStep, Result, RunContext
 from controllers.experiments.service import RunService
-from controllers.rtvi_client import RtviClient
 from controllers.waiting import Stopped, until
 from specs.experiment import BenchmarkSpec, ExperimentSpec, smokes
 
@@ -272,7 +271,7 @@ class Benchmark:
         clip = self.bench.smokeClip
         assert clip is not None
         self.ctx.progress("smoke: one video request, 1 frame, 1 token")
-        client = RtviClient(service.probe_url, token=service.token)
+        client = service.client()
         problems: list[str] = []
         answer = ""
         file_id = None
@@ -375,7 +374,7 @@ class Benchmark:
                  proc: subprocess.Popen[bytes]) -> None:
         finding: dict[str, Any] = {"logQuietSeconds": round(quiet_s, 1),
                                    "harnessRunning": proc.poll() is None}
-        client = RtviClient(service.probe_url, token=service.token)
+        client = service.client()
         try:
             finding["serviceModel"] = client.model_id()
             finding["streamsListed"] = len(client.list_streams())

@@ -33,7 +33,6 @@ from controllers.experiments.ledger import percentile
 from controllers.experiments.pinned import MediaError, read_pinned
 from controllers.experiments.runtype import PlannedStep, Result, RunContext
 from controllers.experiments.service import RunService
-from controllers.rtvi_client import RtviClient
 from specs.experiment import ExperimentSpec, PortMedia, PortValidationSpec
 
 PORT_FILE = "evidence/port-validation.json"
@@ -237,7 +236,7 @@ class PortValidation:
     def _ask(self, service: RunService, row: Row, media: PortMedia | None = None) -> Row:
         """One chat request (with its media uploaded first and deleted after); the row's
         problems: the request's failure, the quality gates, a file left in use."""
-        client = RtviClient(service.probe_url, token=service.token)
+        client = service.client()
         file_id = None
         try:
             body: dict[str, Any] = {

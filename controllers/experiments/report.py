@@ -14,11 +14,14 @@ from collections.abc import Callable
 from typing import Any
 
 from controllers.experiments import plots
-from state.evidence import Evidence
+from controllers.experiments.benchmark import BENCH_FILE
+from controllers.experiments.canary import PERFORMANCE_FILE
+from controllers.experiments.capacityrun import CAPACITY_FILE
+from controllers.experiments.portvalidation import PORT_FILE
+from state.evidence import PLOTS_DIR, REPORT, Evidence
 
-REPORT = "report.md"
-LATENCY_PNG = "plots/latency-by-streams.png"
-MEMORY_PNG = "plots/gpu-memory.png"
+LATENCY_PNG = f"{PLOTS_DIR}/latency-by-streams.png"
+MEMORY_PNG = f"{PLOTS_DIR}/gpu-memory.png"
 
 
 def _load(evidence: Evidence, relative: str) -> dict[str, Any]:
@@ -37,7 +40,7 @@ def _point(streams: int, latency: Any, verdict: str = "") -> plots.LatencyPoint:
 def _latency(evidence: Evidence, run: str, spec: dict[str, Any]
              ) -> tuple[bytes | None, list[str]]:
     """The latency plot and the report's lines about load (capacity or canary)."""
-    capacity = _load(evidence, "evidence/capacity.json")
+    capacity = _load(evidence, CAPACITY_FILE)
     if capacity:
         ledger = capacity.get("ledger") or []
         points = [_point(w["streams"], (_load(evidence, w["file"]).get("report") or {})
@@ -57,10 +60,10 @@ def _latency(evidence: Evidence, run: str, spec: dict[str, Any]
                                        (capacity.get("highestStable"),
                                         capacity.get("firstUnstable")))
         return png, lines
-    bench = _load(evidence, "evidence/benchmark.json")
+    bench = _load(evidence, BENCH_FILE)
     if bench:
         return _benchmark(run, bench)
-    performance = _load(evidence, "evidence/performance.json")
+    performance = _load(evidence, PERFORMANCE_FILE)
     if performance:
         streams = int((spec.get("canary") or {}).get("streams") or 0)
         latency = performance.get("chunkLatencyMs") or {}
@@ -115,7 +118,7 @@ def _benchmark(run: str, bench: dict[str, Any]) -> tuple[bytes | None, list[str]
 
 def _port(evidence: Evidence, manifest: dict[str, Any]) -> list[str]:
     """The BYOM report's facts (``rules.md``, portValidation: Report)."""
-    port = _load(evidence, "evidence/port-validation.json")
+    port = _load(evidence, PORT_FILE)
     if not port:
         return []
     model = port.get("model") or {}

@@ -227,7 +227,7 @@ def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
     _keep_log(engine, evidence, service.container_id if service else
               plan.desired.container_name)  # a service that never became ready: why
     rec.phase("CleaningUp", f"one deadline of {plan.spec.cleanupSeconds}s")
-    make = (lambda: RtviClient(service.probe_url, token=service.token)) if service else None
+    make = service.client if service else None
     gpu = GpuProof(plan.watched_gpus, baseline, gpu_read) if plan.watched_gpus else None
     cleaned = _cleanup(plan, engine, store, instance, stop, evidence, make, gpu)
     tele.finish()

@@ -21,7 +21,6 @@ from typing import Protocol
 from controllers.experiments.driver import DELETE_PROOF_S, LoadDriver
 from controllers.experiments.service import RunService
 from controllers.experiments.streams import CanarySource
-from controllers.rtvi_client import RtviClient
 from specs.experiment import CanaryPublisher, ExperimentSpec
 from state.evidence import Evidence
 
@@ -62,7 +61,7 @@ class RunContext:
         """Live load against ``service`` (deletions proven within the cleanup deadline)."""
         return LoadDriver(
             sources=sources, urls=urls, model=service.model_id,
-            make_client=lambda: RtviClient(service.probe_url, token=service.token),
+            make_client=service.client,
             stream_id=self.stream_id, note_streams=self.note_streams, evidence=self.evidence,
             stop=self.stop, progress=self.progress, max_tokens=max_tokens, chunk_s=chunk_s,
             delete_s=min(DELETE_PROOF_S, float(self.spec.cleanupSeconds)))

@@ -21,6 +21,7 @@ from controllers.deploymentplan import Desired
 from controllers.docker_client import ContainerInfo, DockerEngine
 from controllers.errors import ControllerError
 from controllers.readiness import wait_ready
+from controllers.rtvi_client import RtviClient
 from controllers.secrets import api_token, resolve_all
 from specs.experiment import ExperimentSpec
 from specs.facts import HostFacts
@@ -92,6 +93,10 @@ class RunService:
     probe_url: str  # as this process reaches it
     model_id: str
     token: str | None
+
+    def client(self) -> RtviClient:
+        """A client of this service, as this process reaches it (close it after use)."""
+        return RtviClient(self.probe_url, token=self.token)
 
 
 def launch(engine: DockerEngine, desired: Desired, gpu_ids: list[str], timeout_s: float,
