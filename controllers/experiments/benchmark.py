@@ -46,7 +46,7 @@ from controllers.errors import ControllerError
 from controllers.experiments import processes
 from controllers.experiments.cleanup import asset_counts
 from controllers.experiments.driver import GATE_SMOKE, ONE_FRAME_ONE_TOKEN
-from controllers.experiments.pinned import MediaError, read_pinned
+from controllers.experiments.filechat import PinnedFile, ask
 from controllers.experiments.runtype import PlannedStep, Result, RunContext
 from controllers.experiments.service import RunService
 from controllers.waiting import Stopped, until
@@ -272,30 +272,12 @@ class Benchmark:
         assert clip is not None
         self.ctx.progress("smoke: one video request, 1 frame, 1 token")
         client = service.client()
-        problems: list[str] = []
-        answer = ""
-        file_id = None
         try:
-            data = read_pinned(clip.path, clip.sha256)
-            file_id = client.upload_file(Path(clip.path).name, data, "video")
-            started = time.monotonic()
-            reply = client.chat({"model": service.model_id, "id": file_id,
-                                 **ONE_FRAME_ONE_TOKEN,
+            asked = ask(client, {"model": service.model_id, **ONE_FRAME_ONE_TOKEN,
                                  "messages": [{"role": "user", "content": "One word."}]},
-                                self.bench.smokeTimeoutSeconds)
-            answer = reply.content
-            if not answer.strip():
-                problems.append("empty answer")
-            took = time.monotonic() - started
-        except (ControllerError, MediaError) as exc:
-            problems.append(f"request failed or hung: {exc}")
-            took = None
-        finally:
-            if file_id is not None:
-                try:
-                    client.delete_file(file_id)
-                except ControllerError as exc:
-                    problems.append(f"file asset {file_id} left: {exc}")
+                        self.bench.smokeTimeoutSeconds,
+                        PinnedFile(clip.path, clip.sha256, "video"))
+            problems = list(asked.problems)
             try:
                 files = asset_counts(client.asset_stats())["file(s)"]
                 if files != 0:
@@ -304,7 +286,12 @@ class Benchmark:
                                     "files: zero is not proven")
             except ControllerError as exc:
                 problems.append(f"cleanup not proven: {exc}")
+        finally:
             client.close()
+        answer = asked.answer.content if asked.answer is not None else ""
+        if asked.answer is not None and not answer.strip():
+            problems.append("empty answer")
+        took, file_id = asked.seconds, asked.file_id
         self.ctx.evidence.gate(GATE_SMOKE, not problems, "; ".join(problems) or (
             f"answered {answer!r} in {took:.2f}s; file deleted, no asset left"
             if took is not None else "answered"), {"answer": answer, "seconds": took,

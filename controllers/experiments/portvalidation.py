@@ -22,15 +22,13 @@ it all; ``report.md`` renders it.
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from controllers.errors import ControllerError
 from controllers.experiments import quality
+from controllers.experiments.filechat import PinnedFile, ask
 from controllers.experiments.ledger import percentile
-from controllers.experiments.pinned import MediaError, read_pinned
 from controllers.experiments.runtype import PlannedStep, Result, RunContext
 from controllers.experiments.service import RunService
 from specs.experiment import ExperimentSpec, PortMedia, PortValidationSpec
@@ -236,23 +234,23 @@ class PortValidation:
     def _ask(self, service: RunService, row: Row, media: PortMedia | None = None) -> Row:
         """One chat request (with its media uploaded first and deleted after); the row's
         problems: the request's failure, the quality gates, a file left in use."""
+        body: dict[str, Any] = {
+            "model": service.model_id, "max_tokens": self.port.maxTokens,
+            "messages": [{"role": "user", "content": row.prompt}]}
+        if media is not None and media.mediaType == "video":
+            body["num_frames_per_second_or_fixed_frames_chunk"] = (
+                self.port.videoSampling.framesPerChunk)
+            body["use_fps_for_chunking"] = self.port.videoSampling.useFps
+        pinned = (PinnedFile(media.path, media.sha256, media.mediaType) if media is not None
+                  else None)
         client = service.client()
-        file_id = None
         try:
-            body: dict[str, Any] = {
-                "model": service.model_id, "max_tokens": self.port.maxTokens,
-                "messages": [{"role": "user", "content": row.prompt}]}
-            if media is not None:
-                data = read_pinned(media.path, media.sha256)
-                file_id = client.upload_file(Path(media.path).name, data, media.mediaType)
-                body["id"] = file_id
-                if media.mediaType == "video":
-                    body["num_frames_per_second_or_fixed_frames_chunk"] = (
-                        self.port.videoSampling.framesPerChunk)
-                    body["use_fps_for_chunking"] = self.port.videoSampling.useFps
-            started = time.monotonic()
-            answer = client.chat(body, self.port.requestTimeoutSeconds)
-            row.latency_ms = round((time.monotonic() - started) * 1000, 3)
+            asked = ask(client, body, self.port.requestTimeoutSeconds, pinned)
+        finally:
+            client.close()
+        answer = asked.answer
+        if answer is not None:
+            row.latency_ms = round((asked.seconds or 0.0) * 1000, 3)
             row.answer, row.finish_reason, row.raw = (answer.content, answer.finish_reason,
                                                       answer.raw)
             usage = answer.raw.get("usage")
@@ -261,15 +259,7 @@ class PortValidation:
             found = quality.judge(answer.content, answer.finish_reason, row.facts, row.absent)
             sample = ascii(answer.content[:SAMPLE_CHARS])  # escaped: invalid Unicode too
             row.problems += [f"{f.gate}: {f.problem} (answer: {sample})" for f in found]
-        except (ControllerError, MediaError) as exc:
-            row.problems.append(f"request failed: {exc}")
-        finally:
-            if file_id is not None:
-                try:
-                    client.delete_file(file_id)
-                except ControllerError as exc:
-                    row.problems.append(f"file asset {file_id} not deleted: {exc}")
-            client.close()
+        row.problems += asked.problems
         return row
 
 
