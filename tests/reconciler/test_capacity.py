@@ -46,6 +46,15 @@ def specs_for(tmp_path: Path, image: str, run_id: str, k: int, **search: Any) ->
     return specs
 
 
+def verdict(cli: Cli) -> str:
+    """The run's verdict as `apply` words it, from its record: the printed line folds at the
+    terminal's width when the evidence path is long (as under pytest-xdist's folders)."""
+    record = status_of(cli, RESOURCE)
+    assert record is not None
+    facts = record["facts"]
+    return f"{facts['result']}: run {facts['runId']} ({facts['reason']})"
+
+
 def evidence(cli: Cli, run_id: str, relative: str) -> Any:
     return json.loads((cli.state_dir / "evidence" / run_id / relative).read_text())
 
@@ -65,7 +74,7 @@ def test_the_search_finds_the_emulators_capacity_with_its_ledger(
     assert done.returncode == 0, done.stdout + done.stderr
     record = status_of(cli, RESOURCE)
     assert record is not None and record["facts"]["result"] == "PASS", record
-    assert f"PASS: run {run_id} (highest stable {k}, first unstable {k + 1}" in done.stdout
+    assert f"PASS: run {run_id} (highest stable {k}, first unstable {k + 1}" in verdict(cli)
     found = evidence(cli, run_id, "evidence/capacity.json")
     assert (found["highestStable"], found["firstUnstable"]) == (k, k + 1), found
     ledger = found["ledger"]
@@ -102,7 +111,7 @@ def test_one_stream_unstable_ends_inconclusive_keeping_every_attempt(
     specs = specs_for(tmp_path, emulator_image, run_id, 0, initialStreamCount=2)
     done = cli("apply", str(specs), "--timeout", "300", timeout=400)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "INCONCLUSIVE: run cap-none (search stopped: even 1 stream is unstable" in done.stdout
+    assert "INCONCLUSIVE: run cap-none (search stopped: even 1 stream is unstable" in verdict(cli)
     found = evidence(cli, run_id, "evidence/capacity.json")
     assert found["highestStable"] is None and not found["found"], found
     assert [(w["attempt"], w["streams"], w["verdict"]) for w in found["ledger"]] == [
@@ -125,7 +134,8 @@ def test_one_stream_failing_mid_search_is_inconclusive_and_cleanup_is_proven(
           capacity(run_id, free_port()))
     done = cli("apply", str(specs), "--timeout", "300", timeout=400)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "INCONCLUSIVE: run cap-fault (search stopped: 4 streams: a stream failed" in done.stdout
+    assert "INCONCLUSIVE: run cap-fault (search stopped: 4 streams: a stream failed" in verdict(
+        cli)
     found = evidence(cli, run_id, "evidence/capacity.json")
     assert [(w["streams"], w["verdict"]) for w in found["ledger"]] == [
         (2, "stable"), (4, "inconclusive")], found["ledger"]
