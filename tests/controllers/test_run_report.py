@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -106,3 +108,12 @@ def test_a_window_file_that_cannot_be_read_leaves_a_gap_not_a_failure(tmp_path: 
     evidence.path("evidence/capacity/cap-1/w03-10.json").write_text("{not json")
     written = report.write(evidence, "PASS", "")
     assert report.LATENCY_PNG in written
+
+
+def test_the_daemon_does_not_load_matplotlib_until_a_figure_is_drawn() -> None:
+    """matplotlib and numpy cost the daemon about 45 MiB of RSS; most daemons never plot."""
+    probe = ("import sys, reconciler.daemon, reconciler.cli\n"
+             "print(sorted(m for m in ('matplotlib', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[2])
+    assert out.stdout.strip() == "[]"
