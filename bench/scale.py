@@ -52,6 +52,7 @@ from emulators.image import build_emulator_image  # noqa: E402
 from reconciler import control  # noqa: E402
 from reconciler import logging as rlog  # noqa: E402
 from reconciler.engine import Engine  # noqa: E402
+from reconciler.output import shown_condition  # noqa: E402
 from specs.validate import load_spec_set  # noqa: E402
 from state.models import ResourceStatus  # noqa: E402
 from state.store import Store  # noqa: E402
@@ -203,7 +204,7 @@ def reasons(records: dict[str, ResourceStatus | None]) -> str:
     """How many resources are not Ready, by kind and reason (``Deployment Unhealthy x3``)."""
     counts: dict[str, int] = {}
     for key, record in records.items():
-        cond = record.condition("Ready") if record is not None else None
+        cond = shown_condition(record) if record is not None else None  # as `status` shows it
         if cond is None or cond.status != "True":
             why = f"{key.split('/')[0]} {cond.reason if cond is not None else 'NoRecord'}"
             counts[why] = counts.get(why, 0) + 1

@@ -62,6 +62,8 @@ PARALLEL_PUBLISHER_STARTS = 8  # each start waits on the engine
 VERIFY_POLL_S = 1.0
 VST_POLL_FIRST_S = 0.25
 VST_POLL_MAX_S = 4.0
+APPLYING = "Applying"
+VERIFYING = "ProvingFrames"
 Progress = Callable[[str, str], None]
 
 
@@ -128,7 +130,7 @@ class StreamSetController:
         if timeout_s is not None:
             budget = min(budget, timeout_s)
         deadline = started + budget
-        self._record_desired(desired)
+        self._record_desired(desired, the_plan)
         for action in the_plan.actions:
             self._progress(desired.resource, str(action))
         removed = [a.source for a in the_plan.actions if a.verb in ("remove", "replace")]
@@ -386,6 +388,9 @@ class StreamSetController:
             for src in desired.sources.values():
                 self.hub.forget_stream(src.stream_id)
         result = StreamSetResult({n: SourceReport(n) for n in desired.sources})
+
+        def say_proving(st: ResourceStatus) -> None:
+            st.set_condition("Progressing", "True", VERIFYING, fresh_summary(result))
         if self.frames_watched and not waiting:
             self._trust_recorded_frames(desired, result)
 
@@ -404,7 +409,7 @@ class StreamSetController:
                     report.fresh, report.frame, report.error = True, sample.description, ""
                     frames[name] = SourceFacts(last_frame_at=utc_now(),
                                                frame=sample.description)
-            self._write(desired, facts=frames)
+            self._write(desired, facts=frames, then=say_proving if waiting else None)
             if captions is not None:
                 self._captions(desired, model, result)
             bad = unhealthy(result, captions is not None, captions.maxCaptionAgeSeconds
@@ -508,8 +513,13 @@ class StreamSetController:
                 then(st)
         self._update(desired.resource, mutate)
 
-    def _record_desired(self, desired: StreamSetDesired) -> None:
+    def _record_desired(self, desired: StreamSetDesired, the_plan: StreamPlan) -> None:
+        """What is desired, and, when the plan changes something, that it is being applied:
+        registering and proving ~50 sources can take minutes, and ``status`` must not go on
+        showing the last pass's verdict (say, waiting for the Deployment) meanwhile."""
         def mutate(st: ResourceStatus) -> None:
+            if the_plan.actions:
+                st.set_condition("Progressing", "True", APPLYING, change_summary(the_plan))
             st.desired_generation = desired.spec_hash
             st.source_file = desired.source_file
             known = StreamSetStatusFacts.of(st)
@@ -556,6 +566,20 @@ class StreamSetController:
             for action in the_plan.actions:
                 self.store.events.append(desired.resource, "Normal", _event_reason(action.verb),
                                          str(action))
+
+
+def change_summary(the_plan: StreamPlan) -> str:
+    """``applying 3 change(s): register 2, remove 1``, verbs in the order they first appear."""
+    counts: dict[str, int] = {}
+    for action in the_plan.actions:
+        counts[action.verb] = counts.get(action.verb, 0) + 1
+    return (f"applying {len(the_plan.actions)} change(s): "
+            + ", ".join(f"{verb} {n}" for verb, n in counts.items()))
+
+
+def fresh_summary(result: StreamSetResult) -> str:
+    fresh = sum(1 for r in result.sources.values() if r.fresh)
+    return f"proving frames: {fresh} of {len(result.sources)} source(s) fresh so far"
 
 
 def _event_reason(verb: str) -> str:

@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from controllers.statusfacts import StreamSetStatusFacts
-from state.models import ResourceStatus
+from state.models import Condition, ResourceStatus
 from state.redaction import DEFAULT_REDACTOR
 
 if TYPE_CHECKING:
@@ -117,10 +117,24 @@ def print_plan(console: Console, plans: list[ResourcePlan]) -> None:
                   "sync.", highlight=False)
 
 
+def shown_condition(st: ResourceStatus) -> Condition | None:
+    """The condition whose reason and message ``status`` shows: Ready's, except while a
+    resource that is not Ready is being changed (Progressing True). Then Ready still holds
+    the last pass's verdict, which the change in flight may already have made untrue."""
+    ready = st.condition("Ready")
+    progressing = st.condition("Progressing")
+    if (ready is None or ready.status != "True") and progressing is not None \
+            and progressing.status == "True":
+        return Condition(type="Ready", status=ready.status if ready else "Unknown",
+                         reason=progressing.reason, message=progressing.message,
+                         last_transition_time=progressing.last_transition_time)
+    return ready
+
+
 def status_rows(records: list[ResourceStatus]) -> list[dict[str, Any]]:
     rows = []
     for st in records:
-        ready = st.condition("Ready")
+        ready = shown_condition(st)
         rows.append({
             "resource": st.resource,
             "host": st.facts.get("host", ""),

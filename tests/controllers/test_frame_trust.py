@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from controllers.captions import CaptionHub
+from controllers.errors import ControllerError
 from controllers.framewatch import FrameWatch
 from controllers.http_api import ClientPool
 from controllers.statusfacts import SourceFacts, StreamSetStatusFacts
 from controllers.streamhealth import SourceReport, StreamSetResult
-from controllers.streamplan import StreamSetDesired, desired_sources
+from controllers.streamplan import StreamAction, StreamPlan, StreamSetDesired, desired_sources
 from controllers.streamset import StreamSetController
 from specs.models import Deployment, StreamSet
 from state.models import ResourceStatus
@@ -86,3 +87,41 @@ def test_the_watch_never_writes_onto_a_re_registered_source_or_a_pruned_record(
     store.delete(RESOURCE)
     watch._record(RESOURCE, {("red", "rtsp://new/red"): stopped})
     assert store.load(RESOURCE) is None  # a background writer never brings a record back
+
+
+def test_a_pass_that_changes_sources_says_so_while_it_registers_and_proves_them(
+        store: Store) -> None:
+    """Registering and proving ~50 sources takes minutes; `status` must say what is going on,
+    not the verdict of the pass before (say, waiting for the Deployment)."""
+    desired = _desired()
+    store.update(RESOURCE, "StreamSet", "cams", lambda st: st.set_condition(
+        "Ready", "Unknown", "WaitingForDeployment", "waiting for Deployment/vlm"))
+    ctl = StreamSetController(store, "inst", lambda _h: None, CaptionHub(),  # type: ignore
+                              lambda *_: None, ClientPool())
+    plan = StreamPlan(RESOURCE, [StreamAction("register", n, "new source") for n in ("red", "blue")]
+                      + [StreamAction("remove", "old", "no longer desired")])
+    ctl._record_desired(desired, plan)
+    record = store.load(RESOURCE)
+    assert record is not None
+    progressing = record.condition("Progressing")
+    assert progressing is not None and progressing.status == "True"
+    assert progressing.message == "applying 3 change(s): register 2, remove 1"
+    # Frames are then proved; nothing answers on port 1, so the pass ends degraded, but while
+    # it waited the record said how far it had got.
+    urls = {n: f"rtsp://127.0.0.1:1/{n}" for n in desired.sources}
+    with pytest.raises(ControllerError):
+        ctl._verify(desired, urls, deadline=0.0, waiting=True)
+    record = store.load(RESOURCE)
+    assert record is not None
+    progressing = record.condition("Progressing")
+    assert progressing is not None and progressing.reason == "ProvingFrames"
+    assert progressing.message == "proving frames: 0 of 4 source(s) fresh so far"
+
+
+def test_a_pass_with_nothing_to_change_writes_no_progress(store: Store) -> None:
+    desired = _desired()
+    ctl = StreamSetController(store, "inst", lambda _h: None, CaptionHub(),  # type: ignore
+                              lambda *_: None, ClientPool())
+    ctl._record_desired(desired, StreamPlan(RESOURCE))
+    record = store.load(RESOURCE)
+    assert record is not None and record.condition("Progressing") is None

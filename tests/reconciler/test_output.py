@@ -1,10 +1,10 @@
-"""The per-source view of a StreamSet in `reconciler status`."""
+"""What `reconciler status` shows: the reason column, and the per-source view of a StreamSet."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from reconciler.output import source_rows
+from reconciler.output import source_rows, status_rows
 from state.models import ResourceStatus
 
 
@@ -25,3 +25,24 @@ def test_source_rows_age_frames_and_captions() -> None:
     # Seen 70 s ago with a 15 s budget: stale, whatever the last pass concluded.
     assert rows["blue"]["frames"] == "STALE (70s ago)" and rows["blue"]["registered"] == "no"
     assert rows["blue"]["caption"] == "-" and rows["blue"]["error"] == "no fresh frames"
+
+
+def _reasons(st: ResourceStatus) -> tuple[str, str, str]:
+    row = status_rows([st])[0]
+    return row["ready"], row["reason"], row["message"]
+
+
+def test_a_change_in_flight_is_shown_instead_of_the_last_verdict_it_made_untrue() -> None:
+    st = ResourceStatus(resource="StreamSet/cams", kind="StreamSet", name="cams")
+    st.set_condition("Ready", "Unknown", "WaitingForDeployment", "waiting for Deployment/vlm")
+    assert _reasons(st) == ("Unknown", "WaitingForDeployment", "waiting for Deployment/vlm")
+    st.set_condition("Progressing", "True", "ProvingFrames", "proving frames: 3 of 49")
+    assert _reasons(st) == ("Unknown", "ProvingFrames", "proving frames: 3 of 49")
+    # A failed pass ends Progressing: its verdict is shown again.
+    st.set_condition("Progressing", "False", "SourcesDegraded", "")
+    st.set_condition("Ready", "False", "SourcesDegraded", "red: no frame")
+    assert _reasons(st) == ("False", "SourcesDegraded", "red: no frame")
+    # A Ready resource keeps showing Ready while a change is applied (SYNC says "no").
+    st.set_condition("Ready", "True", "FramesFlowing", "49 source(s)")
+    st.set_condition("Progressing", "True", "Applying", "applying 1 change(s): register 1")
+    assert _reasons(st) == ("True", "FramesFlowing", "49 source(s)")
