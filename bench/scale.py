@@ -31,6 +31,7 @@ import io
 import os
 import pstats
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -220,6 +221,7 @@ class Resync:
     kind_seconds: dict[str, float] = field(default_factory=dict)
     cpu_s: float = 0.0  # the daemon's own CPU time over the resync
     all_ready: bool = True  # False: something flipped (e.g. a healthcheck under load)
+    idle_cpu: float = 0.0  # the daemon's CPU seconds per second just before: its background
 
 
 class Daemon:
@@ -264,7 +266,9 @@ class Daemon:
         return time.monotonic() - started
 
     def resync(self, deployments: int) -> Resync:
+        idle = proc_cpu_s(self.proc.pid)
         time.sleep(VIEW_MAX_AGE_S + 0.5)  # as a periodic resync finds it: no fresh host view
+        idle = (proc_cpu_s(self.proc.pid) - idle) / (VIEW_MAX_AGE_S + 0.5)
         before = metrics(self.port)
         calls_rtvi = rtvi_calls(deployments)
         stamps = file_stamps(self.state)
@@ -294,7 +298,7 @@ class Daemon:
         return Resync(elapsed, docker_calls(after) - docker_calls(before),
                       rtvi_calls(deployments) - calls_rtvi, written,
                       {k: pass_seconds(after, k) - pass_seconds(before, k) for k in KINDS},
-                      cpu, all_ready)
+                      cpu, all_ready, idle)
 
     def stop(self) -> int:
         if self.proc.poll() is None:
@@ -307,11 +311,13 @@ class Daemon:
         return self.proc.returncode
 
 
-def profile(work: Path, keys: list[str], out: Path, top: int) -> None:
-    """With the daemon stopped: one pass per key in this process under cProfile (the worker
-    threads' code runs here in the main thread; a probe pool's own threads show as waits).
-    Prints each pass's wall time and Docker API calls, then the top functions; the stats go to
-    ``out`` (``python -m pstats``)."""
+def profile(work: Path, keys: list[str], every: list[str], out: Path, top: int) -> None:
+    """With the daemon stopped: first a sequential resync in this process (every key once, one
+    thread, no profiler: what the passes cost without the daemon's threads, queue and
+    background work), then one pass per key of ``keys`` under cProfile (the worker threads'
+    code runs here in the main thread; a probe pool's own threads show as waits). Prints each
+    pass's wall time and Docker API calls, then the top functions; the stats go to ``out``
+    (``python -m pstats``)."""
     store = Store(work / "state")
     rlog.configure(store.root, verbose=False)
     source = store.load("Source/specs")
@@ -323,9 +329,17 @@ def profile(work: Path, keys: list[str], out: Path, top: int) -> None:
     profiler = cProfile.Profile()
     try:
         ctx = engine.context(source.applied_revision if source else None, spec_set)
-        for key in keys:  # warm: sessions, clients, the host view; Ready again if load flipped it
+        for key in every:  # warm: sessions, clients, the host view; Ready again if load flipped it
             until(lambda k=key: True if engine.reconcile(ctx, k).ok else None, timeout_s=120,
                   pace=1.0)
+        print()
+        for i in range(3):
+            time.sleep(VIEW_MAX_AGE_S + 0.5)  # as a periodic resync finds it
+            wall, cpu = time.monotonic(), time.process_time()
+            for key in every:
+                engine.reconcile(ctx, key)
+            print(f"sequential resync {i + 1} in-process: {time.monotonic() - wall:.3f} s wall, "
+                  f"{time.process_time() - cpu:.3f} s CPU ({len(every)} passes, one thread)")
         print()
         print(f"{'profiled pass':<24} {'seconds':>8} {'Docker calls':>12}  result")
         for key in keys:
@@ -409,6 +423,8 @@ def main() -> None:
             code = daemon.stop()
             if args.profile is not None:
                 profile(work, ["Host/local", "Deployment/bench-0", "StreamSet/cams-0"],
+                        ["Host/local", *(f"Deployment/bench-{i}" for i in range(d)),
+                         *(f"StreamSet/cams-{i}" for i in range(d))],
                         args.profile, args.profile_top)
         finally:
             if daemon is not None:
@@ -418,23 +434,25 @@ def main() -> None:
     print()
     print(f"{'resync':>6} {'seconds':>8} {'Docker calls':>12} {'RTVI calls':>10} "
           f"{'files written':>13} {'Host s':>7} {'Deployment s':>12} {'StreamSet s':>11} "
-          f"{'daemon CPU s':>12} {'all Ready':>9}")
+          f"{'daemon CPU s':>12} {'idle CPU %':>10} {'all Ready':>9}")
     for i, r in enumerate(resyncs):
         print(f"{i + 1:>6} {r.seconds:>8.2f} {r.docker_calls:>12.0f} {r.rtvi_calls:>10} "
               f"{r.files_written:>13} {r.kind_seconds['Host']:>7.2f} "
               f"{r.kind_seconds['Deployment']:>12.2f} {r.kind_seconds['StreamSet']:>11.2f} "
-              f"{r.cpu_s:>12.2f} {'yes' if r.all_ready else 'NO':>9}")
+              f"{r.cpu_s:>12.2f} {100 * r.idle_cpu:>10.0f} {'yes' if r.all_ready else 'NO':>9}")
     print("(RTVI calls: /v1/ requests other than health; 'kind s': the sum of that kind's pass "
-          "times, passes run in parallel; a resync after which not all were Ready is not a "
-          "no-op and is left out below)")
+          "times, passes run in parallel; 'idle CPU %': the daemon's CPU over the seconds "
+          "before the resync (frame watch, event follower, metrics); a resync after which not "
+          "all were Ready is not a no-op and is left out below)")
     clean = [r for r in resyncs if r.all_ready] or resyncs
-    best = min(r.seconds for r in clean)
+    times = sorted(r.seconds for r in clean)
+    median = statistics.median(times)
     calls = max(r.docker_calls for r in clean)
     print()
     print(f"{'measure':<34} {'value':>10} {'target':>10}  verdict")
     for name, value, target, ok in [
-        (f"resync over {d + d * s} resources, best s", best, f"< {TARGETS['resync_s']}",
-         best < TARGETS["resync_s"]),
+        (f"resync over {d + d * s} resources, median s", median, f"< {TARGETS['resync_s']}",
+         median < TARGETS["resync_s"]),
         ("Docker API calls per Host per pass", calls, f"<= {TARGETS['calls_per_host']}",
          calls <= TARGETS["calls_per_host"]),
         ("daemon RSS converged, MiB", rss, f"< {TARGETS['rss_mib']:.0f}",
@@ -444,6 +462,8 @@ def main() -> None:
         ("daemon RSS peak (VmHWM), MiB", rss_peak, f"< {TARGETS['rss_mib']:.0f}",
          rss_peak < TARGETS["rss_mib"])]:
         print(f"{name:<34} {value:>10.2f} {target:>10}  {'met' if ok else 'MISSED'}")
+    print(f"resyncs: best {times[0]:.2f} s, median {median:.2f} s, worst {times[-1]:.2f} s; "
+          f"{sum(t < TARGETS['resync_s'] for t in times)} of {len(times)} under the target")
     print(f"converge from empty: {converge_s:.1f} s; {streams} streams registered; "
           f"daemon SIGTERM exit {code}; RTSP server alive at the end: {server_alive}")
 

@@ -201,7 +201,7 @@ class DeploymentController:
         # cost the running container, and the redactor must know every value the container
         # may echo into the logs that readiness reads (even when nothing is recreated).
         secret_env = self._secrets(desired, needed=the_plan.changes, deadline=deadline)
-        self._record_desired(desired)
+        self._record_desired(desired, the_plan.record)
         for action in the_plan.actions:
             self._progress(resource, f"{action.verb} {action.target} because {action.cause}")
             old = the_plan.container if action.verb == "recreate" else None
@@ -213,15 +213,17 @@ class DeploymentController:
                      else self.engine.container(desired.container_name))
         if container is None:
             raise TemporaryError(f"container {desired.container_name} vanished after apply")
-        if not the_plan.changes and (proven := self._proven(desired, container)) is not None:
+        if not the_plan.changes and (
+                proven := self._proven(desired, container, the_plan.record)) is not None:
             return proven
         result = self._wait_ready(desired, container, timeout_s, phased)
         self._record_ready(desired, container, result, revision)
         return result
 
-    def _proven(self, desired: Desired, container: ContainerInfo) -> ReadinessResult | None:
-        """The steady state: proven ready at this spec in this very container, still serving."""
-        record = self.store.load(desired.resource)
+    def _proven(self, desired: Desired, container: ContainerInfo,
+                record: ResourceStatus | None) -> ReadinessResult | None:
+        """The steady state: proven ready at this spec in this very container, still serving.
+        ``record``: as this pass read it (only this pass writes the verdict)."""
         ready = record.condition("Ready") if record is not None else None
         if (record is None or ready is None or ready.status != "True"
                 or record.observed_generation != desired.spec_hash
@@ -352,14 +354,15 @@ class DeploymentController:
 
     # --- recording -------------------------------------------------------------------------
 
-    def _record_desired(self, desired: Desired) -> None:
+    def _record_desired(self, desired: Desired, record: ResourceStatus | None) -> None:
         def mutate(st: ResourceStatus) -> None:
             st.desired_generation = desired.spec_hash
             st.source_file = desired.source_file
             known = DeploymentStatusFacts.of(st)
             known.host, known.docker_url = self.facts.name, self.engine.url
             known.put(st)
-        self.store.update(desired.resource, "Deployment", desired.deployment.metadata.name, mutate)
+        self.store.update_unless_known(desired.resource, "Deployment",
+                                       desired.deployment.metadata.name, mutate, record)
 
     def _record_ready(self, desired: Desired, container: ContainerInfo,
                       result: ReadinessResult, revision: str | None) -> None:

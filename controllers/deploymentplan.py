@@ -65,6 +65,9 @@ class Plan:
     conflict: str | None = None
     container: ContainerInfo | None = None
     paused: str | None = None  # why nothing is done: someone paused the container
+    # The record the plan was made from (this pass's own copy): a steady-state pass reads its
+    # verdict there instead of loading the record again.
+    record: ResourceStatus | None = None
 
     @property
     def changes(self) -> bool:
@@ -88,7 +91,7 @@ def plan(desired: Desired, container: ContainerInfo | None, record: ResourceStat
 
 def _plan(desired: Desired, container: ContainerInfo | None, record: ResourceStatus | None,
           instance: str) -> Plan:
-    result = Plan(desired.resource, container=container)
+    result = Plan(desired.resource, container=container, record=record)
     name = desired.container_name
     if container is None:
         known = record is not None and record.inventory_item(KIND_CONTAINER, name) is not None

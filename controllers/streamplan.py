@@ -95,6 +95,9 @@ class StreamPlan:
     # RTVI's streams as the plan saw them: a pass that acts on this plan without removing
     # anything first needs not list them again (None: a plan made without asking RTVI).
     listed: dict[str, StreamInfo] | None = None
+    # The record the plan was made from (this pass's own copy): a pass with nothing to change
+    # compares its desired fields with it instead of reading the record again.
+    record: ResourceStatus | None = None
 
     @property
     def changes(self) -> bool:
@@ -136,7 +139,7 @@ def recorded_sources(record: ResourceStatus | None) -> dict[str, SourceFacts]:
 def plan_streamset(desired: StreamSetDesired, observed: StreamSetObserved,
                    record: ResourceStatus | None) -> StreamPlan:
     """Pure: what makes RTVI, VST and the publishers match the spec, each with its cause."""
-    result = StreamPlan(desired.resource, listed=observed.streams)
+    result = StreamPlan(desired.resource, listed=observed.streams, record=record)
     recorded = recorded_sources(record)
     owned = {item.name for item in record.inventory} if record is not None else set()
     for name in sorted((owned | set(recorded)) - set(desired.sources)):

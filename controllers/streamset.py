@@ -147,15 +147,22 @@ class StreamSetController:
         touched |= self._register(desired, rtvi_urls, None if removes else the_plan.listed)
         self._retire_sensors(desired, retired)
         self._history(desired, the_plan, revision)
-        result = self._verify(desired, rtvi_urls, deadline, waiting=bool(touched))
+        # Nothing (re-)registered: the frame watch's recent proofs may stand (read after the
+        # steps above, so what the watch found meanwhile counts).
+        known = self.store.load(desired.resource) if self.frames_watched and not touched else None
+        result = self._verify(desired, rtvi_urls, deadline, waiting=bool(touched), known=known)
         result.waited_s = time.monotonic() - started
-        self._record_ready(desired, result, revision)
+        # Every source trusted: the verdict is all this pass would write, and only this pass
+        # writes it, so the record just read can say whether it is already written.
+        trusted = all(r.trusted for r in result.sources.values())
+        self._record_ready(desired, result, revision, known if trusted else None)
         return result
 
     def _publish(self, desired: StreamSetDesired, the_plan: StreamPlan) -> dict[str, str]:
         """Ensure a running publisher per published source (started in parallel: each start
         waits on the engine); the origin URL of every source."""
-        recorded = recorded_sources(self.store.load(desired.resource))
+        published = any(src.kind != "url" for src in desired.sources.values())
+        recorded = recorded_sources(self.store.load(desired.resource)) if published else {}
         origins: dict[str, str] = {}
         starts: dict[str, int | None] = {}
         for src in desired.sources.values():
@@ -380,8 +387,9 @@ class StreamSetController:
     # --- verify --------------------------------------------------------------------------------
 
     def _verify(self, desired: StreamSetDesired, urls: dict[str, str], deadline: float,
-                waiting: bool) -> StreamSetResult:
-        """Frames fresh on every source (and captions arriving, when captioning)."""
+                waiting: bool, known: ResourceStatus | None = None) -> StreamSetResult:
+        """Frames fresh on every source (and captions arriving, when captioning). ``known``:
+        the record as just read, whose recent frame proofs may be trusted (see below)."""
         captions = desired.streamset.spec.captions
         model = self._model(desired) if captions is not None else ""
         if captions is None:  # captioning switched off: end any session still open
@@ -391,8 +399,10 @@ class StreamSetController:
 
         def say_proving(st: ResourceStatus) -> None:
             st.set_condition("Progressing", "True", VERIFYING, fresh_summary(result))
-        if self.frames_watched and not waiting:
-            self._trust_recorded_frames(desired, result)
+        if known is not None:
+            self._trust_recorded_frames(desired, result, known)
+        if waiting:  # the first round alone can take minutes when many sets prove at once
+            self._write(desired, then=say_proving)
 
         def healthy() -> StreamSetResult | None:
             pending = [n for n, r in result.sources.items() if not r.fresh]
@@ -431,13 +441,14 @@ class StreamSetController:
             raise SourcesDegraded("sources not verified in time", sorted(result.sources))
         return done
 
-    def _trust_recorded_frames(self, desired: StreamSetDesired, result: StreamSetResult) -> None:
+    def _trust_recorded_frames(self, desired: StreamSetDesired, result: StreamSetResult,
+                               record: ResourceStatus) -> None:
         """Sources proven fresh at this very spec and URL, recently (by the watch or a pass):
         within the frame budget, or TRUST_PROOF_S when one watch round takes longer than that.
         An older proof (a restart after hours, a watch that fell behind) is probed again."""
         window = max(desired.streamset.spec.readiness.maxFrameAgeSeconds, TRUST_PROOF_S)
         now = time.time()
-        for name, fact in recorded_sources(self.store.load(desired.resource)).items():
+        for name, fact in recorded_sources(record).items():
             src = desired.sources.get(name)
             if (src is not None and fact.frames_fresh and fact.registered
                     and fact.hash == src.hash and age_s(fact.last_frame_at, now) <= window):
@@ -494,10 +505,11 @@ class StreamSetController:
 
     def _write(self, desired: StreamSetDesired, items: list[InventoryItem] | None = None,
                facts: dict[str, SourceFacts] | None = None,
-               then: Callable[[ResourceStatus], None] | None = None) -> None:
+               then: Callable[[ResourceStatus], None] | None = None,
+               known: ResourceStatus | None = None) -> None:
         """One status write for a step: inventory entries, the facts each source gained (only
         the facts set in each ``SourceFacts`` are merged in), then ``then``. Nothing to say, no
-        write."""
+        write; nothing ``known`` (see ``Store.update_unless_known``) lacks, no write either."""
         if not items and not facts and then is None:
             return
 
@@ -505,13 +517,15 @@ class StreamSetController:
             for item in items or []:
                 st.upsert_inventory(item)
             if facts:
-                known = StreamSetStatusFacts.of(st)
+                recorded = StreamSetStatusFacts.of(st)
                 for name, new in facts.items():
-                    known.sources[name] = (known.sources.get(name) or SourceFacts()).merged(new)
-                known.put(st)
+                    recorded.sources[name] = (recorded.sources.get(name)
+                                              or SourceFacts()).merged(new)
+                recorded.put(st)
             if then is not None:
                 then(st)
-        self._update(desired.resource, mutate)
+        self.store.update_unless_known(desired.resource, "StreamSet",
+                                       desired.resource.split("/", 1)[1], mutate, known)
 
     def _record_desired(self, desired: StreamSetDesired, the_plan: StreamPlan) -> None:
         """What is desired, and, when the plan changes something, that it is being applied:
@@ -527,20 +541,25 @@ class StreamSetController:
             known.vst, known.host = desired.vst_url, desired.publisher_host
             known.max_frame_age_seconds = desired.streamset.spec.readiness.maxFrameAgeSeconds
             known.put(st)
-        self._update(desired.resource, mutate)
+        self.store.update_unless_known(desired.resource, "StreamSet",
+                                       desired.resource.split("/", 1)[1], mutate,
+                                       the_plan.record)
 
     def _record_sources(self, desired: StreamSetDesired, result: StreamSetResult,
-                        then: Callable[[ResourceStatus], None] | None = None) -> None:
+                        then: Callable[[ResourceStatus], None] | None = None,
+                        known: ResourceStatus | None = None) -> None:
         # A trusted source's freshness is the watch's to record: writing it again here would
         # overwrite a failure the watch found meanwhile, and keep the trust alive by itself.
         self._write(desired, facts={
             name: (caption_facts(report.caption) if report.caption else SourceFacts()).merged(
                 SourceFacts() if report.trusted else
                 SourceFacts(frames_fresh=report.fresh, error=report.error))
-            for name, report in result.sources.items()}, then=then)
+            for name, report in result.sources.items()}, then=then, known=known)
 
     def _record_ready(self, desired: StreamSetDesired, result: StreamSetResult,
-                      revision: str | None) -> None:
+                      revision: str | None, known: ResourceStatus | None = None) -> None:
+        """Facts and verdict in one write; none when ``known`` (the record as this pass read
+        it, all its sources trusted) already says all of it."""
         n = len(result.sources)
 
         def mutate(st: ResourceStatus) -> None:
@@ -552,7 +571,7 @@ class StreamSetController:
             st.set_condition("Progressing", "False", "Converged", "")
             st.set_condition("Degraded", "False", "Healthy", "")
             st.set_condition("Stalled", "False", "Converged", "")
-        self._record_sources(desired, result, then=mutate)  # one write: facts and verdict
+        self._record_sources(desired, result, then=mutate, known=known)  # facts and verdict
 
     def _history(self, desired: StreamSetDesired, the_plan: StreamPlan,
                  revision: str | None) -> None:

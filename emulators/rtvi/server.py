@@ -175,6 +175,10 @@ class EmulatorHandler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     server_version = "uvicorn"
+    # Headers and body go out in separate writes; with Nagle on, the second request on a
+    # kept-alive connection waited ~40 ms for the client's delayed ACK (uvicorn sets
+    # TCP_NODELAY, so the real service does not).
+    disable_nagle_algorithm = True
 
     def version_string(self) -> str:
         return self.server_version

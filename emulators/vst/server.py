@@ -58,6 +58,7 @@ class ApiHandler(BaseHTTPRequestHandler):
     """Reads the body, lets :func:`api.handle` answer, writes JSON with an exact length."""
 
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # see the RTVI emulator's handler: no 40 ms ACK waits
 
     def do_GET(self) -> None:
         self._dispatch()

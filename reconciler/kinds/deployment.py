@@ -120,9 +120,12 @@ def _apply(ctx: PassContext, desired: Desired, plan: Plan) -> Result:
     resource = desired.resource
     result = _controller(ctx, desired.deployment.spec.host).apply(
         desired, plan, ctx.timeout_s, ctx.revision, phased=not ctx.wait_ready)
-    log.info("resource.ready", resource=resource, model=result.model_id, url=desired.url,
-             actions=[str(a) for a in plan.actions], waited_s=round(result.waited_s, 2),
-             revision=ctx.revision)
+    if plan.changes or result.waited_s:
+        # Only what changed or was waited for: a line per resource per periodic resync would
+        # grow the log without end and tell nothing (`status` says a resource is Ready).
+        log.info("resource.ready", resource=resource, model=result.model_id, url=desired.url,
+                 actions=[str(a) for a in plan.actions], waited_s=round(result.waited_s, 2),
+                 revision=ctx.revision)
     message = f"Ready: serving {result.model_id} at {desired.url}"
     if not plan.changes:
         message += " (no changes)"

@@ -161,8 +161,9 @@ def _apply(ctx: PassContext, desired: StreamSetDesired, planned: StreamPlan | No
         ctx.services.record_failure(resource, reason, str(exc), False, desired.spec_hash,
                                     ready="False")
         return Result(resource, False, f"{reason}: {exc}", reason)
-    log.info("resource.ready", resource=resource, sources=len(result.sources),
-             actions=[str(a) for a in the_plan.actions], waited_s=round(result.waited_s, 2))
+    if the_plan.changes:  # as for a Deployment: no line per resource per no-op resync
+        log.info("resource.ready", resource=resource, sources=len(result.sources),
+                 actions=[str(a) for a in the_plan.actions], waited_s=round(result.waited_s, 2))
     message = f"Ready: {len(result.sources)} source(s) with fresh frames"
     if ss.spec.captions is not None:
         message += " and captions"

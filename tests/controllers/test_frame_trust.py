@@ -67,7 +67,9 @@ def test_only_recent_proofs_at_this_spec_are_trusted(store: Store) -> None:
     ctl = StreamSetController(store, "inst", lambda _h: None, CaptionHub(),  # type: ignore
                               lambda *_: None, ClientPool(), frames_watched=True)
     result = StreamSetResult({n: SourceReport(n) for n in src})
-    ctl._trust_recorded_frames(desired, result)
+    record = store.load(RESOURCE)
+    assert record is not None
+    ctl._trust_recorded_frames(desired, result, record)
     assert {n for n, r in result.sources.items() if r.trusted and r.fresh} == {"red"}
 
 

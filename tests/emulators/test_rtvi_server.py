@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 import pytest
 
+from emulators.rtvi.server import EmulatorHandler
+from emulators.vst.server import ApiHandler
 from tests.emulators.helpers import POLL_INTERVAL_S, EmulatorProcess, http_client, wait_for
 
 StartEmulator = Callable[..., EmulatorProcess]
@@ -287,3 +289,12 @@ def test_malformed_knob_exits_2_without_echoing_it(start_emulator: StartEmulator
     assert emulator.wait_exit() == 2
     assert "RTVI_EMU_STARTUP_DELAY_S" in emulator.stderr()
     assert "CANARY" not in emulator.stdout() + emulator.stderr()
+
+
+def test_the_emulators_answer_kept_alive_connections_without_nagle_waits() -> None:
+    """Headers and body go out in two writes: with Nagle's algorithm on, every request after
+    the first on a kept-alive connection waited ~40 ms for the client's delayed ACK (40
+    requests took 1.7 s instead of 21 ms). uvicorn, the real service's server, sets
+    TCP_NODELAY; so must the emulators."""
+    assert EmulatorHandler.disable_nagle_algorithm is True
+    assert ApiHandler.disable_nagle_algorithm is True

@@ -336,8 +336,9 @@ def test_sigterm_exits_zero_quickly(
     assert_colour(vst.add_live("cam", camera.url("red"))[1], RED)  # a relay is running
     started = time.monotonic()
     vst.process.send_signal(signal.SIGTERM)
+    # Within the 10 s that `docker stop` grants (3 s was too tight on two loaded cores).
     assert vst.process.wait(timeout=GRAB_TIMEOUT_S) == 0
-    assert time.monotonic() - started < 3.0
+    assert time.monotonic() - started < 10.0
 
 
 def test_bad_knob_exits_2_naming_it() -> None:

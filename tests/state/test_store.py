@@ -259,3 +259,39 @@ def test_a_damaged_history_archive_does_not_block_recreating(tmp_path: Path) -> 
     record = store.update("Deployment/vlm", "Deployment", "vlm", lambda st: None)
     assert record.history == []
     assert any(e.reason == "HistoryUnreadable" for e in store.events.read())
+
+
+def test_an_update_the_known_record_already_says_reads_and_writes_nothing(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.update("Deployment/vlm", "Deployment", "vlm",
+                 lambda st: st.set_condition("Ready", "True", "Serving", ""))
+    known = store.load("Deployment/vlm")
+    path = tmp_path / "resources" / "Deployment" / "vlm.json"
+    path.write_text("not JSON")  # were it read, this would raise CorruptState
+
+    def ready(st: ResourceStatus) -> None:
+        st.set_condition("Ready", "True", "Serving", "")
+    assert store.update_unless_known("Deployment/vlm", "Deployment", "vlm", ready, known) is False
+    assert path.read_text() == "not JSON"
+
+
+def test_an_update_the_known_record_lacks_is_made_on_the_record_as_it_is_now(
+        tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.update("Deployment/vlm", "Deployment", "vlm",
+                 lambda st: st.set_condition("Ready", "True", "Serving", ""))
+    known = store.load("Deployment/vlm")
+    # Another writer adds a fact after the pass read its copy: the update must keep it.
+    store.update("Deployment/vlm", "Deployment", "vlm", lambda st: st.facts.update(seen=1))
+
+    def degraded(st: ResourceStatus) -> None:
+        st.set_condition("Degraded", "True", "Slow", "p95 over the limit")
+    assert store.update_unless_known("Deployment/vlm", "Deployment", "vlm", degraded,
+                                     known) is True
+    record = store.load("Deployment/vlm")
+    assert record is not None and record.facts == {"seen": 1}
+    cond = record.condition("Degraded")
+    assert cond is not None and cond.reason == "Slow"
+    # Without a known record it is a plain update.
+    assert store.update_unless_known("Deployment/vlm", "Deployment", "vlm", degraded,
+                                     None) is True
