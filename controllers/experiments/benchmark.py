@@ -43,16 +43,18 @@ from typing import Any
 import yaml
 
 from controllers.errors import ControllerError
-from controllers.experiments import processes
+from controllers.experiments import benchreport, processes
+from controllers.experiments.benchreport import BENCH_FILE
 from controllers.experiments.cleanup import asset_counts
 from controllers.experiments.driver import GATE_SMOKE, ONE_FRAME_ONE_TOKEN
 from controllers.experiments.filechat import PinnedFile, ask
+from controllers.experiments.reportparts import Section
 from controllers.experiments.runtype import PlannedStep, Result, RunContext
 from controllers.experiments.service import RunService
 from controllers.waiting import Stopped, until
 from specs.experiment import BenchmarkSpec, ExperimentSpec, smokes
+from state.evidence import Evidence
 
-BENCH_FILE = "evidence/benchmark.json"
 GATE_SCENARIO = "scenario"
 GATE_ENVIRONMENT = "service-environment"
 GATE_HARNESS = "harness"
@@ -228,6 +230,9 @@ class BenchmarkType:
         bench = ctx.spec.benchmark
         assert bench is not None
         return Benchmark(ctx, bench).run()
+
+    def report(self, evidence: Evidence, manifest: dict[str, Any]) -> Section:
+        return benchreport.section(evidence)
 
 
 @dataclass

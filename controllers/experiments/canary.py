@@ -18,14 +18,17 @@ canary (the run's cleanup still runs).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from controllers.caption_events import CaptionChunk
-from controllers.experiments import isolation
+from controllers.experiments import isolation, plots
 from controllers.experiments.driver import GATE_SMOKE, LoadDriver, refusal
 from controllers.experiments.ledger import UnitOutcome, performance_report
+from controllers.experiments.reportparts import Section, latency_point, load_json
 from controllers.experiments.runtype import PlannedStep, Result, RunContext
 from controllers.experiments.streams import canary_sources
 from specs.experiment import ExperimentSpec, largest_level, smokes
+from state.evidence import Evidence
 
 GATE_ISOLATION = "semantic-isolation"
 GATE_PROBES_GONE = "probe-streams-deleted"
@@ -72,6 +75,27 @@ class CanaryType:
             return "PASS", ""
         failed = {n: g.reason for n, g in ctx.evidence.gates().items() if not g.passed}
         return "FAIL", "; ".join(f"{n}: {r}" for n, r in failed.items()) or "a gate failed"
+
+    def report(self, evidence: Evidence, manifest: dict[str, Any]) -> Section:
+        """Latency at the canary's stream count, and its ledger of units."""
+        performance = load_json(evidence, PERFORMANCE_FILE)
+        if not performance:
+            return Section()
+        canary = (manifest.get("spec") or {}).get("canary") or {}
+        streams = int(canary.get("streams") or 0)
+        latency = performance.get("chunkLatencyMs") or {}
+        ledger = performance.get("ledger") or {}
+        lines = ["## Performance", "",
+                 f"{streams} live stream(s): p50 {latency.get('p50')} ms, p95 "
+                 f"{latency.get('p95')} ms, p99 {latency.get('p99')} ms; dropped chunks "
+                 f"{performance.get('droppedChunks')}.", "",
+                 "| " + " | ".join(ledger) + " |", "|" + "---|" * len(ledger),
+                 "| " + " | ".join(str(v) for v in ledger.values()) + " |"]
+        png = plots.latency_by_streams(
+            [latency_point(streams, latency)],
+            f"{evidence.folder.name}: chunk latency at {streams} live streams",
+            canary.get("maxP95LatencyMs"))
+        return Section(lines, png)
 
 
 @dataclass

@@ -31,14 +31,17 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from controllers.errors import ControllerError
+from controllers.experiments import plots
 from controllers.experiments.capacity import SearchSpec, Verdict, Window, search
 from controllers.experiments.cleanup import CleanupReport, service_residue
 from controllers.experiments.driver import GATE_SMOKE, Measured
 from controllers.experiments.ledger import performance_report
+from controllers.experiments.reportparts import Section, cell, latency_point, load_json
 from controllers.experiments.runtype import PlannedStep, Result, RunContext
 from controllers.experiments.service import RunService
 from controllers.experiments.streams import CanarySource, numbered_sources
 from specs.experiment import CapacitySpec, ExperimentSpec, smokes
+from state.evidence import Evidence
 
 GATE_BOUNDARY = "capacity-boundary"
 # How ledger.UnitOutcome.failures() words what load does to a stream; anything else it says
@@ -222,3 +225,28 @@ class CapacityType:
             "firstUnstable": outcome.first_unstable, "windows": len(outcome.ledger),
             "attempts": attempts})
         return result, reason
+
+    def report(self, evidence: Evidence, manifest: dict[str, Any]) -> Section:
+        """The boundary, every window of the ledger, latency by live streams."""
+        capacity = load_json(evidence, CAPACITY_FILE)
+        if not capacity:
+            return Section()
+        ledger = capacity.get("ledger") or []
+        points = [latency_point(w["streams"], (load_json(evidence, w["file"]).get("report")
+                                               or {}).get("chunkLatencyMs"), w["verdict"])
+                  for w in ledger]
+        lines = ["## Capacity", "",
+                 f"Highest stable: **{capacity.get('highestStable')}**, first unstable: "
+                 f"**{capacity.get('firstUnstable')}** live streams, in "
+                 f"{capacity.get('windowsUsed')} stability window(s) "
+                 f"(attempts: {', '.join(capacity.get('attempts') or [])}).", "",
+                 "| # | attempt | streams | verdict | p95 (ms) | reason |",
+                 "|---|---|---|---|---|---|"]
+        lines += [f"| {i} | {w['attempt']} | {w['streams']} | {w['verdict']} | "
+                  f"{w['p95_ms'] if w['p95_ms'] is not None else '-'} | "
+                  f"{cell(w['reason'])} |" for i, w in enumerate(ledger, 1)]
+        max_p95 = (capacity.get("criteria") or {}).get("maxP95LatencyMs")
+        png = plots.latency_by_streams(
+            points, f"{evidence.folder.name}: chunk latency by live streams", max_p95,
+            (capacity.get("highestStable"), capacity.get("firstUnstable")))
+        return Section(lines, png)

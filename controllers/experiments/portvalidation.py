@@ -26,14 +26,16 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from controllers.errors import ControllerError
-from controllers.experiments import quality
+from controllers.experiments import portreport, quality
 from controllers.experiments.filechat import PinnedFile, ask
 from controllers.experiments.ledger import percentile
+from controllers.experiments.portreport import PORT_FILE
+from controllers.experiments.reportparts import Section
 from controllers.experiments.runtype import PlannedStep, Result, RunContext
 from controllers.experiments.service import RunService
 from specs.experiment import ExperimentSpec, PortMedia, PortValidationSpec
+from state.evidence import Evidence
 
-PORT_FILE = "evidence/port-validation.json"
 GATE_CONTRACT = "model-contract"
 GATE_PATH = "integration-path"
 GATE_SMOKE_ROWS = "smoke"
@@ -100,6 +102,9 @@ class PortValidationType:
         port = ctx.spec.portValidation
         assert port is not None
         return PortValidation(ctx, port).run()
+
+    def report(self, evidence: Evidence, manifest: dict[str, Any]) -> Section:
+        return portreport.section(evidence, manifest)
 
 
 @dataclass

@@ -16,9 +16,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from controllers.experiments.driver import DELETE_PROOF_S, LoadDriver
+from controllers.experiments.reportparts import Section
 from controllers.experiments.service import RunService
 from controllers.experiments.streams import CanarySource
 from specs.experiment import CanaryPublisher, ExperimentSpec
@@ -83,4 +84,10 @@ class ExperimentType(Protocol):
 
     def execute(self, ctx: RunContext) -> tuple[Result, str]:
         """The Running phase: the result and, unless PASS, why."""
+        ...
+
+    def report(self, evidence: Evidence, manifest: dict[str, Any]) -> Section:
+        """This type's section of ``report.md`` (and its latency plot), from the evidence
+        files it wrote and the bundle's manifest only: a run recovered after a crash, whose
+        memory is gone, is reported the same way. Empty when it wrote none."""
         ...

@@ -8,7 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from controllers.experiments import report
+from controllers.experiments.reportparts import Section
+from controllers.experiments.types import TYPES
 from state.evidence import Evidence, verify
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -117,3 +121,38 @@ def test_the_daemon_does_not_load_matplotlib_until_a_figure_is_drawn() -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parents[2])
     assert out.stdout.strip() == "[]"
+
+
+class _ToyType:
+    """A type registered only here: its section reaches the report with no change to it."""
+
+    name = "toy"
+    local_only = False
+
+    def report(self, evidence: Evidence, manifest: dict[str, Any]) -> Section:
+        return Section(["## Toy", "", f"measured {manifest['spec']['toy']['widgets']} widgets"])
+
+
+class _BrokenType(_ToyType):
+    name = "broken"
+
+    def report(self, evidence: Evidence, manifest: dict[str, Any]) -> Section:
+        raise KeyError("widgets")
+
+
+def test_each_type_writes_its_own_section_found_through_the_registry(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(TYPES, "toy", _ToyType())  # type: ignore[arg-type]
+    monkeypatch.setitem(TYPES, "broken", _BrokenType())  # type: ignore[arg-type]
+    toy = Evidence.create(tmp_path / "evidence", "toy-1")
+    toy.write_json("manifest.json", {"spec": {"type": "toy", "toy": {"widgets": 3}}})
+    # Evidence files of another type do not make its section appear: the type decides.
+    toy.write_json("evidence/performance.json", {"chunkLatencyMs": {"p95": 30}})
+    assert report.write(toy, "PASS", "") == [report.REPORT]
+    text = toy.path(report.REPORT).read_text()
+    assert "## Toy\n\nmeasured 3 widgets" in text and "## Performance" not in text
+    broken = Evidence.create(tmp_path / "evidence", "broken-1")
+    broken.write_json("manifest.json", {"spec": {"type": "broken"}})
+    assert report.write(broken, "FAIL", "") == [report.REPORT]  # the run's end goes on
+    assert "Chunk latency: not drawn (KeyError: 'widgets')" in broken.path(
+        report.REPORT).read_text()
