@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -497,8 +498,12 @@ class StreamSetController:
     def _vst(self, url: str) -> VstClient:
         return self._clients.get(VstClient, url, self._count)
 
-    def _update(self, resource: str, mutate: Callable[[ResourceStatus], None]) -> None:
-        self.store.update(resource, "StreamSet", resource.split("/", 1)[1], mutate)
+    def _update(self, resource: str, mutate: Callable[[ResourceStatus], None],
+                known: ResourceStatus | None = None) -> None:
+        """One write of this StreamSet's record; none when ``known`` already says it (see
+        ``Store.update_unless_known``)."""
+        self.store.update_unless_known(resource, "StreamSet", resource.split("/", 1)[1], mutate,
+                                       known)
 
     def _inventory(self, desired: StreamSetDesired, item: InventoryItem) -> None:
         self._write(desired, [item])
@@ -524,8 +529,7 @@ class StreamSetController:
                 recorded.put(st)
             if then is not None:
                 then(st)
-        self.store.update_unless_known(desired.resource, "StreamSet",
-                                       desired.resource.split("/", 1)[1], mutate, known)
+        self._update(desired.resource, mutate, known)
 
     def _record_desired(self, desired: StreamSetDesired, the_plan: StreamPlan) -> None:
         """What is desired, and, when the plan changes something, that it is being applied:
@@ -541,9 +545,7 @@ class StreamSetController:
             known.vst, known.host = desired.vst_url, desired.publisher_host
             known.max_frame_age_seconds = desired.streamset.spec.readiness.maxFrameAgeSeconds
             known.put(st)
-        self.store.update_unless_known(desired.resource, "StreamSet",
-                                       desired.resource.split("/", 1)[1], mutate,
-                                       the_plan.record)
+        self._update(desired.resource, mutate, the_plan.record)
 
     def _record_sources(self, desired: StreamSetDesired, result: StreamSetResult,
                         then: Callable[[ResourceStatus], None] | None = None,
@@ -589,9 +591,7 @@ class StreamSetController:
 
 def change_summary(the_plan: StreamPlan) -> str:
     """``applying 3 change(s): register 2, remove 1``, verbs in the order they first appear."""
-    counts: dict[str, int] = {}
-    for action in the_plan.actions:
-        counts[action.verb] = counts.get(action.verb, 0) + 1
+    counts = Counter(action.verb for action in the_plan.actions)
     return (f"applying {len(the_plan.actions)} change(s): "
             + ", ".join(f"{verb} {n}" for verb, n in counts.items()))
 
