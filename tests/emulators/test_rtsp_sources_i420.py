@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from controllers.waiting import until
 from tests.emulators.helpers import free_port
 from tests.emulators.rtsp_source import RtspSource, describe
 from tests.emulators.vst_source import ColourSource
@@ -23,7 +24,10 @@ CHROMA_420_PROFILES = {66: "baseline", 77: "main", 88: "extended", 100: "high"}
 
 
 def _profile_idc(port: int, mount: str) -> int:
-    answer = describe(port, mount)
+    # Under load GStreamer answers 503 while it still prepares a mount's pipeline (seen with 4
+    # test workers beside the quickstart's containers): ask again, as an RTSP client would.
+    answer = until(lambda: a if (a := describe(port, mount)).startswith(b"RTSP/1.0 200")
+                   else None, timeout_s=20, pace=0.5) or describe(port, mount)
     assert answer.startswith(b"RTSP/1.0 200"), answer[:200]
     found = PROFILE_RE.search(answer)
     assert found is not None, answer.decode(errors="replace")
