@@ -42,8 +42,8 @@ import watchfiles
 
 from controllers.waiting import pause, until
 from reconciler.gitlinks import unread_entries
-from reconciler.saves import FileSig, ReplacedFiles, signature
-from specs.errors import SpecError, SpecIssue
+from reconciler.saves import FileSig, ReplacedFiles, relative_key, signature
+from specs.errors import Location, SpecError, SpecIssue
 from specs.loader import (
     DEFAULT_LIMITS,
     EDITOR_TEMP,
@@ -238,6 +238,10 @@ class FolderSource:
             renamed = False
         self.settled_by = "rename" if renamed else "quiet period"
         self._mark_seen(state.revision)
+        emptied = _emptied(self.path, last, last_files, state.files)
+        if emptied:
+            raise SourceError(f"{self.name}: a spec file was emptied", emptied,
+                              revision=state.revision)
         if error is not None:
             raise SourceError(f"{self.name}: invalid specs", error.issues,
                               revision=state.revision)
@@ -400,6 +404,30 @@ def _doubtful(last: Snapshot | None, spec_set: SpecSet, error: SpecError | None)
         return True
     keys = {(r.kind, r.metadata.name) for r in spec_set.resources}
     return any((r.kind, r.metadata.name) not in keys for r in last.spec_set.resources)
+
+
+def _emptied(root: Path, last: Snapshot | None, before: Mapping[str, FileSig],
+             now: Mapping[str, FileSig]) -> list[SpecIssue]:
+    """Spec files that are empty now (0 bytes) but had content and declared resources when
+    last read. An editor that truncates, then writes, shows exactly that, and the quiet period
+    alone cannot tell it from a wish once the writer stalls past it (a loaded machine, a slow
+    network disk); an emptied file is never what a person saves to delete something, because
+    deleting the file says it plainly. So it is held, naming what it declared, until the file
+    is written again or deleted."""
+    zeroed = {rel for rel, sig in now.items()
+              if sig[2] == 0 and rel in before and before[rel][2] > 0}
+    if last is None or not zeroed:
+        return []
+    declared: dict[str, list[str]] = {}
+    for resource in last.spec_set.resources:
+        rel = relative_key(root, last.spec_set.source_file(resource))
+        if rel in zeroed:
+            declared.setdefault(rel, []).append(f"{resource.kind}/{resource.metadata.name}")
+    return [SpecIssue(Location(str(root / rel), 0, 0), "-",
+                      f"emptied (0 bytes) while it declared {', '.join(names)}; held as a save "
+                      "caught between truncate and write, so nothing in it is deleted: write "
+                      "it again, or delete the file to delete them", "emptied-file")
+            for rel, names in sorted(declared.items())]
 
 
 def _changed_at(path: Path) -> float:

@@ -120,16 +120,21 @@ def test_an_emptied_folder_holds_the_revision(
     _nothing_deleted(cli)
 
 
-def test_a_save_truncated_for_0_3_s_is_never_acted_on(
+def test_a_save_truncated_for_0_3_s_or_stalled_is_never_acted_on(
         cli: Cli, instance: str, docker_client: docker.DockerClient, fleet: Any) -> None:
     specs, _, ids = fleet
     history = status_of(cli, "Deployment/a")["history"]  # type: ignore[index]
     target = specs / "a.yaml"
     content = target.read_bytes()
-    for _ in range(3):  # an editor that truncates, then writes (not atomic)
+    for stalled in (False, False, True):  # an editor that truncates, then writes (not atomic)
         with target.open("wb"):
             pass
-        time.sleep(0.3)  # the window is the point of the test: it is the fault injected
+        if stalled:  # the writer stalls past the quiet period: the empty file is held
+            cond = wait_for("the emptied file to be held",
+                            lambda: _held(cli, "InvalidRevision"), 10)
+            assert f"{target}: emptied (0 bytes) while it declared Deployment/a" in cond["message"]
+        else:
+            time.sleep(0.3)  # the window is the point of the test: it is the fault injected
         target.write_bytes(content)
         _settle(cli, specs)
     assert sorted(running_ids(docker_client, instance)) == ids

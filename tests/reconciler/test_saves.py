@@ -151,3 +151,37 @@ def test_an_invalid_rename_waits_the_quiet_period_then_is_refused(
         source.load()
     assert "nowhere" in str(info.value) and str(folder / "vlm.yaml") in str(info.value)
     assert source.settled_by == QUIET
+
+
+def test_an_emptied_file_is_held_until_written_again_or_deleted(folder: Path) -> None:
+    """An editor that truncates and then stalls past the quiet period (a loaded machine) shows
+    an empty file for as long as it likes: it never deletes what the file declared."""
+    source = FolderSource(folder, quiet_s=0)
+    everything = ["Deployment/vlm", "Host/local", "Host/other"]
+    assert names(source.load()) == everything
+    other = folder / "other.yaml"
+    other.write_bytes(b"")
+    with pytest.raises(SourceError) as info:
+        source.load()
+    assert [str(i) for i in info.value.issues] == [
+        f"{other}: emptied (0 bytes) while it declared Host/other; held as a save caught "
+        "between truncate and write, so nothing in it is deleted: write it again, or delete "
+        "the file to delete them (emptied-file)"]
+    assert info.value.revision is not None
+    (folder / "vlm.yaml").write_text(SPECS.replace("18000", "18006"))  # still held meanwhile
+    with pytest.raises(SourceError, match="emptied-file"):
+        source.load()
+    other.write_text(OTHER_HOST)
+    assert names(source.load()) == everything
+    other.unlink()  # the plain way to delete them
+    assert names(source.load()) == ["Deployment/vlm", "Host/local"]
+
+
+def test_empty_files_that_declared_nothing_are_not_held(folder: Path) -> None:
+    source = FolderSource(folder, quiet_s=0)
+    notes = folder / "notes.yaml"
+    notes.write_text("# nothing declared here yet\n")
+    (folder / "new.yaml").write_bytes(b"")  # created empty: it never declared anything
+    source.load()
+    notes.write_bytes(b"")
+    assert names(source.load()) == ["Deployment/vlm", "Host/local", "Host/other"]
