@@ -133,8 +133,8 @@ class CanaryRun:
             return (any(c.error for c in chunks)
                     or sum(isolation.is_answer(c) for c in chunks) >= needed)
         window = canary.freshFrameSeconds + (needed + 2) * canary.chunkDurationSeconds
-        run, _ = drv.capture({n: ids[n] for n in ids if n not in refused}, prompt, enough,
-                             window)
+        run = drv.capture({n: ids[n] for n in ids if n not in refused}, prompt, enough,
+                          window).captures
         verdicts = isolation.judge({n: c.chunks for n, c in run.items()}, labels, needed)
         for verdict in verdicts:
             why = refused.get(verdict.source) or refusal(run.get(verdict.source))
@@ -179,13 +179,18 @@ class CanaryRun:
         units: list[UnitOutcome] = []
         peak = 0
         left: list[str] = []
+        fresh_waits: list[float] = []  # per repetition, warm-up runs included
         total = measure.warmupRuns + measure.repetitions
         for rep in range(total):
             warm = rep < measure.warmupRuns
             drv.progress(f"performance: {'warm-up' if warm else 'repetition'} {rep + 1}/"
-                         f"{total}, {len(names)} streams for {canary.performanceSeconds}s")
+                         f"{total}, {len(names)} streams for {canary.performanceSeconds}s from the "
+                         f"first decoded frame of each (waiting up to "
+                         f"{canary.freshFrameSeconds:g}s)")
             done = drv.window(f"perf{rep}", names, float(canary.performanceSeconds),
-                              rep - measure.warmupRuns, f"evidence/captions/perf{rep}.jsonl")
+                              rep - measure.warmupRuns, f"evidence/captions/perf{rep}.jsonl",
+                              fresh_s=canary.freshFrameSeconds)
+            fresh_waits.append(done.fresh_wait_s)
             left += done.left
             if not warm:
                 peak = max(peak, done.peak)
@@ -198,6 +203,7 @@ class CanaryRun:
             problems.append(f"p95 chunk latency {p95} ms is above {canary.maxP95LatencyMs} ms")
         problems += [f"stream {sid} not deleted after its repetition" for sid in left]
         report["problems"] = problems
+        report["freshWaitSeconds"] = fresh_waits
         drv.evidence.write_json(PERFORMANCE_FILE, report)
         ledger = report["ledger"]
         reason = ("; ".join(problems[:4]) + (f" (and {len(problems) - 4} more)"

@@ -34,7 +34,7 @@ from controllers.errors import ControllerError
 from controllers.experiments import plots
 from controllers.experiments.capacity import SearchSpec, Verdict, Window, search
 from controllers.experiments.cleanup import CleanupReport, service_residue
-from controllers.experiments.driver import GATE_SMOKE, Measured
+from controllers.experiments.driver import FRESHNESS_S, GATE_SMOKE, Measured
 from controllers.experiments.ledger import performance_report
 from controllers.experiments.reportparts import Section, cell, latency_point, load_json
 from controllers.experiments.runtype import PlannedStep, Result, RunContext
@@ -102,7 +102,8 @@ class Windows:
         base = f"evidence/capacity/{attempt}/w{number:02d}-{count}"
         self.files.append(base + ".json")
         self.ctx.progress(f"window {number} ({attempt}): {count} stream(s) for "
-                          f"{self.cap.windowSeconds}s")
+                          f"{self.cap.windowSeconds}s from the first decoded frame of "
+                          f"each (waiting up to {FRESHNESS_S:g}s)")
         try:
             window, detail = self._window(attempt, number, count, base)
         except ControllerError as exc:  # a fatal runtime gate: the search cannot go on
@@ -144,6 +145,7 @@ class Windows:
         p95 = report["chunkLatencyMs"]["p95"]
         return Window(count, verdict, p95, reason, attempt), {
             "seconds": round(time.monotonic() - started, 3),
+            "freshWaitSeconds": measured.fresh_wait_s,
             "sources": {s.name: urls[s.name] for s in chosen},
             "residue": residue.evidence, "report": report,
             "captions": base + "-captions.jsonl"}

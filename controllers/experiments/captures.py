@@ -7,6 +7,13 @@ chunk (in the shape-independent form of ``controllers.caption_events``) until it
 says so, the window closes or the run is stopping; then it closes its connection and stops the
 request on the service. A refused request (503, 4xx) or a broken stream is recorded, never
 raised: it is evidence of failed work, not a crash of the run.
+
+A measured window (``fresh_s`` > 0) opens only once every stream has shown a decoded frame (or
+has ended, or ``fresh_s`` has passed): a decoder still starting (RTSP set-up, the first
+keyframe) is not the service under load, and on a busy host that start can take longer than a
+short window. Chunks before the window opened are counted as warm-up, not measured, and the
+window then runs its full length with every stream live. The VSS harness waits for freshness
+the same way (for minutes, when it must).
 """
 
 from __future__ import annotations
@@ -38,23 +45,68 @@ class Capture:
     rejected: str = ""
     broken: str = ""  # the connection failed after it was admitted
     timed_out: bool = False
+    warmup: int = 0  # chunks that arrived before the window opened (not in ``chunks``)
 
 
 @dataclass
 class CaptureRun:
     captures: dict[str, Capture]
     active_peak: int
+    fresh_wait_s: float = 0.0  # how long the window waited for every stream's first frame
+
+
+def has_frames(chunks: list[CaptionChunk]) -> bool:
+    """A chunk decoded from fresh frames has arrived."""
+    return any((c.frame_count or 0) > 0 for c in chunks)
+
+
+class _Window:
+    """When the measured window opens and closes, shared by the readers (under ``lock``)."""
+
+    def __init__(self, readers: int, window_s: float, fresh_s: float) -> None:
+        self.lock = threading.Lock()
+        self.readers, self.window_s, self.fresh_s = readers, window_s, fresh_s
+        self.started = self.opened = self.deadline = 0.0
+        self.settled: set[str] = set()  # readers that showed a frame or ended
+
+    def start(self) -> None:
+        with self.lock:
+            if not self.started:
+                self.started = time.monotonic()
+                if self.fresh_s <= 0:
+                    self._open()
+
+    def settle(self, src: str, chunks: list[CaptionChunk] | None = None) -> None:
+        """A reader's news: it ended (``chunks`` None) or read ``chunks`` so far."""
+        with self.lock:
+            if self.opened:
+                return
+            if chunks is None or has_frames(chunks):
+                self.settled.add(src)
+            if (len(self.settled) == self.readers
+                    or time.monotonic() >= self.started + self.fresh_s):
+                self._open()  # every stream live, or waited long enough: measure anyway
+
+    def closed(self) -> bool:
+        with self.lock:
+            return bool(self.opened) and time.monotonic() >= self.deadline
+
+    def _open(self) -> None:
+        self.opened = time.monotonic()
+        self.deadline = self.opened + self.window_s
 
 
 def capture(make_client: Callable[[], RtviClient], bodies: dict[str, dict[str, Any]],
             enough: Callable[[list[CaptionChunk]], bool], window_s: float, chunk_s: float,
-            stop: threading.Event) -> CaptureRun:
-    """Start every request in ``bodies`` (source → request body) together and read them."""
+            stop: threading.Event, fresh_s: float = 0.0) -> CaptureRun:
+    """Start every request in ``bodies`` (source → request body) together and read them for
+    ``window_s``, which opens at once, or (``fresh_s`` > 0) once every stream has shown a
+    frame, waiting at most ``fresh_s`` for that."""
     captures = {src: Capture(src, str(body["id"])) for src, body in bodies.items()}
     barrier = threading.Barrier(len(bodies))
     lock = threading.Lock()
     active = [0, 0]  # now, peak
-    deadline = [0.0]
+    window = _Window(len(bodies), window_s, fresh_s)
 
     def read(src: str) -> None:
         cap = captures[src]
@@ -62,8 +114,7 @@ def capture(make_client: Callable[[], RtviClient], bodies: dict[str, dict[str, A
         try:
             client = make_client()
             barrier.wait(START_TOGETHER_S)
-            if not deadline[0]:
-                deadline[0] = time.monotonic() + window_s
+            window.start()
             events = client.caption_events(bodies[src], chunk_s + READ_MARGIN_S)
             try:
                 for event in events:
@@ -75,7 +126,8 @@ def capture(make_client: Callable[[], RtviClient], bodies: dict[str, dict[str, A
                     for chunk in chunks_of(event):
                         cap.chunks.append(chunk)
                         cap.received.append(time.monotonic())
-                    if enough(cap.chunks) or time.monotonic() >= deadline[0] or stop.is_set():
+                    window.settle(src, cap.chunks)
+                    if enough(cap.chunks) or window.closed() or stop.is_set():
                         break
             finally:
                 events.close()  # type: ignore[attr-defined]  # a generator
@@ -90,6 +142,7 @@ def capture(make_client: Callable[[], RtviClient], bodies: dict[str, dict[str, A
         except threading.BrokenBarrierError:
             cap.rejected = "not started: another reader failed to start"
         finally:
+            window.settle(src)  # an ended reader must not hold the window shut
             if cap.admitted:
                 with lock:
                     active[0] -= 1
@@ -105,14 +158,24 @@ def capture(make_client: Callable[[], RtviClient], bodies: dict[str, dict[str, A
     # Stoppable: on shutdown the readers are abandoned (daemon threads; the restart finds the
     # run interrupted and cleans up), the run does not wait for their next chunk.
     until(lambda: True if not any(t.is_alive() for t in threads) else None,
-          timeout_s=START_TOGETHER_S + window_s + chunk_s + READ_MARGIN_S + JOIN_MARGIN_S,
+          timeout_s=(START_TOGETHER_S + fresh_s + window_s + chunk_s + READ_MARGIN_S
+                     + JOIN_MARGIN_S),
           pace=JOIN_POLL_S, stop=stop)
     if stop.is_set():
         raise Stopped("the reconciler is stopping")
     for cap in captures.values():
+        if window.opened:
+            _drop_warmup(cap, window.opened)
         if not cap.chunks and not cap.rejected and not cap.broken:
             cap.timed_out = True
-    return CaptureRun(captures, active[1])
+    return CaptureRun(captures, active[1],
+                      round(window.opened - window.started, 3) if window.opened else 0.0)
+
+
+def _drop_warmup(cap: Capture, opened: float) -> None:
+    """Chunks that arrived before the window opened are warm-up: counted, not measured."""
+    cap.warmup = sum(1 for at in cap.received if at < opened)
+    del cap.chunks[:cap.warmup], cap.received[:cap.warmup]
 
 
 def _stop_request(client: RtviClient, stream_id: str) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from controllers.caption_events import CaptionChunk
 from controllers.experiments import isolation
-from controllers.experiments.captures import Capture, capture
+from controllers.experiments.captures import Capture, CaptureRun, capture
 from controllers.experiments.ledger import UnitOutcome
 from controllers.experiments.streams import CanarySource, delete_proven, register
 from controllers.rtvi_client import RtviClient
@@ -33,6 +33,10 @@ ONE_FRAME_ONE_TOKEN = {"max_tokens": 1, "num_frames_per_second_or_fixed_frames_c
 SMOKE_PROMPT = "Name the colour or object you see in one word."
 PERF_PROMPT = "Describe what fills the frame in one short sentence."
 DELETE_PROOF_S = 30.0
+FRESHNESS_S = 60.0
+"""How long a window waits for every new stream's first decoded frame before it opens, unless
+its type says (a canary's ``freshFrameSeconds``); a stream with no frame by then is measured
+anyway, and its window judges it (``controllers.experiments.captures``)."""
 
 
 @dataclass
@@ -42,6 +46,7 @@ class Measured:
     units: list[UnitOutcome]
     peak: int  # the most requests captioning at once
     left: list[str]  # stream IDs still listed after the delete (each a failed cleanup)
+    fresh_wait_s: float = 0.0  # how long the window waited for every stream's first frame
 
 
 @dataclass
@@ -70,18 +75,18 @@ class LoadDriver:
 
     def capture(self, ids: dict[str, str], prompt: str,
                 enough: Callable[[list[CaptionChunk]], bool], window_s: float,
-                extra: dict[str, Any] | None = None) -> tuple[dict[str, Capture], int]:
-        """Caption every stream together for ``window_s`` (or until ``enough``); the captures
-        and the most requests active at once."""
+                extra: dict[str, Any] | None = None, fresh_s: float = 0.0) -> CaptureRun:
+        """Caption every stream together for ``window_s`` (or until ``enough``), the window
+        opening once every stream shows a frame when ``fresh_s`` > 0 (see captures)."""
         if not ids:
-            return {}, 0
+            return CaptureRun({}, 0)
         bodies: dict[str, dict[str, Any]] = {
             name: {"id": sid, "prompt": prompt, "model": self.model, "stream": True,
                    "max_tokens": self.max_tokens, "chunk_duration": self.chunk_s,
                    **(extra or {})}
             for name, sid in ids.items()}
-        run = capture(self.make_client, bodies, enough, window_s, float(self.chunk_s), self.stop)
-        return run.captures, run.active_peak
+        return capture(self.make_client, bodies, enough, window_s, float(self.chunk_s),
+                       self.stop, fresh_s)
 
     def delete(self, ids: list[str]) -> list[str]:
         """Delete in one blocking batch and prove it; the IDs still listed."""
@@ -97,14 +102,17 @@ class LoadDriver:
         self.evidence.write_text(relative, "\n".join(lines) + ("\n" if lines else ""))
 
     def window(self, part: str, names: list[str], seconds: float, repetition: int,
-               samples: str, prompt: str = PERF_PROMPT) -> Measured:
-        """Fresh streams for ``names`` captioned together for ``seconds``, then deleted and
-        proven gone; every chunk kept in ``samples`` (a path in the evidence)."""
+               samples: str, prompt: str = PERF_PROMPT,
+               fresh_s: float = FRESHNESS_S) -> Measured:
+        """Fresh streams for ``names`` captioned together for ``seconds`` once each shows a
+        decoded frame (waiting up to ``fresh_s``), then deleted and proven gone; every
+        measured chunk kept in ``samples`` (a path in the evidence)."""
         labels = {s.name: s.label for s in self.sources if s.name in names}
         ids = {n: self.stream_id(part, n) for n in names}
         refused = self.register(ids, labels)
-        run, peak = self.capture({n: ids[n] for n in ids if n not in refused}, prompt,
-                                 lambda _chunks: False, seconds)
+        captured = self.capture({n: ids[n] for n in ids if n not in refused}, prompt,
+                                lambda _chunks: False, seconds, fresh_s=fresh_s)
+        run, peak = captured.captures, captured.active_peak
         left = self.delete(list(ids.values()))
         self.keep_samples(samples, run)
         units = []
@@ -117,7 +125,7 @@ class LoadDriver:
                 timed_out=cap is not None and cap.timed_out,
                 broken=cap.broken if cap is not None and cap.admitted else "",
                 chunks=cap.chunks if cap else [], cleaned_up=ids[name] not in left))
-        return Measured(units, peak, left)
+        return Measured(units, peak, left, captured.fresh_wait_s)
 
     def smoke(self) -> bool:
         """One stream, one request for 1 token: its first chunk must bring frames and an
@@ -128,9 +136,9 @@ class LoadDriver:
         self.progress(f"smoke: 1 frame, 1 token on {first.name}")
         ids = {first.name: self.stream_id("smoke", first.name)}
         refused = self.register(ids, {first.name: first.label})
-        run, _ = self.capture({n: i for n, i in ids.items() if n not in refused}, SMOKE_PROMPT,
-                              lambda chunks: any(isolation.is_answer(c) for c in chunks),
-                              SMOKE_WINDOW_S, ONE_FRAME_ONE_TOKEN)
+        run = self.capture({n: i for n, i in ids.items() if n not in refused}, SMOKE_PROMPT,
+                           lambda chunks: any(isolation.is_answer(c) for c in chunks),
+                           SMOKE_WINDOW_S, ONE_FRAME_ONE_TOKEN).captures
         left = self.delete(list(ids.values()))
         cap = run.get(first.name)
         answers = [c for c in (cap.chunks if cap else []) if isolation.is_answer(c)]

@@ -8,8 +8,8 @@ faults or crash the process while streams and caption requests are live, against
   client's test can prove it made one batch call, or did not hammer a busy server.
 - ``POST /emulator/knobs`` ``{"max_streams": int|null, "latency_ms", "latency_per_stream_ms",
   "drain_s", "caption_shape": "flat"|"wrapped", "legacy_delete": bool,
-  "breach_above": int|null, "breach_ms", "jitter_ms", "answer_mode", "file_hang_s"}`` (any
-  subset; answer modes: ``answers``) -> the new knob values.
+  "breach_above": int|null, "breach_ms", "jitter_ms", "answer_mode", "file_hang_s",
+  "decode_delay_s"}`` (any subset; answer modes: ``answers``) -> the new knob values.
 - ``POST /emulator/faults`` ``{"path_prefix": "/v1/", "status": 500..599 (optional),
   "count": 1.., "delay_s": 0..600 (optional)}``: the next ``count`` requests under the prefix
   are delayed and/or answer ``status``. With ``"kind"`` it adds a behaviour fault instead
@@ -54,7 +54,7 @@ MAX_DELAY_S = 600.0
 MAX_SKIP = 1000
 KNOB_KEYS = ("max_streams", "latency_ms", "latency_per_stream_ms", "drain_s", "caption_shape",
              "legacy_delete", "breach_above", "breach_ms", "jitter_ms", "answer_mode",
-             "file_hang_s")
+             "file_hang_s", "decode_delay_s")
 
 
 @dataclass(frozen=True)
@@ -157,7 +157,7 @@ def register(
                     raise Invalid("legacy_delete: expected true or false")
                 changes["legacy_delete"] = body["legacy_delete"]
             for key in ("latency_ms", "latency_per_stream_ms", "drain_s", "breach_ms",
-                        "jitter_ms", "file_hang_s"):
+                        "jitter_ms", "file_hang_s", "decode_delay_s"):
                 if key in body:
                     changes[key] = validation.number(body[key], key, 0, 3_600_000)
         except Invalid as exc:

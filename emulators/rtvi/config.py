@@ -59,6 +59,10 @@ Knobs:
 - ``RTVI_EMU_FILE_HANG_S`` (default 0): a chat request about an uploaded file hangs this long,
   holding the file in use (what the smoke request before a long run must catch). Run-time:
   ``file_hang_s``.
+- ``RTVI_EMU_DECODE_DELAY_S`` (default 0): a new stream's decoder starts this long after
+  ``streams/add`` (an RTSP source slow to set up, a late first keyframe): its first chunks carry
+  no frames. What a measurement window's freshness wait must absorb. Run-time:
+  ``decode_delay_s``.
 - ``RTVI_EMU_GPU_BOARD`` (URL of ``emulators.gpuboard``): the emulated GPU this service uses:
   ``RTVI_EMU_GPU_MIB`` (default 16000) is allocated on it once the model is loaded, and released
   on shutdown except ``RTVI_EMU_GPU_LEAK_MIB`` (default 0: a leak that outlives the service).
@@ -145,6 +149,7 @@ class Settings:
     evs_pruning_rate: float | None = None
     gpu_board: str | None = None
     file_hang_s: float = 0.0
+    decode_delay_s: float = 0.0
     gpu_mib: int = 16000
     gpu_leak_mib: int = 0
     api_token: str | None = field(default=None, repr=False)  # a secret: never in a repr or log
@@ -239,6 +244,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         answer_mode=_choice(source, "RTVI_EMU_ANSWER_MODE", ANSWER_MODES, "normal"),
         gpu_board=_text(source, "RTVI_EMU_GPU_BOARD"),
         file_hang_s=_number(source, "RTVI_EMU_FILE_HANG_S", 0.0),
+        decode_delay_s=_number(source, "RTVI_EMU_DECODE_DELAY_S", 0.0),
         gpu_mib=int(_number(source, "RTVI_EMU_GPU_MIB", 16000)),
         gpu_leak_mib=int(_number(source, "RTVI_EMU_GPU_LEAK_MIB", 0)),
         evs_pruning_rate=(_fraction(source, "VLM_VIDEO_PRUNING_RATE")

@@ -31,6 +31,7 @@ class KnobValues:
     answer_mode: str = "normal"  # how chat completions answer (``answers.shape``)
     evs_pruning_rate: float | None = None  # both EVS variables set: prompt tokens pruned
     file_hang_s: float = 0.0  # a chat request about a file hangs this long, the file in use
+    decode_delay_s: float = 0.0  # a new stream's decoder starts this long after its add
 
 
 class Knobs:

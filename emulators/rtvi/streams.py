@@ -219,7 +219,12 @@ class StreamTable:
                 entry.camera_id,
                 entry.camera_name,
             )
-        if self._decode:
+        delay = self._knobs.values.decode_delay_s
+        if self._decode and delay > 0:  # a decoder stopped meanwhile (deleted) starts idle
+            timer = threading.Timer(delay, decoder.start)
+            timer.daemon = True
+            timer.start()
+        elif self._decode:
             decoder.start()
         return stream_id
 

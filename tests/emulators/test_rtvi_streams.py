@@ -406,6 +406,25 @@ def test_no_decode_knob_registers_without_opening_the_source(
         assert rc.add(quiet, rc.entry(url, ids[2])).status_code == 200  # capacity freed
 
 
+def test_decode_delay_knob_starts_each_decoder_late_and_never_for_a_deleted_stream(
+    start_emulator: StartEmulator, rtsp_source: RtspSource
+) -> None:
+    """RTVI_EMU_DECODE_DELAY_S: a slow source set-up. A stream is listed at once and decodes
+    only after the delay; one deleted before its delay ran out never gets a decoder."""
+    emulator = _ready(start_emulator, RTVI_EMU_DECODE_DELAY_S="6", RTVI_EMU_DRAIN_S="0")
+    gone, kept = rc.new_id(), rc.new_id()
+    with rc.client(emulator) as http:
+        assert rc.add(http, rc.entry(rtsp_source.url("red"), gone)).status_code == 200
+        deleted = http.request("DELETE", "/v1/streams/delete-batch",
+                               json={"stream_ids": [gone], "blocking": True})
+        assert deleted.json() == {"deleted": [gone], "errors": []}
+        assert rc.add(http, rc.entry(rtsp_source.url("red"), kept)).status_code == 200
+        assert _stream_state(http, kept)["decoder_running"] is False  # 6 s to go
+        assert rc.listed_ids(http) == {kept}
+        rc.wait_decoding(http, kept)  # its timer ran after the deleted stream's
+        assert len(_decoders(emulator)) == 1
+
+
 def test_a_source_that_stalls_is_decoded_again_when_it_resumes(
     start_emulator: StartEmulator, tmp_path: Path
 ) -> None:

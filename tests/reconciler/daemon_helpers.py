@@ -8,7 +8,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import docker
 
@@ -17,6 +17,7 @@ from state.store import Store
 from tests.conftest import RECONCILER, Cli, containers_of
 
 LABEL_INSTANCE = "rtvi.reconciler/instance"
+LABEL_RESOURCE = "rtvi.reconciler/resource"
 T = TypeVar("T")
 
 
@@ -34,6 +35,12 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float,
 
 
 class DaemonProcess:
+    """``reconciler run`` as a child process. Every one started is remembered, so that a test
+    failing before it stops its daemon does not leave it running its runs into later tests
+    (``reap``, an autouse fixture's teardown)."""
+
+    started: ClassVar[list[DaemonProcess]] = []
+
     def __init__(self, cli: Cli, args: list[str], log_path: Path,
                  prefix: list[str] | None = None) -> None:
         self.cli = cli
@@ -42,6 +49,16 @@ class DaemonProcess:
         self.proc = subprocess.Popen([*(prefix or []), RECONCILER, "run", "--metrics-address",
                                       "off", *args],
                                      stdout=self._log, stderr=subprocess.STDOUT, env=cli.env())
+        DaemonProcess.started.append(self)
+
+    @classmethod
+    def reap(cls) -> list[str]:
+        """Kill every daemon a test left running; the log of each (shown when a test fails)."""
+        left = [d for d in cls.started if d.proc.poll() is None]
+        cls.started.clear()
+        for daemon in left:
+            daemon.kill9()
+        return [d.log() for d in left]
 
     def wait_healthy(self, timeout: float = 20) -> None:
         def healthy() -> bool:
@@ -68,6 +85,13 @@ class DaemonProcess:
 
 def owned(client: docker.DockerClient, instance: str) -> list[Any]:
     return containers_of(client, instance)
+
+
+def run_containers(client: docker.DockerClient, instance: str, resource: str) -> list[Any]:
+    """The containers (any state) that one resource of one test instance owns: tests on other
+    workers run resources of the same name."""
+    return [c for c in containers_of(client, instance)
+            if c.labels.get(LABEL_RESOURCE) == resource]
 
 
 def running_ids(client: docker.DockerClient, instance: str) -> list[str]:

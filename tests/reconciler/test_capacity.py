@@ -17,7 +17,7 @@ import pytest
 
 from controllers.experiments.streams import stream_id
 from tests.conftest import Cli, free_port
-from tests.reconciler.daemon_helpers import status_of
+from tests.reconciler.daemon_helpers import run_containers, status_of
 from tests.reconciler.stream_helpers import rtvi_deployment
 from tests.specs_factory import write
 
@@ -95,8 +95,7 @@ def test_the_search_finds_the_emulators_capacity_with_its_ledger(
     boundary = json.loads((cli.state_dir / "evidence" / run_id / "gates" /
                            "capacity-boundary.json").read_text())
     assert boundary["passed"] and f"first unstable {k + 1}" in boundary["reason"], boundary
-    assert not docker_client.containers.list(
-        all=True, filters={"label": f"rtvi.reconciler/resource={RESOURCE}"})
+    assert not run_containers(docker_client, cli.instance, RESOURCE)
     verified = cli("evidence", run_id, "--verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "plots: plots/gpu-memory.png, plots/latency-by-streams.png" in verified.stdout
@@ -143,5 +142,4 @@ def test_one_stream_failing_mid_search_is_inconclusive_and_cleanup_is_proven(
     cleanup = json.loads((cli.state_dir / "evidence" / run_id / "gates" / "cleanup.json")
                          .read_text())
     assert cleanup["passed"], cleanup
-    assert not docker_client.containers.list(
-        all=True, filters={"label": f"rtvi.reconciler/resource={RESOURCE}"})
+    assert not run_containers(docker_client, cli.instance, RESOURCE)

@@ -17,12 +17,11 @@ import pytest
 from controllers.experiments.streams import stream_id
 from controllers.ownership import project_name
 from tests.conftest import Cli, free_port
-from tests.reconciler.daemon_helpers import DaemonProcess, status_of, wait_for
+from tests.reconciler.daemon_helpers import DaemonProcess, run_containers, status_of, wait_for
 from tests.reconciler.stream_helpers import rtvi_deployment
 from tests.specs_factory import write
 
 RESOURCE = "Experiment/canary"
-LABEL_RESOURCE = "rtvi.reconciler/resource"
 
 
 def canary(run_id: str, port: int, telemetry: dict[str, Any] | None = None,
@@ -67,10 +66,6 @@ def evidence_dir(cli: Cli, run_id: str) -> Path:
     return cli.state_dir / "evidence" / run_id
 
 
-def run_containers(client: docker.DockerClient) -> list[Any]:
-    return client.containers.list(all=True, filters={"label": f"{LABEL_RESOURCE}={RESOURCE}"})
-
-
 def test_a_four_colour_canary_passes_once_with_evidence_that_verifies(
         cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
         tmp_path: Path) -> None:
@@ -88,7 +83,7 @@ def test_a_four_colour_canary_passes_once_with_evidence_that_verifies(
     smoke = gate(cli, "four-1", "smoke")["evidence"]
     assert smoke["maxTokens"] == 1 and smoke["left"] == [] and smoke["chunks"], smoke
     assert all(v.startswith("PASS") for v in known["gates"].values()), known["gates"]
-    assert not [c for c in run_containers(docker_client)
+    assert not [c for c in run_containers(docker_client, cli.instance, RESOURCE)
                 if c.labels.get("rtvi.reconciler/instance") == cli.instance]
     table = cli("status")
     assert "PHASE" in table.stdout and "PASS" in table.stdout, table.stdout
@@ -148,7 +143,7 @@ def test_swapped_streams_fail_the_isolation_gate_naming_both_and_cleanup_proves_
     assert "that is green" in isolation["reason"] and "that is red" in isolation["reason"]
     assert gate(cli, run_id, "cleanup")["passed"] is True
     assert not (evidence_dir(cli, run_id) / "gates" / "performance.json").exists()
-    assert not run_containers(docker_client)
+    assert not run_containers(docker_client, cli.instance, RESOURCE)
     assert cli("evidence", run_id, "--verify").returncode == 0
 
 
@@ -175,7 +170,7 @@ def test_failed_work_behind_a_200_fails_the_canary_with_its_reason(
     else:
         assert gate(cli, run_id, "semantic-isolation")["passed"] is True
         assert gate(cli, run_id, "cleanup")["passed"] is True
-    assert not run_containers(docker_client)  # the service went, with the stuck stream
+    assert not run_containers(docker_client, cli.instance, RESOURCE)  # service, stuck stream gone
 
 
 def test_qualification_only_passes_after_the_isolation_gates(
@@ -216,7 +211,7 @@ def test_required_telemetry_that_cannot_be_read_fails_the_run_before_it_starts_a
     assert known["result"] == "FAIL", known
     assert known["reason"].startswith("preflight: required GPU telemetry cannot be read: "
                                       f"DCGM exporter at {url}: ConnectError"), known["reason"]
-    assert not run_containers(docker_client)
+    assert not run_containers(docker_client, cli.instance, RESOURCE)
     events = (evidence_dir(cli, run_id) / "events.jsonl").read_text()
     assert "ServiceReady" not in events and "TelemetryUnavailable" in events
     telemetry = json.loads((evidence_dir(cli, run_id) / "evidence" / "telemetry.json")
@@ -256,7 +251,7 @@ def test_kill_9_during_running_gives_inconclusive_and_cleanup_leaves_nothing(
     try:
         wait_for("the run to reach its performance part", lambda: "performance" in str(
             (status_of(cli, RESOURCE) or {}).get("conditions")), 180, 0.2)
-        assert run_containers(docker_client)  # service and publishers are up
+        assert run_containers(docker_client, cli.instance, RESOURCE)  # service, publishers up
     finally:
         daemon.kill9()
     assert "result" not in facts(cli)  # killed mid-run: no verdict yet
@@ -265,7 +260,7 @@ def test_kill_9_during_running_gives_inconclusive_and_cleanup_leaves_nothing(
     assert known["result"] == "INCONCLUSIVE", (known, done.stdout, done.stderr)
     assert "interrupted during Running" in known["reason"]
     assert gate(cli, run_id, "cleanup")["passed"] is True
-    assert not run_containers(docker_client)
+    assert not run_containers(docker_client, cli.instance, RESOURCE)
     assert cli("evidence", run_id, "--verify").returncode == 0
 
 
@@ -295,7 +290,7 @@ def test_the_daemon_stops_runs_on_sigterm_and_on_spec_removal_and_cleans_up_afte
         assert known["result"] == "INCONCLUSIVE" and "interrupted during Running" in (
             known["reason"]), known
         assert gate(cli, "daemon-1", "cleanup")["passed"] is True
-        assert not run_containers(docker_client)
+        assert not run_containers(docker_client, cli.instance, RESOURCE)
         # A new run; then its spec goes away mid-run: the run is stopped and cleaned up, the
         # record pruned, the evidence kept.
         write(specs, template, canary("daemon-2", free_port(), streams=2,
@@ -309,5 +304,24 @@ def test_the_daemon_stops_runs_on_sigterm_and_on_spec_removal_and_cleans_up_afte
         assert second.terminate(timeout=20) == 0
     summary = json.loads((evidence_dir(cli, "daemon-2") / "status.json").read_text())
     assert summary["result"] == "INCONCLUSIVE" and "its spec was removed" in summary["reason"]
-    assert not run_containers(docker_client)
+    assert not run_containers(docker_client, cli.instance, RESOURCE)
     assert cli("evidence", "daemon-2", "--verify").returncode == 0
+
+
+def test_a_window_waits_for_every_streams_first_frame_before_it_measures(
+        cli: Cli, emulator_image: str, tmp_path: Path) -> None:
+    """Each stream's decoder starts 8 s after it is registered, longer than the 5 s window: a
+    window that measured at once would see no frame and fail the canary. It waits for the first
+    frame (up to freshFrameSeconds), as the VSS harness's freshness wait does, then measures."""
+    specs = tmp_path / "specs"
+    write(specs, rtvi_deployment(emulator_image, free_port(), RTVI_EMU_DECODE_DELAY_S="8"),
+          canary("late-1", free_port(), streams=1, semanticIsolation=False,
+                 performanceSeconds=5, freshFrameSeconds=30))
+    done = cli("apply", str(specs), "--timeout", "240", timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    known = facts(cli)
+    assert (known["phase"], known["result"]) == ("Done", "PASS"), known
+    ledger = gate(cli, "late-1", "performance")["evidence"]["ledger"]
+    assert (ledger["offered"], ledger["completed"]) == (1, 1), ledger
+    report = json.loads((evidence_dir(cli, "late-1") / "evidence/performance.json").read_text())
+    assert report["freshWaitSeconds"] and min(report["freshWaitSeconds"]) > 1, report

@@ -1,0 +1,18 @@
+"""Fixtures for the reconciler's end-to-end tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.reconciler.daemon_helpers import DaemonProcess
+
+
+@pytest.fixture(autouse=True)
+def no_daemon_outlives_its_test() -> Iterator[None]:
+    """A daemon left running by a failed test would go on acting on the engine (runs, their
+    containers) under the next tests; kill it and show its log."""
+    yield
+    for log in DaemonProcess.reap():
+        print(f"--- daemon left running by the test, killed ---\n{log}")
