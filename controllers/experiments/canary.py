@@ -22,7 +22,7 @@ from typing import Any
 
 from controllers.caption_events import CaptionChunk
 from controllers.experiments import isolation, plots
-from controllers.experiments.driver import GATE_SMOKE, LoadDriver, refusal
+from controllers.experiments.driver import GATE_SMOKE, LoadDriver, from_first_frame, refusal
 from controllers.experiments.ledger import UnitOutcome, performance_report
 from controllers.experiments.reportparts import Section, latency_point, load_json
 from controllers.experiments.runtype import PlannedStep, Result, RunContext
@@ -184,9 +184,8 @@ class CanaryRun:
         for rep in range(total):
             warm = rep < measure.warmupRuns
             drv.progress(f"performance: {'warm-up' if warm else 'repetition'} {rep + 1}/"
-                         f"{total}, {len(names)} streams for {canary.performanceSeconds}s from the "
-                         f"first decoded frame of each (waiting up to "
-                         f"{canary.freshFrameSeconds:g}s)")
+                         f"{total}, {len(names)} streams for {canary.performanceSeconds}s "
+                         + from_first_frame(canary.freshFrameSeconds))
             done = drv.window(f"perf{rep}", names, float(canary.performanceSeconds),
                               rep - measure.warmupRuns, f"evidence/captions/perf{rep}.jsonl",
                               fresh_s=canary.freshFrameSeconds)

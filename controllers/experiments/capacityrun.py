@@ -34,7 +34,12 @@ from controllers.errors import ControllerError
 from controllers.experiments import plots
 from controllers.experiments.capacity import SearchSpec, Verdict, Window, search
 from controllers.experiments.cleanup import CleanupReport, service_residue
-from controllers.experiments.driver import FRESHNESS_S, GATE_SMOKE, Measured
+from controllers.experiments.driver import (
+    FRESHNESS_S,
+    GATE_SMOKE,
+    Measured,
+    from_first_frame,
+)
 from controllers.experiments.ledger import performance_report
 from controllers.experiments.reportparts import Section, cell, latency_point, load_json
 from controllers.experiments.runtype import PlannedStep, Result, RunContext
@@ -102,8 +107,7 @@ class Windows:
         base = f"evidence/capacity/{attempt}/w{number:02d}-{count}"
         self.files.append(base + ".json")
         self.ctx.progress(f"window {number} ({attempt}): {count} stream(s) for "
-                          f"{self.cap.windowSeconds}s from the first decoded frame of "
-                          f"each (waiting up to {FRESHNESS_S:g}s)")
+                          f"{self.cap.windowSeconds}s " + from_first_frame(FRESHNESS_S))
         try:
             window, detail = self._window(attempt, number, count, base)
         except ControllerError as exc:  # a fatal runtime gate: the search cannot go on

@@ -76,12 +76,19 @@ class _Window:
                 if self.fresh_s <= 0:
                     self._open()
 
-    def settle(self, src: str, chunks: list[CaptionChunk] | None = None) -> None:
-        """A reader's news: it ended (``chunks`` None) or read ``chunks`` so far."""
+    def read(self, src: str, chunks: list[CaptionChunk]) -> None:
+        """A reader has read ``chunks`` so far: settled once one of them has frames."""
+        self._settle(src, has_frames(chunks))
+
+    def ended(self, src: str) -> None:
+        """A reader ended (done, refused, broken): it must not hold the window shut."""
+        self._settle(src, True)
+
+    def _settle(self, src: str, settled: bool) -> None:
         with self.lock:
             if self.opened:
                 return
-            if chunks is None or has_frames(chunks):
+            if settled:
                 self.settled.add(src)
             if (len(self.settled) == self.readers
                     or time.monotonic() >= self.started + self.fresh_s):
@@ -126,7 +133,7 @@ def capture(make_client: Callable[[], RtviClient], bodies: dict[str, dict[str, A
                     for chunk in chunks_of(event):
                         cap.chunks.append(chunk)
                         cap.received.append(time.monotonic())
-                    window.settle(src, cap.chunks)
+                    window.read(src, cap.chunks)
                     if enough(cap.chunks) or window.closed() or stop.is_set():
                         break
             finally:
@@ -142,7 +149,7 @@ def capture(make_client: Callable[[], RtviClient], bodies: dict[str, dict[str, A
         except threading.BrokenBarrierError:
             cap.rejected = "not started: another reader failed to start"
         finally:
-            window.settle(src)  # an ended reader must not hold the window shut
+            window.ended(src)
             if cap.admitted:
                 with lock:
                     active[0] -= 1

@@ -39,6 +39,11 @@ its type says (a canary's ``freshFrameSeconds``); a stream with no frame by then
 anyway, and its window judges it (``controllers.experiments.captures``)."""
 
 
+def from_first_frame(fresh_s: float) -> str:
+    """How a measured window's progress line says when it starts."""
+    return f"from the first decoded frame of each (waiting up to {fresh_s:g}s)"
+
+
 @dataclass
 class Measured:
     """One window of live load: what became of every unit, and what could not be deleted."""

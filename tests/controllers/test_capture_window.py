@@ -14,11 +14,11 @@ FRAMED = CaptionChunk("A red frame.", chunk_id=1, frame_count=2)
 def test_the_window_waits_for_every_stream_to_show_a_frame_or_end() -> None:
     window = _Window(3, window_s=600, fresh_s=600)
     window.start()
-    window.settle("a", [NO_FRAME])
-    window.settle("a", [NO_FRAME, FRAMED])
-    window.settle("b", [FRAMED])
+    window.read("a", [NO_FRAME])
+    window.read("a", [NO_FRAME, FRAMED])
+    window.read("b", [FRAMED])
     assert not window.opened and not window.closed()
-    window.settle("c")  # ended (refused, broken): it must not hold the window shut
+    window.ended("c")  # ended (refused, broken): it must not hold the window shut
     assert window.opened and window.deadline == window.opened + 600
     assert not window.closed()
 
@@ -32,7 +32,7 @@ def test_without_a_freshness_wait_the_window_opens_at_the_start() -> None:
 def test_a_stream_with_no_frame_by_the_end_of_the_wait_is_measured_anyway() -> None:
     window = _Window(2, window_s=600, fresh_s=1e-9)
     window.start()
-    window.settle("a", [NO_FRAME])  # the wait is over: open, b is judged by its window
+    window.read("a", [NO_FRAME])  # the wait is over: open, b is judged by its window
     assert window.opened and "b" not in window.settled
 
 
