@@ -7,9 +7,11 @@ faults or crash the process while streams and caption requests are live, against
   and ``requests``: how many requests each route answered (``"POST /v1/streams/add": 3``), so a
   client's test can prove it made one batch call, or did not hammer a busy server.
 - ``POST /emulator/knobs`` ``{"max_streams": int|null, "latency_ms", "latency_per_stream_ms",
-  "drain_s", "caption_shape": "flat"|"wrapped", "legacy_delete": bool,
+  "drain_s", "caption_shape": "wrapped"|"flat", "legacy_delete": bool,
   "breach_above": int|null, "breach_ms", "jitter_ms", "answer_mode", "file_hang_s",
-  "decode_delay_s"}`` (any subset; answer modes: ``answers``) -> the new knob values.
+  "decode_delay_s", "ingest_delay_s", "delete_in_use": "end"|"refuse",
+  "capacity_refusal": "503"|"in-200"}`` (any subset; answer modes: ``answers``; see ``config``
+  for each) -> the new knob values.
 - ``POST /emulator/faults`` ``{"path_prefix": "/v1/", "status": 500..599 (optional),
   "count": 1.., "delay_s": 0..600 (optional)}``: the next ``count`` requests under the prefix
   are delayed and/or answer ``status``. With ``"kind"`` it adds a behaviour fault instead
@@ -33,7 +35,12 @@ from dataclasses import asdict, dataclass
 from emulators.rtvi import validation
 from emulators.rtvi.cameras import BusConfig
 from emulators.rtvi.captions import CaptionService
-from emulators.rtvi.config import ANSWER_MODES, CAPTION_SHAPES
+from emulators.rtvi.config import (
+    ANSWER_MODES,
+    CAPACITY_REFUSALS,
+    CAPTION_SHAPES,
+    DELETE_IN_USE,
+)
 from emulators.rtvi.faults import (
     BEHAVIOUR_KINDS,
     PAIRED_KINDS,
@@ -52,9 +59,11 @@ DEFAULT_CRASH_CODE = 3
 CRASH_AFTER_S = 0.1  # lets the 200 reach the client first
 MAX_DELAY_S = 600.0
 MAX_SKIP = 1000
-KNOB_KEYS = ("max_streams", "latency_ms", "latency_per_stream_ms", "drain_s", "caption_shape",
-             "legacy_delete", "breach_above", "breach_ms", "jitter_ms", "answer_mode",
-             "file_hang_s", "decode_delay_s")
+CHOICE_KNOBS = {"caption_shape": CAPTION_SHAPES, "answer_mode": ANSWER_MODES,
+                "delete_in_use": DELETE_IN_USE, "capacity_refusal": CAPACITY_REFUSALS}
+SECONDS_KNOBS = ("latency_ms", "latency_per_stream_ms", "drain_s", "breach_ms", "jitter_ms",
+                 "file_hang_s", "decode_delay_s", "ingest_delay_s")
+KNOB_KEYS = ("max_streams", "legacy_delete", "breach_above", *CHOICE_KNOBS, *SECONDS_KNOBS)
 
 
 @dataclass(frozen=True)
@@ -138,14 +147,11 @@ def register(
             body = validation.json_object(request)
             validation.only_keys(body, KNOB_KEYS)
             changes: dict[str, object] = {}
-            if "caption_shape" in body:
-                if body["caption_shape"] not in CAPTION_SHAPES:
-                    raise Invalid(f"caption_shape: must be one of {', '.join(CAPTION_SHAPES)}")
-                changes["caption_shape"] = body["caption_shape"]
-            if "answer_mode" in body:
-                if body["answer_mode"] not in ANSWER_MODES:
-                    raise Invalid(f"answer_mode: must be one of {', '.join(ANSWER_MODES)}")
-                changes["answer_mode"] = body["answer_mode"]
+            for key, choices in CHOICE_KNOBS.items():
+                if key in body:
+                    if body[key] not in choices:
+                        raise Invalid(f"{key}: must be one of {', '.join(choices)}")
+                    changes[key] = body[key]
             for key in ("max_streams", "breach_above"):
                 if key in body:
                     value = body[key]
@@ -156,8 +162,7 @@ def register(
                 if not isinstance(body["legacy_delete"], bool):
                     raise Invalid("legacy_delete: expected true or false")
                 changes["legacy_delete"] = body["legacy_delete"]
-            for key in ("latency_ms", "latency_per_stream_ms", "drain_s", "breach_ms",
-                        "jitter_ms", "file_hang_s", "decode_delay_s"):
+            for key in SECONDS_KNOBS:
                 if key in body:
                     changes[key] = validation.number(body[key], key, 0, 3_600_000)
         except Invalid as exc:

@@ -79,6 +79,7 @@ class Application:
             "decoded_frames_total": sum(s.frame_count for s in snapshots),
             "decoder_restarts_total": sum(s.restarts for s in snapshots),
             "injected_faults_total": self.faults.injected_total,
+            **self.captions.times.gauges(),
         }
 
     def stop_decoders(self) -> None:

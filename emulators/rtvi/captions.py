@@ -6,7 +6,8 @@ which no fresh frame arrived says so and reports ``frame_count`` 0.
 
 The body is the spec's ``VlmQuery``, checked strictly (``CAPTION_QUERY``). Results follow the
 spec's ``VlmCaptionResponse`` (chunk) and ``VlmCaptionsCompletionResponse`` (wrapper), in the
-shape the ``caption_shape`` knob selects (``RTVI_EMU_CAPTION_SHAPE``, default ``flat``):
+shape the ``caption_shape`` knob selects (``RTVI_EMU_CAPTION_SHAPE``, default ``wrapped``, the
+real service's shape and the only one the VSS harness reads latency from):
 
 - ``flat``: each SSE event is one chunk, a bare ``VlmCaptionResponse``; the non-streaming body is
   that chunk too when the request names one stream (a flat body can hold only one chunk: with
@@ -21,8 +22,13 @@ Choices where the real service's behaviour is not published:
 - ``chunk_duration`` 0 means "no chunking" for files; a live stream must be cut somewhere, so it
   gets ``DEFAULT_LIVE_CHUNK_S`` (2 s). ``chunk_overlap_duration`` widens the frame window
   backwards (a negative one counts as 0); it must stay below the chunk (else 400).
-- ``start_time``/``end_time`` are the chunk's wall-clock window as ISO-8601 UTC strings (the same
-  instants as ``media_info``); ``id`` of the wrapper is the request ID (``X-Request-Id``).
+- ``start_time``/``end_time`` are the chunk's wall-clock window as ISO-8601 UTC strings; ``id``
+  of the wrapper is the request ID (``X-Request-Id``).
+- ``media_info`` of a chunk is ``{"type": "timestamp"}`` with the stamps of the chunk's first and
+  last frames as they arrived from the source (the window's ends when it has no frame), so a
+  client's "receive time - ``end_timestamp``" includes transport and queueing (the
+  ``ingest_delay_s`` knob injects some). The closing usage event describes no chunk: its
+  ``media_info`` carries no timestamps.
 - The spec carries no stream ID in a result: a client that must tell streams apart opens one
   request per stream (as the product does). ``chunk_id`` counts chunks per stream from 0 and
   wraps at the spec's maximum (100000).
@@ -39,7 +45,10 @@ Choices where the real service's behaviour is not published:
 - ``id`` must name registered live streams (files, ``url`` and ``media_info`` offsets are
   accepted by validation but this emulator captions live streams only: 400 otherwise). An empty
   list is 400.
-- The request is "active" (its streams cannot be deleted) while its SSE connection lives.
+- The request is "active" while its SSE connection lives. Deleting one of its streams ends it
+  (usage event, ``[DONE]``) unless the ``delete_in_use`` knob is ``refuse`` (then 409).
+- A stopped request ends within ``WAIT_SLICE_S`` even when behind schedule or mid-chunk: the
+  stop flag is looked at before the schedule, and the simulated model time is a wait on it.
 - Several requests may caption one stream ("subscribers") when their decode settings match; a
   different setting gives 400 ``BadParameters``. ``DELETE .../{stream_id}`` stops the one
   request on that stream (all streams of it); with several and no ``request_id``, or none at
@@ -174,6 +183,24 @@ class Session:
     chunks: int = 0
 
 
+@dataclass
+class PipelineTimes:
+    """What ``/v1/metrics`` reports under the series the VSS harness reads: decode time as a
+    summary (count and sum, from which it takes the mean over a window), and the latest
+    chunk's decode, model, pipeline (decode + model) and end-to-end (the last frame's source
+    stamp to the answer) times."""
+
+    decode_count: int = 0
+    decode_sum_s: float = 0.0
+    latest: dict[str, float] = field(default_factory=dict)
+
+    def gauges(self) -> dict[str, float]:
+        return {"decode_latency_seconds_count": self.decode_count,
+                "decode_latency_seconds_sum": round(self.decode_sum_s, 6),
+                **{f"{name}_latency_seconds_latest_seconds": round(value, 6)
+                   for name, value in self.latest.items()}}
+
+
 @dataclass(frozen=True)
 class Chunk:
     """One stream's chunk result: the spec's ``VlmCaptionResponse`` plus what wraps it."""
@@ -246,7 +273,9 @@ class CaptionService:
         self._sessions: dict[str, Session] = {}
         self.chunks_total = 0
         self.empty_chunks_total = 0
+        self.times = PipelineTimes()
         streams.in_use = self.stream_in_use
+        streams.release = self.release
 
     def stream_in_use(self, stream_id: str) -> bool:
         with self._lock:
@@ -288,6 +317,14 @@ class CaptionService:
                 stream.chunk_overlap_duration = params.overlap_s
         return session
 
+    def release(self, stream_id: str) -> None:
+        """End every request that captions ``stream_id`` (the stream is being deleted): each
+        one's event stream then ends with its usage event and ``[DONE]``."""
+        with self._lock:
+            holding = [s for s in self._sessions.values() if stream_id in s.params.stream_ids]
+        for session in holding:
+            self.close(session)
+
     def close(self, session: Session) -> None:
         session.stop.set()
         with self._lock:
@@ -321,14 +358,13 @@ class CaptionService:
 
     def wait_until(self, session: Session, deadline: float, writer: StreamWriter | None) -> bool:
         """Sleep until ``deadline``; False when stopped or the client went away meanwhile."""
-        while True:
+        while True:  # the stop flag first: a request behind schedule still ends at once
+            if session.stop.is_set() or (writer is not None and not writer.alive()):
+                return False
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return True
-            if session.stop.wait(min(remaining, WAIT_SLICE_S)):
-                return False
-            if writer is not None and not writer.alive():
-                return False
+            session.stop.wait(min(remaining, WAIT_SLICE_S))
 
     def chunk(
         self,
@@ -349,7 +385,7 @@ class CaptionService:
         )
         tally = Counter(frame.description for frame in frames)
         decoded = time.monotonic()
-        time.sleep(self._knobs.vlm_latency_s(self._streams.live_count()))
+        session.stop.wait(self._knobs.vlm_latency_s(self._streams.live_count()))
         answered = time.monotonic()
         content = NO_FRAME_CONTENT
         if frames:
@@ -381,7 +417,15 @@ class CaptionService:
             "input_tokens": input_tokens,
             "output_tokens": output_tokens,
         }
-        return Chunk(stream_id, body, _timestamps(start_unix, end_unix), error)
+        stamps = (frames[0].stamped_unix, frames[-1].stamped_unix) if frames else (
+            start_unix, end_unix)
+        with self._lock:
+            self.times.decode_count += 1
+            self.times.decode_sum_s += decoded - begun
+            self.times.latest = {"decode": decoded - begun, "vlm": answered - decoded,
+                                 "vlm_pipeline": answered - begun,
+                                 "e2e": max(0.0, time.time() - stamps[1])}
+        return Chunk(stream_id, body, _timestamps(*stamps), error)
 
     def run(
         self,
@@ -400,6 +444,8 @@ class CaptionService:
                 return produced
             for stream_id in session.params.stream_ids:
                 chunk = self.chunk(session, stream_id, index, (start, end), origin)
+                if session.stop.is_set():  # stopped while it was processed: never sent
+                    return produced
                 produced.append(chunk)
                 if writer is not None and not writer.write(_sse(self.event(session, chunk))):
                     return produced
@@ -429,7 +475,9 @@ class CaptionService:
         }
 
     def usage_event(self, session: Session) -> dict[str, object]:
-        wrapper = self._wrapper(session, _timestamps(session.started_unix, time.time()), [])
+        """The closing usage event: it describes no chunk, so its ``media_info`` carries no
+        timestamps (a client measuring latency from ``end_timestamp`` must not count it)."""
+        wrapper = self._wrapper(session, {"type": "timestamp"}, [])
         wrapper["usage"] = self.usage(session)
         return wrapper
 

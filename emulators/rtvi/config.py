@@ -43,10 +43,25 @@ Knobs:
 - ``RTVI_EMU_FAIL_RATE`` (0..1, default 0): probability that a ``/v1/`` request other than health
   answers ``500 InternalServerError`` (injected); ``RTVI_EMU_FAIL_SEED`` makes it reproducible.
 - ``RTVI_EMU_FILES_DIR``: where uploaded files are kept (default: a fresh temporary folder).
-- ``RTVI_EMU_CAPTION_SHAPE`` (``flat`` | ``wrapped``, default ``flat``): the shape of caption
+- ``RTVI_EMU_CAPTION_SHAPE`` (``wrapped`` | ``flat``, default ``wrapped``): the shape of caption
   results (SSE events and the non-streaming body of ``generate_captions``). ``wrapped`` is the
-  spec's ``VlmCaptionsCompletionResponse`` (chunk fields inside ``chunk_responses[]``); ``flat``
-  is one ``VlmCaptionResponse`` per event (see ``captions``). Run-time: ``caption_shape``.
+  spec's ``VlmCaptionsCompletionResponse`` (chunk fields inside ``chunk_responses[]``, the
+  chunk's ``media_info`` beside them): what the real service sends and the VSS harness reads;
+  ``flat`` is one ``VlmCaptionResponse`` per event (see ``captions``). Run-time:
+  ``caption_shape``.
+- ``RTVI_EMU_INGEST_DELAY_S`` (default 0): each decoded frame reaches the chunker this long
+  after it arrived (transport and queueing between the source and the service). A chunk's
+  ``media_info.end_timestamp`` is still the time its last frame was stamped on arrival, so a
+  client measuring as the harness does (receive time - end_timestamp) sees the delay.
+  Run-time: ``ingest_delay_s``.
+- ``RTVI_EMU_DELETE_IN_USE`` (``end`` | ``refuse``, default ``end``): deleting a stream that a
+  caption request holds ends that request (its event stream ends with the usage event and
+  ``[DONE]``) and deletes the stream, as the VSS harness's ``single_live_stream`` expects;
+  ``refuse`` answers 409 ``ResourceInUse`` instead. Run-time: ``delete_in_use``.
+- ``RTVI_EMU_CAPACITY_REFUSAL`` (``503`` | ``in-200``, default ``503``): a ``streams/add``
+  whose every entry is refused at capacity answers HTTP 503 ``ServerBusy`` (what the harness
+  counts as resource-bound); ``in-200`` reports the refusals inside a 200's ``errors[]``, as an
+  add with some entries admitted always does. Run-time: ``capacity_refusal``.
 - ``RTVI_EMU_ANSWER_MODE`` (``normal`` | ``gibberish`` | ``repetition`` | ``empty`` |
   ``truncated`` | ``invalid_unicode`` | ``sse_framing`` | ``ungrounded``, default ``normal``): how
   chat completions answer, for model-port quality gates (see ``answers``). Run-time:
@@ -102,10 +117,12 @@ DEFAULT_MAX_MODEL_LEN = 32768
 DEFAULT_KV_CACHE_DTYPE = "auto"
 DEFAULT_LATENCY_MS = 20.0
 DEFAULT_DRAIN_S = 1.0
-CAPTION_SHAPES = ("flat", "wrapped")
+CAPTION_SHAPES = ("wrapped", "flat")
+DELETE_IN_USE = ("end", "refuse")
+CAPACITY_REFUSALS = ("503", "in-200")
 ANSWER_MODES = ("normal", "gibberish", "repetition", "empty", "truncated", "invalid_unicode",
                 "sse_framing", "ungrounded")
-DEFAULT_CAPTION_SHAPE = "flat"
+DEFAULT_CAPTION_SHAPE = "wrapped"
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 FALSY = frozenset({"0", "false", "no", "off"})
 
@@ -150,6 +167,9 @@ class Settings:
     gpu_board: str | None = None
     file_hang_s: float = 0.0
     decode_delay_s: float = 0.0
+    ingest_delay_s: float = 0.0
+    delete_in_use: str = "end"
+    capacity_refusal: str = "503"
     gpu_mib: int = 16000
     gpu_leak_mib: int = 0
     api_token: str | None = field(default=None, repr=False)  # a secret: never in a repr or log
@@ -245,6 +265,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         gpu_board=_text(source, "RTVI_EMU_GPU_BOARD"),
         file_hang_s=_number(source, "RTVI_EMU_FILE_HANG_S", 0.0),
         decode_delay_s=_number(source, "RTVI_EMU_DECODE_DELAY_S", 0.0),
+        ingest_delay_s=_number(source, "RTVI_EMU_INGEST_DELAY_S", 0.0),
+        delete_in_use=_choice(source, "RTVI_EMU_DELETE_IN_USE", DELETE_IN_USE, "end"),
+        capacity_refusal=_choice(source, "RTVI_EMU_CAPACITY_REFUSAL", CAPACITY_REFUSALS, "503"),
         gpu_mib=int(_number(source, "RTVI_EMU_GPU_MIB", 16000)),
         gpu_leak_mib=int(_number(source, "RTVI_EMU_GPU_LEAK_MIB", 0)),
         evs_pruning_rate=(_fraction(source, "VLM_VIDEO_PRUNING_RATE")

@@ -16,8 +16,11 @@ choice is documented here:
   ``{"files":{"count":N,"bytes":B},"streams":{"count":S,"draining":D},
   "caption_requests":{"active":C},"storage_bytes":B}``: counts per asset kind plus the storage
   they hold, enough to prove "zero assets" after cleanup.
-- ``/v1/metrics``: Prometheus text with ``rtvi_emulator_*`` names (the real metric names are not
-  part of the contract; nothing may depend on them beyond "Prometheus text").
+- ``/v1/metrics``: Prometheus text, one ``name value`` per line (no timestamps: the VSS harness
+  splits each line on one space). The series the harness reads, with measured values:
+  ``decode_latency_seconds_count``/``_sum`` (a summary of every chunk's decode time) and
+  ``<stage>_latency_seconds_latest_seconds`` for ``decode``, ``vlm``, ``vlm_pipeline`` and
+  ``e2e`` (the latest chunk's). The rest are the emulator's own ``rtvi_emulator_*`` names.
 """
 
 from __future__ import annotations
@@ -116,6 +119,14 @@ def asset_stats(state: ServiceState, _request: Request) -> Response:
     )
 
 
+# The series the VSS harness reads (``<stage>_latency_seconds_latest_seconds``), and their help.
+PIPELINE_STAGES = (
+    ("decode", "Decode time"),
+    ("vlm", "Model time"),
+    ("vlm_pipeline", "Decode and model time"),
+    ("e2e", "Source stamp of the last frame to the answer"),
+)
+
 # name, type, help, gauges() key
 INVENTORY_METRICS = (
     (
@@ -188,6 +199,16 @@ def render_metrics(state: ServiceState) -> str:
             f"# TYPE {name} {kind}",
             f"{name} {gauges.get(key, 0):g}",
         ]
+    lines += [
+        "# HELP decode_latency_seconds Time to select and decode a chunk's frames.",
+        "# TYPE decode_latency_seconds summary",
+        f"decode_latency_seconds_sum {gauges.get('decode_latency_seconds_sum', 0):g}",
+        f"decode_latency_seconds_count {gauges.get('decode_latency_seconds_count', 0):g}",
+    ]
+    for stage, text in PIPELINE_STAGES:
+        name = f"{stage}_latency_seconds_latest_seconds"
+        lines += [f"# HELP {name} {text} of the latest chunk.", f"# TYPE {name} gauge",
+                  f"{name} {gauges.get(name, 0):g}"]
     errors = sum(
         count for (_m, _r, status), count in state.request_counts().items() if status >= 500
     )

@@ -29,6 +29,7 @@ import threading
 import time
 import urllib.parse
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO
 
@@ -98,8 +99,9 @@ def _die_with_parent() -> None:
 class FrameInfo:
     """One decoded frame as captions see it."""
 
-    at: float  # time.monotonic() when it arrived
+    at: float  # time.monotonic() when the chunker may see it: arrival + the ingest delay
     description: str  # colours.describe()
+    stamped_unix: float = 0.0  # wall-clock time it arrived: the stamp media_info reports
 
 
 @dataclass(frozen=True)
@@ -114,8 +116,9 @@ class IngestSnapshot:
 class Decoder:
     """Keeps one ffmpeg decoding ``url`` until :meth:`stop`."""
 
-    def __init__(self, url: str, name: str) -> None:
+    def __init__(self, url: str, name: str, delay_s: Callable[[], float] = lambda: 0.0) -> None:
         self._url = url
+        self._delay_s = delay_s  # the ingest delay knob, read per frame
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
@@ -215,12 +218,14 @@ class Decoder:
                 if frame is None:
                     break
                 produced = True
-                info = FrameInfo(time.monotonic(), colours.describe(frame))
+                arrived = time.monotonic()
+                info = FrameInfo(arrived + self._delay_s(), colours.describe(frame),
+                                 time.time())
                 with self._lock:
                     self._latest = frame
                     self._history.append(info)
                     self._frame_count += 1
-                    self._last_frame_at = info.at
+                    self._last_frame_at = arrived
         finally:
             done.set()
             if process.poll() is None:

@@ -18,7 +18,7 @@ class KnobValues:
     latency_ms: float  # base per-chunk VLM latency
     latency_per_stream_ms: float  # added per active stream
     drain_s: float  # drain window of a stream delete
-    caption_shape: str = "flat"  # "flat" | "wrapped": shape of caption events and bodies
+    caption_shape: str = "wrapped"  # "wrapped" | "flat": shape of caption events and bodies
     # A release before blocking deletes: ``blocking`` and ``drain_timeout_seconds`` are refused
     # with 422, and a delete answers at once while its streams drain in the background.
     legacy_delete: bool = False
@@ -32,6 +32,13 @@ class KnobValues:
     evs_pruning_rate: float | None = None  # both EVS variables set: prompt tokens pruned
     file_hang_s: float = 0.0  # a chat request about a file hangs this long, the file in use
     decode_delay_s: float = 0.0  # a new stream's decoder starts this long after its add
+    ingest_delay_s: float = 0.0  # frames reach the chunker this long after they arrive
+    # Deleting a stream a caption request holds: "end" stops that request (its event stream
+    # ends with [DONE]) and deletes; "refuse" answers 409 ResourceInUse.
+    delete_in_use: str = "end"
+    # An add whose every entry is refused at capacity: "503" answers HTTP 503 ServerBusy;
+    # "in-200" reports each refusal inside a 200's errors[].
+    capacity_refusal: str = "503"
 
 
 class Knobs:

@@ -11,10 +11,12 @@ or bounds give 422); answers are ``AddLiveStreamsResponse``, ``LiveStreamInfo`` 
 Choices where the real service's behaviour is not published:
 
 - Validation is all-or-nothing: one malformed entry fails the whole request with 422 (as a
-  pydantic body model does). Run-time refusals are per entry and always inside a 200 (the spec
-  documents no 409 or 503 for ``streams/add``): duplicate ID (409 ``DuplicateStreamId``) and
-  capacity (503 ``ServerBusy``) go into ``errors`` as ``{"id", "liveStreamUrl", "error",
-  "error_code", "status_code"}`` (the delete-batch shape, keyed by ``id``).
+  pydantic body model does). Run-time refusals are per entry inside a 200: duplicate ID (409
+  ``DuplicateStreamId``) and capacity (503 ``ServerBusy``) go into ``errors`` as ``{"id",
+  "liveStreamUrl", "error", "error_code", "status_code"}`` (the delete-batch shape, keyed by
+  ``id``). One exception, as the VSS harness (the service team's own client) expects: an add
+  whose every entry was refused at capacity answers HTTP 503 ``ServerBusy`` (the spec lists no
+  503 here; the ``capacity_refusal`` knob ``in-200`` keeps the refusals inside a 200).
 - Two entries of one request with the same ``id``: the second is a duplicate.
 - ``username``/``password`` are used for decoding only and never returned or logged. The seven
   ``place_*`` fields are echoed by ``get-stream-info`` (``place_name``/``place_type`` as strings,
@@ -30,8 +32,11 @@ Choices where the real service's behaviour is not published:
 - Deleting a stream that is already draining is not an error: it is reported as deleted again and
   keeps its earlier deadline.
 - Unknown IDs: 400 ``InvalidParameter`` (as the real service: the spec documents no 404), inside
-  ``errors`` for a batch; an ID that is not a UUID: 422 (path or batch body). A stream with an
-  active caption request, or under the ``stuck_delete`` fault: 409 ``ResourceInUse``.
+  ``errors`` for a batch; an ID that is not a UUID: 422 (path or batch body). A stream under
+  the ``stuck_delete`` fault: 409 ``ResourceInUse``. A stream with an active caption request:
+  that request is ended (its event stream closes with ``[DONE]``) and the stream deleted, as
+  the VSS harness's ``single_live_stream`` expects; with the ``delete_in_use`` knob
+  ``refuse``, 409 ``ResourceInUse`` instead.
 - While the model loads every endpoint here answers 500 ``ServiceUnavailable`` (the spec documents
   503 only for captions, chat and the health probes).
 """
@@ -173,6 +178,7 @@ class StreamTable:
         self._streams: dict[str, Stream] = {}
         self.in_use: Callable[[str], bool] = lambda _stream_id: False
         self.stuck: Callable[[str], bool] = lambda _stream_id: False
+        self.release: Callable[[str], None] = lambda _stream_id: None
 
     # --- queries ---------------------------------------------------------------------------
 
@@ -208,7 +214,8 @@ class StreamTable:
             if limit is not None and live >= limit:
                 return 503, "ServerBusy", f"at capacity: {live} of {limit} streams active"
             url = ingest.with_credentials(entry.url, entry.username, entry.password)
-            decoder = ingest.Decoder(url, stream_id[:8])
+            decoder = ingest.Decoder(url, stream_id[:8],
+                                     lambda: self._knobs.values.ingest_delay_s)
             self._streams[stream_id] = Stream(
                 stream_id,
                 entry.url,
@@ -229,7 +236,12 @@ class StreamTable:
         return stream_id
 
     def start_drain(self, stream_id: str, window_s: float) -> tuple[int, str, str] | float:
-        """Mark draining; the monotonic deadline, or (status, code, message) when refused."""
+        """Mark draining; the monotonic deadline, or (status, code, message) when refused.
+        A caption request holding the stream is ended first, unless the ``delete_in_use``
+        knob says ``refuse`` (then: 409)."""
+        if (self._knobs.values.delete_in_use == "end" and self.get(stream_id) is not None
+                and not self.stuck(stream_id)):
+            self.release(stream_id)  # outside the lock: closing a request reads the table
         with self._lock:
             stream = self._streams.get(stream_id)
             if stream is None:
@@ -344,6 +356,10 @@ def register(router: Router, table: StreamTable, knobs: Knobs) -> None:
                     "status_code": status,
                 }
             )
+        busy = [e for e in errors if e["status_code"] == 503]
+        if not results and busy and len(busy) == len(errors) and (
+                knobs.values.capacity_refusal == "503"):
+            return Response.error(503, "ServerBusy", str(busy[0]["error"]))
         return Response.json(200, {"results": results, "errors": errors})
 
     @router.route("GET", "/v1/streams/get-stream-info")

@@ -72,7 +72,6 @@ def _drive_streams_and_captions(http: httpx.Client) -> None:
              "max_tokens": 64, "seed": 7, "enable_audio": False, "media_type": "video",
              "api_type": "internal", "response_format": {"type": "text"}}
     assert http.post("/v1/generate_captions", json=query).status_code == 200
-    assert http.post("/emulator/knobs", json={"caption_shape": "wrapped"}).status_code == 200
     assert http.post("/v1/generate_captions",
                      json={**query, "id": [first, second]}).status_code == 200
     streaming = {**query, "stream": True, "stream_options": {"include_usage": True}}
@@ -82,7 +81,8 @@ def _drive_streams_and_captions(http: httpx.Client) -> None:
         assert _take(lines, 1)
         assert http.delete(f"/v1/generate_captions/{first}").status_code == 200
         assert _take(lines, 3)[-1] == "data: [DONE]"  # the usage event, then [DONE]
-    assert http.post("/emulator/knobs", json={"caption_shape": "flat"}).status_code == 200
+    assert http.post("/emulator/knobs", json={"caption_shape": "flat",
+                                              "delete_in_use": "refuse"}).status_code == 200
     with http.stream("POST", "/v1/generate_captions", json=streaming) as response:
         assert response.status_code == 200
         lines = response.iter_lines()

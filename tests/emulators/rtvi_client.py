@@ -117,3 +117,23 @@ def first_events(http: httpx.Client, body: dict[str, object],
             if len(events) >= count:
                 break
     return events
+
+
+def chunk_of(event: dict[str, object]) -> dict[str, object]:
+    """The one chunk an event or body carries, whichever shape it came in: a wrapped event's
+    ``chunk_responses[0]`` (with the wrapper's ``error`` and ``media_info``), or a flat one."""
+    inner = event.get("chunk_responses")
+    if not isinstance(inner, list):
+        return event
+    assert len(inner) == 1, event
+    chunk: dict[str, object] = dict(inner[0])
+    for key in ("error", "media_info"):
+        if key in event:
+            chunk[key] = event[key]
+    return chunk
+
+
+def first_chunks(http: httpx.Client, body: dict[str, object],
+                 count: int) -> list[dict[str, object]]:
+    """:func:`first_events`, each read as its one chunk."""
+    return [chunk_of(event) for event in first_events(http, body, count)]

@@ -256,7 +256,7 @@ def test_container_on_host_network_decodes_rtsp(
             "/v1/generate_captions", json=rc.caption_body(stream_id, chunk_duration=1)
         )
         assert answer.status_code == 200, answer.text
-        chunk = answer.json()  # flat (the default shape): the chunk itself
+        chunk = rc.chunk_of(answer.json())
         assert chunk["content"] == "The frame shows BLUE with a YELLOW border."
         assert chunk["frame_count"] >= 1
     ffmpeg = docker("exec", container, "sh", "-c", "ps")

@@ -38,11 +38,14 @@ def _two_streams(
 def _caption(http: httpx.Client, stream_id: str) -> dict[str, object]:
     answer = http.post("/v1/generate_captions", json=rc.caption_body(stream_id, chunk_duration=1))
     assert answer.status_code == 200, answer.text
-    body: dict[str, object] = answer.json()
-    return body
+    return rc.chunk_of(answer.json())
 
 
 def _stream(http: httpx.Client, stream_id: str, count: int) -> list[dict[str, object]]:
+    return rc.first_chunks(http, rc.caption_body(stream_id, stream=True, chunk_duration=1), count)
+
+
+def _events(http: httpx.Client, stream_id: str, count: int) -> list[dict[str, object]]:
     return rc.first_events(http, rc.caption_body(stream_id, stream=True, chunk_duration=1), count)
 
 
@@ -89,17 +92,17 @@ def test_error_inside_a_200_event_in_both_shapes(
 ) -> None:
     emulator, red, _green = _two_streams(start_emulator, rtsp_source)
     with rc.client(emulator) as http:
-        [healthy] = _stream(http, red, 1)
+        [healthy] = _events(http, red, 1)
         assert "error" not in healthy
         _fault(http, kind="error_in_event")
-        [flat] = _stream(http, red, 1)
-        assert flat["error"] == {"code": "InternalError",
-                                 "message": "VLM inference failed for this chunk"}
-        assert flat["content"] == ""
-        http.post("/emulator/knobs", json={"caption_shape": "wrapped"})
-        [wrapped] = _stream(http, red, 1)
-        assert wrapped["error"] == flat["error"]
+        [wrapped] = _events(http, red, 1)  # the default shape
+        assert wrapped["error"] == {"code": "InternalError",
+                                    "message": "VLM inference failed for this chunk"}
         assert wrapped["chunk_responses"][0]["content"] == ""  # type: ignore[index]
+        http.post("/emulator/knobs", json={"caption_shape": "flat"})
+        [flat] = _events(http, red, 1)
+        assert flat["error"] == wrapped["error"]
+        assert flat["content"] == ""
 
 
 def test_empty_content(start_emulator: StartEmulator, rtsp_source: RtspSource) -> None:

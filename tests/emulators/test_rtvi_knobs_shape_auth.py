@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -17,10 +18,15 @@ StartEmulator = Callable[..., EmulatorProcess]
 TOKEN = "tok-Canary-7f3a9c"  # must never appear in any output of the emulator
 
 
+def _ms(stamp: object) -> float:
+    moment = datetime.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    return moment.timestamp() * 1000
+
+
 
 
 def test_flat_and_wrapped_shapes(start_emulator: StartEmulator, rtsp_source: RtspSource) -> None:
-    emulator = start_emulator(RTVI_EMU_CAPTION_SHAPE="wrapped", RTVI_EMU_LATENCY_MS="0")
+    emulator = start_emulator(RTVI_EMU_LATENCY_MS="0")  # wrapped: the default
     emulator.wait_ready()
     stream_id = rc.new_id()
     with rc.client(emulator) as http:
@@ -31,7 +37,11 @@ def test_flat_and_wrapped_shapes(start_emulator: StartEmulator, rtsp_source: Rts
         assert set(wrapped) == {"id", "created", "model", "media_info", "chunk_responses"}
         [chunk] = wrapped["chunk_responses"]  # type: ignore[misc]
         assert chunk["content"] == "The frame shows solid RED."
-        assert wrapped["media_info"]["start_timestamp"] == chunk["start_time"]  # type: ignore[index]
+        # media_info stamps the chunk's first and last frames, inside its window
+        info = wrapped["media_info"]
+        assert isinstance(info, dict) and info["type"] == "timestamp"
+        assert _ms(chunk["start_time"]) - 50 <= _ms(info["start_timestamp"]) <= _ms(
+            info["end_timestamp"]) <= _ms(chunk["end_time"]) + 50, (info, chunk)
         whole = http.post("/v1/generate_captions", json={**body, "stream": False}).json()
         assert whole["chunk_responses"][0]["content"] == "The frame shows solid RED."
         assert whole["usage"]["total_chunks_processed"] == 1
@@ -47,10 +57,10 @@ def test_flat_and_wrapped_shapes(start_emulator: StartEmulator, rtsp_source: Rts
         assert refused.status_code == 422
 
 
-def test_default_shape_is_flat_and_bad_shape_exits_2(start_emulator: StartEmulator) -> None:
+def test_default_shape_is_wrapped_and_bad_shape_exits_2(start_emulator: StartEmulator) -> None:
     emulator = start_emulator()
     emulator.wait_ready()
-    assert emulator.get("/emulator/state").json()["knobs"]["caption_shape"] == "flat"
+    assert emulator.get("/emulator/state").json()["knobs"]["caption_shape"] == "wrapped"
     broken = start_emulator(RTVI_EMU_CAPTION_SHAPE="nested")
     assert broken.wait_exit() == 2
     assert "RTVI_EMU_CAPTION_SHAPE" in broken.stderr()

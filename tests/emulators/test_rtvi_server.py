@@ -153,7 +153,7 @@ def test_metrics_are_prometheus_text(start_emulator: StartEmulator) -> None:
     samples: dict[str, str] = {}
     for line in response.text.splitlines():
         if line.startswith("#"):
-            assert re.match(r"^# (HELP|TYPE) [a-z_]+ ", line), line
+            assert re.match(r"^# (HELP|TYPE) [a-z_][a-z0-9_]* ", line), line
             continue
         assert PROMETHEUS_SAMPLE.match(line), line
         name, value = line.rsplit(" ", 1)

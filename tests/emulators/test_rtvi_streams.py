@@ -34,7 +34,8 @@ def _ready(start_emulator: StartEmulator, **knobs: str) -> EmulatorProcess:
 def test_two_streams_caption_their_own_colours_over_sse(
     start_emulator: StartEmulator, rtsp_source: RtspSource
 ) -> None:
-    emulator = _ready(start_emulator, RTVI_EMU_LATENCY_MS="40")
+    emulator = _ready(start_emulator, RTVI_EMU_LATENCY_MS="40", RTVI_EMU_CAPTION_SHAPE="flat",
+                      RTVI_EMU_DELETE_IN_USE="refuse")
     red, framed = rc.new_id(), rc.new_id()
     with rc.client(emulator) as http:
         added = rc.add(
@@ -67,7 +68,7 @@ def test_two_streams_caption_their_own_colours_over_sse(
                     seen.setdefault(order[index % 2], event)
                 if len(seen) == 2:
                     break
-            # Active request: the stream cannot be deleted.
+            # Active request, and the delete_in_use knob says refuse: 409.
             busy = http.delete(f"/v1/streams/delete/{red}")
             assert busy.status_code == 409
             assert busy.json()["code"] == "ResourceInUse"
@@ -113,7 +114,7 @@ def test_a_silent_source_is_reported_never_invented(
             "/v1/generate_captions", json=rc.caption_body(silent, chunk_duration=1)
         )
         assert answer.status_code == 200, answer.text
-        chunk = answer.json()  # flat (the default shape): the one chunk itself
+        chunk = rc.chunk_of(answer.json())
         assert chunk["frame_count"] == 0
         assert chunk["content"] == NO_FRAME
         assert chunk["vlm_latency_ms"] >= 2 * 100 * 0.99  # grows with the two live streams
@@ -180,8 +181,12 @@ def test_capacity_refuses_then_admits_after_knob_change(
         assert [(e["id"], e["error_code"], e["status_code"]) for e in mixed.json()["errors"]] == [
             (two, "ServerBusy", 503)
         ]
+        full = rc.add(http, rc.entry(url, three))  # every entry refused: HTTP 503, as the
+        assert full.status_code == 503, full.text  # harness counts a resource-bound refusal
+        assert full.json()["code"] == "ServerBusy"
+        assert http.post("/emulator/knobs", json={"capacity_refusal": "in-200"}).status_code == 200
         full = rc.add(http, rc.entry(url, three))
-        assert full.status_code == 200  # the spec documents no 503 here: errors carry it
+        assert full.status_code == 200  # the knob's shape: the refusal inside a 200
         assert [(e["error_code"], e["status_code"]) for e in full.json()["errors"]] == [
             ("ServerBusy", 503)
         ]
@@ -265,7 +270,7 @@ def test_drain_timeout_caps_the_window(
 def test_subscribers_settings_conflict_and_stop_by_request_id(
     start_emulator: StartEmulator, rtsp_source: RtspSource
 ) -> None:
-    emulator = _ready(start_emulator)
+    emulator = _ready(start_emulator, RTVI_EMU_DELETE_IN_USE="refuse")
     stream_id = rc.new_id()
     with rc.client(emulator) as http:
         rc.add(http, rc.entry(rtsp_source.url("green"), stream_id))
