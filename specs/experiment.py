@@ -15,6 +15,7 @@ needs the evidence root, so it is judged at plan time, not here.
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Iterator
 from typing import Literal, get_args
 
@@ -174,17 +175,43 @@ class PortValidationSpec(Strict):
     platforms: list[str] = Field(default_factory=list, max_length=16)  # where it was validated
 
 
-class HarnessSpec(Strict):
-    """The external VSS benchmark harness: how to start it on the Host, and where in its
-    config the run writes its own report directory and its fresh service's URL (the run's
-    CONFIG handle is a copy of ``config`` with only those keys changed)."""
+HarnessKnob = Literal[
+    "RTVI_BENCHMARK_BLOCKING_STREAM_DELETE", "RTVI_BENCHMARK_STREAM_DELETE_TIMEOUT_SEC",
+    "RTVI_BENCHMARK_STREAM_DELETE_RETRY_ATTEMPTS", "RTVI_BENCHMARK_STREAM_DELETE_RETRY_DELAY_SEC",
+    "RTVI_BENCHMARK_STREAM_CLEANUP_VERIFY_INTERVAL_SEC",
+    "RTVI_BENCHMARK_STREAM_CLEANUP_VERIFY_TIMEOUT_SEC", "RTVI_BENCHMARK_STREAM_STOP_MAX_WORKERS",
+    "RTVI_BENCHMARK_FILE_UPLOAD_TIMEOUT_SEC"]
+"""The harness's own environment knobs a spec may set (values, never secrets: none of these is
+one). ``RTVI_BACKEND`` and ``RTVI_VLM_API_MODE`` are the run's to set, from its service and
+``apiMode``."""
+HarnessMode = Literal["single_file", "file_burst", "concurrency", "max_live_streams",
+                      "single_live_stream", "concurrent_live_streams", "text_embedding",
+                      "text_embedding_concurrency"]
+LEVEL_MODES = ("file_burst", "concurrency", "concurrent_live_streams")  # --concurrency-levels
 
-    argv: list[str] = Field(min_length=1, max_length=32)  # e.g. [python3, perf/.../bench.py]
-    workdir: str = Field(pattern=r"^/")
+
+class HarnessSpec(Strict):
+    """The VSS perf harness in a checkout on the Host: how to start it, and where in its config
+    the run writes its report directory and its fresh service's API base (``<url>/v1``). The
+    run's CONFIG handle is a copy of ``config`` under the same file name (the harness's BCD
+    live-source guard keys on it) with only those keys (and ``vlm_api_mode`` when ``apiMode``
+    is set) changed."""
+
+    argv: list[str] = Field(min_length=1, max_length=32)  # [python3, perf/benchmark/...py]
+    workdir: str = Field(pattern=r"^/")  # e.g. /opt/vss/services/rtvi/rt-vlm
     config: str = Field(min_length=1, max_length=1000)  # relative to workdir, or absolute
-    outputDirKey: str = Field(default="output_dir", pattern=r"^[A-Za-z_][\w.-]*$")
-    serviceUrlKey: str = Field(default="rtvi_url", pattern=r"^[A-Za-z_][\w.-]*$")
-    resultFile: str = Field(default="results.json", pattern=r"^[^/]")  # in the report dir
+    outputDirKey: str = Field(default="global.output_dir", pattern=r"^[A-Za-z_][\w.-]*$")
+    serviceUrlKey: str = Field(default="global.rtvi_backend", pattern=r"^[A-Za-z_][\w.-]*$")
+    env: dict[HarnessKnob, str] = Field(default_factory=dict)  # the harness's own knobs
+
+    @field_validator("env")
+    @classmethod
+    def _plain_values(cls, env: dict[str, str]) -> dict[str, str]:
+        for name, value in env.items():
+            if not re.fullmatch(r"[A-Za-z0-9_.:/-]{0,64}", value):
+                raise ValueError(f"{name}: a harness knob is a short plain value "
+                                 "(letters, digits, _ . : / -)")
+        return env
 
 
 class PinnedClip(Strict):
@@ -198,9 +225,9 @@ class BenchmarkSpec(Strict):
 
     harness: HarnessSpec
     scenario: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,200}$")
-    mode: Literal["max-live", "concurrent-live", "file-burst"]
+    mode: HarnessMode  # the scenario's benchmark_mode, as the harness lists it
     startPolicy: Literal["synchronized", "staggered"] = "synchronized"
-    apiMode: Literal["generate_captions", "chat_completions"] = "generate_captions"
+    apiMode: Literal["generate_captions", "chat_completions"] | None = None  # None: the config's
     initialStreamCount: int | None = Field(default=None, ge=1, le=4096)
     addStreamCount: int | None = Field(default=None, ge=1, le=1024)
     binarySearchRefinement: bool | None = None
@@ -360,12 +387,14 @@ def _bench(spec: ExperimentSpec) -> Iterator[Finding]:
     if bench.pairWith == spec.runId:
         yield Finding(("benchmark", "pairWith"), "a run cannot be paired with itself",
                       R_BENCH)
-    if bench.concurrencyLevels and bench.mode == "max-live":
-        yield Finding(("benchmark", "concurrencyLevels"), "max-live searches stream counts: "
-                      "concurrency levels belong to concurrent-live and file-burst", R_BENCH)
-    if (bench.initialStreamCount or bench.addStreamCount) and bench.mode != "max-live":
-        yield Finding(("benchmark", "initialStreamCount"), "stream-count seeds belong to "
-                      "max-live", R_BENCH)
+    if bench.concurrencyLevels and bench.mode not in LEVEL_MODES:
+        yield Finding(("benchmark", "concurrencyLevels"), f"the harness ignores concurrency "
+                      f"levels in {bench.mode}: they belong to {', '.join(LEVEL_MODES)}",
+                      R_BENCH)
+    seeds = (bench.initialStreamCount, bench.addStreamCount, bench.binarySearchRefinement)
+    if any(v is not None for v in seeds) and bench.mode != "max_live_streams":
+        yield Finding(("benchmark", "initialStreamCount"), "stream-count seeds and binary "
+                      "search refinement belong to max_live_streams", R_BENCH)
     if smokes(spec) and bench.smokeClip is None:
         yield Finding(("benchmark", "smokeClip"), "the run smokes first (a budget of 30 "
                       "minutes or more, or smoke: true): name the pinned clip of its 1-frame, "

@@ -1,17 +1,23 @@
-"""``type: benchmark``: one scenario of the external VSS harness, run and supervised.
+"""``type: benchmark``: one scenario of NVIDIA's VSS perf harness, run and supervised.
 
-The order is the benchmark practice's (perf-testing guide, "Running Benchmarks", "Run Integrity
-Gates"):
+The harness is the real program (``services/rtvi/rt-vlm/perf/benchmark/rtvi_perf_benchmark.py``
+of a VSS checkout), spoken to as ``shared/contracts/vss-harness.md`` records it. The order is
+the benchmark practice's (perf-testing guide, "Running Benchmarks", "Run Integrity Gates"):
 
-1. ``--list-scenarios`` against the user's config: a misspelt scenario fails here, before any
-   service starts (gate ``scenario``).
+1. ``--list-scenarios`` against the user's config (the harness logs the list on stderr, with
+   each scenario's ``benchmark_mode``): a misspelt scenario, or one whose mode is not the
+   spec's, fails here, before any service starts (gate ``scenario``).
 2. The run's fresh service, and its environment as it runs (the image's own variables
    included): a non-EVS baseline holds no EVS variable, an EVS run holds both that turn EVS on
    (gate ``service-environment``).
 3. Runs of 30 minutes or more: the direct 1-frame, 1-token video request first; a hang, a
    timeout, a file asset left in use or unproven cleanup stops the run (gate ``smoke``).
-4. The three run handles: CONFIG (the user's config with only the report directory and the
-   service URL changed), REPORT (the report directory), LOG (the harness's output). The
+4. The three run handles: CONFIG (the user's config under its own file name, so the harness's
+   BCD live-source guard still sees it, with only ``global.output_dir``,
+   ``global.rtvi_backend`` = the fresh service's ``/v1`` base and, when ``apiMode`` is set,
+   ``vlm_api_mode`` changed), REPORT (the report directory, with the ``--output-json``
+   document), LOG (the harness's output). ``RTVI_BACKEND`` is set too, so neither a ``.env``
+   in the checkout nor the operator's shell can point the harness at another service. The
    harness runs as a process of its own session on the Host, recorded in the run's inventory
    (``processes``) before it starts, so a crash leaves nothing the recovery cannot end.
 5. Supervision: a log whose mtime is older than ``logStaleSeconds`` is *inspected* (service
@@ -19,15 +25,15 @@ Gates"):
    (max-stream windows and freshness waits are legitimately quiet); but a run that went quiet
    beyond its window cannot vouch for its progress, so it is not PASS (INCONCLUSIVE when
    nothing else failed).
-6. The harness's acceptance (gate ``harness``): exit 0, ``summary.overall_status == PASS``,
-   ``summary.failed == 0``, and every repetition's source gates passed. File-burst sweeps keep
-   every concurrency level, the last clean level with its p95/p99 and the exact failure text.
+6. The harness's acceptance (gate ``harness``, ``harnessreport``): exit 0, and the
+   ``--output-json`` summary's ``overall_status`` PASS with ``failed`` 0 (PARTIAL is a failed
+   test case, which the harness itself exits 0 on); for modes the harness writes no JSON for,
+   this run's ``execution_summary.json`` with no failed test case. A refusal quotes the
+   harness's own reasons. File-burst sweeps keep every concurrency level, the last clean level
+   with its p95/p99 and the exact failure text; max-live searches keep their boundary.
 7. EVS pairing (gate ``evs-pairing``, with ``pairWith``): the other side's run of the same
-   scenario; prompt tokens that did not change between baseline and EVS are a
+   scenario; input tokens per chunk that did not change between baseline and EVS are a
    misconfiguration (EVS did not prune anything).
-
-The harness's report format (``results.json``, documented in ``tests/harness_standin.py``) is
-our reading of the harness: the contracts do not publish it.
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from typing import Any
 import yaml
 
 from controllers.errors import ControllerError
-from controllers.experiments import benchreport, processes
+from controllers.experiments import benchreport, harnessreport, processes
 from controllers.experiments.benchreport import BENCH_FILE
 from controllers.experiments.cleanup import asset_counts
 from controllers.experiments.driver import GATE_SMOKE, ONE_FRAME_ONE_TOKEN
@@ -65,33 +71,51 @@ EVS_ON = ("VIA_EVS_SESSION", "VLM_VIDEO_PRUNING_RATE")  # both, or EVS does noth
 LIST_TIMEOUT_S = 60.0
 POLL_S = 1.0
 PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ")  # nothing else of ours: no secrets
-CONFIG_HANDLE = "output/harness-config.yaml"
+API_BASE = "/v1"  # the harness appends /models, /streams/add, ... to global.rtvi_backend
+CONFIG_FOLDER = "output/config"  # the CONFIG handle: <folder>/<the config's own file name>
 REPORT_HANDLE = "output/report"
+RESULT_JSON = "vss-result.json"  # --output-json, inside the report directory
 LOG_HANDLE = "logs/harness.log"
+LOG_TAIL_BYTES = 1 << 20  # the harness's reasons are at the end of its log
 
 
 def harness_config_path(bench: BenchmarkSpec) -> Path:
     return Path(bench.harness.workdir) / bench.harness.config
 
 
-def list_scenarios(bench: BenchmarkSpec) -> tuple[list[str] | None, str]:
-    """The scenario names the user's config defines (None and why, when it cannot say)."""
+def list_scenarios(bench: BenchmarkSpec) -> tuple[dict[str, str] | None, str]:
+    """The config's scenarios and their ``benchmark_mode`` as the harness lists them (None and
+    why, when it cannot say)."""
     argv = [*bench.harness.argv, "--config", str(harness_config_path(bench)), "--list-scenarios"]
     try:
         done = subprocess.run(argv, cwd=bench.harness.workdir, capture_output=True, text=True,
-                              timeout=LIST_TIMEOUT_S, env=_env(None), check=False)
+                              timeout=LIST_TIMEOUT_S, env=_env(bench, None, None), check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         return None, f"cannot run {' '.join(argv)}: {exc}"
+    said = f"{done.stderr}\n{done.stdout}"
     if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        tail = harnessreport.reasons(None, said) or said.strip().splitlines()[-3:]
         return None, f"--list-scenarios exited {done.returncode}: {' | '.join(tail)}"
-    names = [line.strip().lstrip("-*").strip() for line in done.stdout.splitlines()]
-    return [n for n in names if n and " " not in n], ""
+    return harnessreport.listed_scenarios(said), ""
+
+
+def scenario_problem(bench: BenchmarkSpec, listed: dict[str, str] | None, why: str) -> str:
+    """Why the spec's scenario cannot run as declared ("" when it can)."""
+    if listed is None:
+        return why
+    if bench.scenario not in listed:
+        return (f"{bench.scenario} is not in the config's scenarios: "
+                f"{', '.join(listed) or 'none listed'}")
+    if listed[bench.scenario] != bench.mode:
+        return (f"{bench.scenario} is a {listed[bench.scenario]} scenario in the config, but "
+                f"the spec says mode: {bench.mode} (modes are never compared across)")
+    return ""
 
 
 def derived_config(bench: BenchmarkSpec, report_dir: Path, url: str) -> str:
-    """The CONFIG handle: the user's config with the report directory and the service URL
-    (and, for chat completions, the scenario's ``vlm_api_mode``) set, nothing else."""
+    """The CONFIG handle's text: the user's config with the report directory, the service's
+    API base (``<url>/v1``) and, when ``apiMode`` is set, the scenario's ``vlm_api_mode`` (on
+    the scenario and on any video entry that sets its own) changed; nothing else."""
     try:
         data = yaml.safe_load(harness_config_path(bench).read_text("utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
@@ -100,11 +124,19 @@ def derived_config(bench: BenchmarkSpec, report_dir: Path, url: str) -> str:
     if not isinstance(data, dict):
         raise HarnessError(f"the harness config {harness_config_path(bench)} is not a mapping")
     _set(data, bench.harness.outputDirKey, str(report_dir))
-    _set(data, bench.harness.serviceUrlKey, url)
-    scenarios = data.get("scenarios")
+    _set(data, bench.harness.serviceUrlKey, api_base(url))
+    scenarios = data.get("test_scenarios")
     target = scenarios.get(bench.scenario) if isinstance(scenarios, dict) else None
-    (target if isinstance(target, dict) else data)["vlm_api_mode"] = bench.apiMode
+    if bench.apiMode is not None and isinstance(target, dict):
+        target["vlm_api_mode"] = bench.apiMode
+        for video in target.get("videos") or []:
+            if isinstance(video, dict) and "vlm_api_mode" in video:
+                video["vlm_api_mode"] = bench.apiMode
     return yaml.safe_dump(data, sort_keys=False)
+
+
+def api_base(url: str) -> str:
+    return url.rstrip("/") + API_BASE
 
 
 def _set(data: dict[str, Any], dotted: str, value: str) -> None:
@@ -117,8 +149,9 @@ def _set(data: dict[str, Any], dotted: str, value: str) -> None:
     data[last] = value
 
 
-def harness_argv(bench: BenchmarkSpec, config: Path) -> list[str]:
-    argv = [*bench.harness.argv, "--config", str(config), "--scenario", bench.scenario]
+def harness_argv(bench: BenchmarkSpec, config: Path, output_json: Path) -> list[str]:
+    argv = [*bench.harness.argv, "--config", str(config), "--scenario", bench.scenario,
+            "--output-json", str(output_json)]
     if bench.initialStreamCount is not None:
         argv += ["--initial-stream-count", str(bench.initialStreamCount)]
     if bench.addStreamCount is not None:
@@ -126,68 +159,24 @@ def harness_argv(bench: BenchmarkSpec, config: Path) -> list[str]:
     if bench.binarySearchRefinement is not None:
         argv.append("--binary-search-refinement" if bench.binarySearchRefinement
                     else "--no-binary-search-refinement")
-    if bench.concurrencyLevels:
-        argv += ["--concurrency-levels", ",".join(str(n) for n in bench.concurrencyLevels)]
+    if bench.concurrencyLevels:  # nargs="+": one argv item per level
+        argv += ["--concurrency-levels", *(str(n) for n in bench.concurrencyLevels)]
     return argv
 
 
-def _env(run_id: str | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k in PASSED_ENV}
+def _env(bench: BenchmarkSpec, run_id: str | None, url: str | None) -> dict[str, str]:
+    """The harness's environment: a few of ours (no secrets), the spec's harness knobs, the
+    run's service (``RTVI_BACKEND`` wins over a ``.env`` and over the config) and API mode."""
+    env = {k: v for k, v in os.environ.items() if k in PASSED_ENV} | dict(bench.harness.env)
+    if bench.apiMode is not None:
+        env["RTVI_VLM_API_MODE"] = bench.apiMode
+    if url is not None:
+        env["RTVI_BACKEND"] = api_base(url)
     return env | ({"RTVI_RECONCILER_RUN_ID": run_id} if run_id else {})
 
 
 class HarnessError(ControllerError):
     """The harness cannot be started as the spec says."""
-
-
-# --- judging the report ----------------------------------------------------------------------
-
-def acceptance(exit_code: int | None, result: dict[str, Any] | None) -> list[str]:
-    """Why the harness's run is not accepted ([]: accepted)."""
-    if result is None:
-        return [f"exited {exit_code} without a report"]
-    problems = [] if exit_code == 0 else [f"exited {exit_code}"]
-    raw = result.get("summary")
-    summary: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    if summary.get("overall_status") != "PASS":
-        problems.append(f"summary.overall_status is {summary.get('overall_status')!r}")
-    if summary.get("failed") != 0:
-        problems.append(f"summary.failed is {summary.get('failed')!r}")
-    repetitions = result.get("repetitions")
-    if not isinstance(repetitions, list) or not repetitions:
-        problems.append("no repetition reported: source gates cannot be checked")
-    else:
-        for i, rep in enumerate(repetitions):
-            gates = rep.get("source_gates") if isinstance(rep, dict) else None
-            if not isinstance(gates, dict) or gates.get("passed") is not True:
-                problems.append(f"repetition {i + 1}: source gates did not pass ({gates})")
-    return problems
-
-
-def file_burst(result: dict[str, Any]) -> dict[str, Any]:
-    """Every concurrency level, the last clean one (p95/p99) and the first failure's text."""
-    levels = [lv for lv in result.get("concurrency_levels") or [] if isinstance(lv, dict)]
-    clean = None
-    failure = None
-    for level in sorted(levels, key=lambda lv: lv.get("concurrency", 0)):
-        if level.get("status") == "PASS" and failure is None:
-            clean = level
-        elif level.get("status") != "PASS" and failure is None:
-            failure = level
-    return {"levels": levels,
-            "lastClean": None if clean is None else {
-                "concurrency": clean.get("concurrency"), "p95Ms": clean.get("p95_ms"),
-                "p99Ms": clean.get("p99_ms")},
-            "firstFailure": None if failure is None else {
-                "concurrency": failure.get("concurrency"), "error": failure.get("error")}}
-
-
-def prompt_tokens(result: dict[str, Any] | None) -> int | None:
-    if not result:
-        return None
-    summary = result.get("summary")
-    total = summary.get("prompt_tokens") if isinstance(summary, dict) else None
-    return total if isinstance(total, int) and not isinstance(total, bool) else None
 
 
 def environment_problems(names: list[str] | None, evs: bool) -> list[str]:
@@ -200,6 +189,15 @@ def environment_problems(names: list[str] | None, evs: bool) -> list[str]:
     found = [n for n in EVS_VARIABLES if n in names]
     return [f"a non-EVS baseline with {', '.join(found)} set (the template's or baked into "
             "the image): it would measure EVS"] if found else []
+
+
+def _tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
+            return log.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 # --- the type --------------------------------------------------------------------------------
@@ -222,9 +220,9 @@ class BenchmarkType:
         side = "EVS" if bench.evs else "non-EVS baseline"
         paired = f", paired with run {bench.pairWith}" if bench.pairWith else ""
         return [PlannedStep("run", f"harness scenario {bench.scenario}",
-                            f"{bench.mode}, {bench.startPolicy} start, {bench.apiMode}, {side}"
-                            f"{paired}: {' '.join(bench.harness.argv)} in "
-                            f"{bench.harness.workdir}")]
+                            f"{bench.mode}, {bench.startPolicy} start, "
+                            f"{bench.apiMode or 'the config API mode'}, {side}{paired}: "
+                            f"{' '.join(bench.harness.argv)} in {bench.harness.workdir}")]
 
     def execute(self, ctx: RunContext) -> tuple[Result, str]:
         bench = ctx.spec.benchmark
@@ -244,15 +242,12 @@ class Benchmark:
     def run(self) -> tuple[Result, str]:
         ctx, bench = self.ctx, self.bench
         ctx.progress(f"checking scenario {bench.scenario} with --list-scenarios")
-        names, why = list_scenarios(bench)
-        listed = names is not None and bench.scenario in names
-        reason = (f"{bench.scenario} is defined" if listed else why or
-                  f"{bench.scenario} is not in the config's scenarios: "
-                  f"{', '.join(names or []) or 'none listed'}")
-        ctx.evidence.gate(GATE_SCENARIO, listed, reason, {"listed": names, "why": why,
-                                                          "config": str(
-                                                              harness_config_path(bench))})
-        if not listed:
+        listed, why = list_scenarios(bench)
+        problem = scenario_problem(bench, listed, why)
+        reason = problem or f"{bench.scenario} is a {bench.mode} scenario"
+        ctx.evidence.gate(GATE_SCENARIO, not problem, reason, {
+            "listed": listed, "why": why, "config": str(harness_config_path(bench))})
+        if problem:
             return "FAIL", f"{GATE_SCENARIO}: {reason}"
         service = ctx.start_service()
         env_names = ctx.env_names(service)
@@ -266,8 +261,8 @@ class Benchmark:
             smoke_problems = self._smoke(service)
             if smoke_problems:
                 return "FAIL", f"{GATE_SMOKE}: {'; '.join(smoke_problems)}"
-        exit_code, result, handles = self._harness(service)
-        return self._judge(exit_code, result, handles)
+        outcome, handles = self._harness(service)
+        return self._judge(outcome, handles)
 
     # --- smoke -----------------------------------------------------------------------------
 
@@ -305,41 +300,45 @@ class Benchmark:
 
     # --- the harness -----------------------------------------------------------------------
 
-    def _harness(self, service: RunService) -> tuple[int | None, dict[str, Any] | None,
-                                                      dict[str, str]]:
+    def _harness(self, service: RunService) -> tuple[harnessreport.Outcome, dict[str, str]]:
         ctx, bench = self.ctx, self.bench
         evidence = ctx.evidence
         report_dir = evidence.path(REPORT_HANDLE)
         report_dir.mkdir(parents=True, exist_ok=True)
-        config = evidence.write_text(CONFIG_HANDLE, derived_config(bench, report_dir,
-                                                                   service.url))
+        name = Path(bench.harness.config).name  # kept: the BCD guard reads the file name
+        config = evidence.write_text(f"{CONFIG_FOLDER}/{name}",
+                                     derived_config(bench, report_dir, service.url))
         log_path = evidence.path(LOG_HANDLE)
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        output_json = report_dir / RESULT_JSON
         handles = {"config": str(config), "report": str(report_dir), "log": str(log_path)}
-        argv = harness_argv(bench, config)
-        evidence.event("HarnessLaunching", "the three run handles", **handles, argv=argv)
+        argv = harness_argv(bench, config, output_json)
+        evidence.event("HarnessLaunching", "the three run handles", **handles, argv=argv,
+                       backend=api_base(service.url))
         ctx.progress(f"harness: CONFIG {config}, REPORT {report_dir}, LOG {log_path}")
+        started = time.time()
         with open(log_path, "ab") as log:
             try:
                 proc = subprocess.Popen(argv, cwd=bench.harness.workdir, stdout=log,
                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        env=_env(ctx.spec.runId), start_new_session=True)
+                                        env=_env(bench, ctx.spec.runId, service.url),
+                                        start_new_session=True)
             except OSError as exc:
                 raise HarnessError(f"cannot start the harness {argv[0]}: {exc}") from None
-        name = processes.name_of(proc)
-        ctx.note_process(name)  # before anything can go wrong: the recovery ends it
-        evidence.event("HarnessStarted", f"{name}", process=name)
+        process = processes.name_of(proc)
+        ctx.note_process(process)  # before anything can go wrong: the recovery ends it
+        evidence.event("HarnessStarted", f"{process}", process=process)
         try:
             exit_code = self._supervise(proc, log_path, service)
         finally:
-            if proc.poll() is None and processes.end(name) is None:
+            if proc.poll() is None and processes.end(process) is None:
                 proc.wait(timeout=5)  # ended (stopped, over budget): reap it
-        result_file = report_dir / bench.harness.resultFile
-        try:
-            result = json.loads(result_file.read_text("utf-8"))
-        except (OSError, ValueError):
-            result = None
-        return exit_code, result if isinstance(result, dict) else None, handles
+        scenario_dir = report_dir / bench.scenario
+        outcome = harnessreport.Outcome(
+            exit_code, bench.mode, harnessreport.load(output_json, newer_than=started),
+            harnessreport.load(scenario_dir / "execution_summary.json", newer_than=started),
+            _tail(log_path))
+        return outcome, handles
 
     def _supervise(self, proc: subprocess.Popen[bytes], log: Path, service: RunService) -> int:
         """Wait for the harness to end (the run's budget and shutdown stop it); a stale log is
@@ -383,27 +382,33 @@ class Benchmark:
 
     # --- verdict ---------------------------------------------------------------------------
 
-    def _judge(self, exit_code: int | None, result: dict[str, Any] | None,
+    def _judge(self, outcome: harnessreport.Outcome,
                handles: dict[str, str]) -> tuple[Result, str]:
         ctx, bench = self.ctx, self.bench
-        accepted = acceptance(exit_code, result)
+        accepted = outcome.judge()
         quiet = max((f["logQuietSeconds"] for f in self.stale_findings), default=0.0)
         stale = ([f"the log was quiet for up to {quiet:g}s, beyond logStaleSeconds "
                   f"{bench.logStaleSeconds} (inspected, left to finish): the run cannot vouch "
                   "for its progress"] if self.stale_findings else [])
         problems = accepted + stale
-        burst = file_burst(result) if result and bench.mode == "file-burst" else None
-        tokens = prompt_tokens(result)
+        scenario_dir = Path(handles["report"]) / bench.scenario
+        burst = (harnessreport.file_burst(scenario_dir, outcome.log)
+                 if bench.mode == "file_burst" else None)
+        tokens = harnessreport.prompt_tokens(scenario_dir)
+        document = outcome.document or {}
         ctx.evidence.gate(GATE_HARNESS, not problems, "; ".join(problems) or (
-            "exit 0, overall PASS, 0 failed, every repetition's source gates passed"),
-            {"exitCode": exit_code, "summary": (result or {}).get("summary"),
-             "handles": handles})
+            "exit 0, overall PASS, 0 failed" if bench.mode in harnessreport.JSON_MODES
+            else "exit 0, every test case passed"),
+            {"exitCode": outcome.exit_code, "summary": document.get("summary"),
+             "executionSummary": outcome.compact(), "handles": handles})
         record: dict[str, Any] = {
             "scenario": bench.scenario, "mode": bench.mode, "startPolicy": bench.startPolicy,
             "apiMode": bench.apiMode, "evs": bench.evs, "handles": handles,
-            "exitCode": exit_code, "accepted": not problems, "problems": problems,
+            "exitCode": outcome.exit_code, "accepted": not problems, "problems": problems,
             "promptTokens": tokens, "fileBurst": burst, "staleLog": self.stale_findings,
-            "result": result}
+            "maxLiveStreams": (harnessreport.max_live_streams(scenario_dir)
+                               if bench.mode == "max_live_streams" else None),
+            "executionSummary": outcome.compact(), "result": outcome.document}
         failed = [f"{GATE_HARNESS}: {'; '.join(problems)}"] if problems else []
         if bench.pairWith:
             pair = self._pairing(tokens)
@@ -419,8 +424,9 @@ class Benchmark:
         return ("INCONCLUSIVE" if stale and not accepted and len(failed) == 1 else "FAIL",
                 "; ".join(failed))
 
-    def _pairing(self, tokens: int | None) -> dict[str, Any]:
-        """The other side's run of the same scenario: EVS must have changed prompt tokens."""
+    def _pairing(self, tokens: float | None) -> dict[str, Any]:
+        """The other side's run of the same scenario: EVS must have changed the input tokens
+        per chunk."""
         bench = self.bench
         assert bench.pairWith is not None
         other_file = self.ctx.evidence.folder.parent / bench.pairWith / BENCH_FILE
@@ -437,15 +443,15 @@ class Benchmark:
         elif other.get("evs") == bench.evs:
             reason = f"run {bench.pairWith} is also {'EVS' if bench.evs else 'a baseline'}"
         elif tokens is None or other.get("promptTokens") is None:
-            reason = "prompt tokens were not reported by both runs"
+            reason = ("input tokens were not reported by both runs (the harness's saved "
+                      "answers or chunk_input_tokens_avg)")
         elif tokens == other.get("promptTokens"):
-            reason = (f"prompt tokens unchanged between the baseline and the EVS run "
-                      f"({tokens}): misconfiguration, EVS pruned nothing")
-        said = reason or (
-            f"prompt tokens {other.get('promptTokens') if isinstance(other, dict) else '?'} "
-            f"(run {bench.pairWith}) vs {tokens} (this run)")
+            reason = (f"input tokens per chunk unchanged between the baseline and the EVS run "
+                      f"({tokens:g}): misconfiguration, EVS pruned nothing")
+        theirs = other.get("promptTokens") if isinstance(other, dict) else None
+        said = reason or (f"input tokens per chunk {theirs} (run {bench.pairWith}) vs {tokens} "
+                          "(this run)")
         evidence = {"passed": not reason, "reason": said, "other": bench.pairWith,
-            "promptTokens": tokens,
-            "otherPromptTokens": other.get("promptTokens") if isinstance(other, dict) else None}
+                    "promptTokens": tokens, "otherPromptTokens": theirs}
         self.ctx.evidence.gate(GATE_PAIRING, not reason, said, evidence)
         return evidence

@@ -20,12 +20,18 @@ def section(evidence: Evidence) -> Section:
              f"{bench.get('startPolicy')} start, {bench.get('apiMode')}, "
              f"{'EVS' if bench.get('evs') else 'non-EVS baseline'}): "
              f"{'accepted' if bench.get('accepted') else 'not accepted'}; exit code "
-             f"{bench.get('exitCode')}; prompt tokens {bench.get('promptTokens')}.", "",
+             f"{bench.get('exitCode')}; input tokens per chunk {bench.get('promptTokens')}.",
+             "",
              *(f"- {k.upper()}: `{cell(v)}`" for k, v in sorted(handles.items()))]
     lines += [f"- problem: {cell(p)}" for p in bench.get("problems") or []]
     if bench.get("staleLog"):
         lines.append(f"- the log was quiet {len(bench['staleLog'])} time(s): inspected, not "
                      "stopped")
+    for case in bench.get("maxLiveStreams") or []:
+        lines.append(f"- {cell(case.get('test_case_id'))}: max sustainable streams "
+                     f"{case.get('max_sustainable_streams')}, first unstable "
+                     f"{case.get('first_unstable_stream_count')}, last stable p95 "
+                     f"{case.get('last_stable_p95')} s")
     pair = bench.get("pairing")
     if isinstance(pair, dict):
         lines.append(f"- pairing with {pair.get('other')}: {cell(pair.get('reason'))}")

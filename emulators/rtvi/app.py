@@ -51,7 +51,7 @@ class Application:
 
     def register(self, router: Router) -> None:
         streams.register(router, self.streams, self.knobs)
-        captions.register(router, self.captions)
+        captions.register(router, self.captions, self.files)
         files.register(router, self.files)
         chat.register(router, self.streams, self.files, self.knobs)
         cameras.register(router, self.streams, self.knobs, self.bus)

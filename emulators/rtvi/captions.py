@@ -42,9 +42,9 @@ Choices where the real service's behaviour is not published:
 - ``stream: true``: SSE, one event per stream and chunk, kept open until the client disconnects
   or the request is stopped. ``stream: false``: the answer comes after the first chunk of every
   stream.
-- ``id`` must name registered live streams (files, ``url`` and ``media_info`` offsets are
-  accepted by validation but this emulator captions live streams only: 400 otherwise). An empty
-  list is 400.
+- ``id`` must name registered live streams, or uploaded files only (``filecaptions``: one
+  chunk per file, not streamed); ``url`` and ``media_info`` offsets are accepted by validation
+  but not served (400). An empty list is 400.
 - The request is "active" while its SSE connection lives. Deleting one of its streams ends it
   (usage event, ``[DONE]``) unless the ``delete_in_use`` knob is ``refuse`` (then 409).
 - A stopped request ends within ``WAIT_SLICE_S`` even when behind schedule or mid-chunk: the
@@ -69,8 +69,9 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
-from emulators.rtvi import schema, validation
+from emulators.rtvi import filecaptions, schema, validation
 from emulators.rtvi.faults import FaultTable
+from emulators.rtvi.files import FileStore
 from emulators.rtvi.knobs import Knobs
 from emulators.rtvi.routing import Request, Response, Router, StreamWriter
 from emulators.rtvi.schema import (
@@ -268,6 +269,7 @@ class CaptionService:
     def __init__(self, streams: StreamTable, knobs: Knobs, faults: FaultTable) -> None:
         self._streams = streams
         self._knobs = knobs
+        self.streams, self.knobs = streams, knobs  # for file captions (``filecaptions``)
         self._faults = faults
         self._lock = threading.Lock()
         self._sessions: dict[str, Session] = {}
@@ -510,8 +512,8 @@ def _sse(payload: object) -> bytes:
     return f"data: {validation.dumps(payload)}\n\n".encode()
 
 
-def register(router: Router, service: CaptionService) -> None:
-    """Add this group's routes."""
+def register(router: Router, service: CaptionService, store: FileStore) -> None:
+    """Add this group's routes (``store``: uploaded files, captioned by ``filecaptions``)."""
 
     @router.route("POST", "/v1/generate_captions")
     def generate(state: ServiceState, request: Request) -> Response:
@@ -523,6 +525,10 @@ def register(router: Router, service: CaptionService) -> None:
             return validation.invalid_response(exc)
         if isinstance(params, Response):
             return params
+        if filecaptions.names_files(params.stream_ids, service.streams, store):
+            return filecaptions.answer(params.stream_ids, params.prompt, params.model,
+                                       params.max_tokens, params.stream, store,
+                                       service.streams, service.knobs)
         opened = service.open(params)
         if isinstance(opened, Response):
             return opened

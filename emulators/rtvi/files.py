@@ -15,7 +15,9 @@ Choices where the real service is not published:
   escaped (``()\\\\[\\\\]@``): the character class closes early, so only URLs ending in the
   literal text ``@!$'*; ]`` match and every ordinary URL is refused with 422. The emulator
   follows the spec rather than guessing the intent.
-- Neither ``file`` nor ``url``: 400 ``BadParameters``. A ``url`` is fetched only when it is
+- Neither ``file`` nor ``url``: a ``filename`` that is an absolute path is read from the
+  service's own filesystem (what the VSS harness sends: no bytes, the path of a file on a
+  volume the service shares); otherwise 400 ``BadParameters``. A ``url`` is fetched only when it is
   ``file://`` (tests never leave the machine); ``http(s)://``/``s3://`` answer 400. ``file`` wins
   when both are given.
 - The recorded ``filename`` is the form's ``filename``, else the upload's, else the URL's last
@@ -234,8 +236,17 @@ def parse_upload(request: Request) -> NewFile | Response:
         if isinstance(fetched, Response):
             return fetched
         data, fallback = fetched, urllib.parse.urlsplit(url).path
+    elif values.get("filename", "").startswith("/"):
+        # The VSS harness sends only a path on the service's own filesystem (a shared volume).
+        try:
+            data = Path(values["filename"]).read_bytes()
+        except OSError:
+            return Response.error(400, "BadParameters", "The file named by filename cannot "
+                                  "be read by the service")
+        fallback = values["filename"]
     else:
-        return Response.error(400, "BadParameters", "Either file or url is required")
+        return Response.error(400, "BadParameters", "Either file, url or the path of a file "
+                              "the service can read (filename) is required")
     return NewFile(
         values.get("id"),
         _clean_filename(values.get("filename") or fallback),

@@ -1,65 +1,230 @@
-"""The benchmark's pure judgements and its process handling (real processes, no Docker)."""
+"""The benchmark's pure readings of what the VSS harness writes, its command line and config
+handle, and its process handling (real processes and the harness stand-in, no Docker)."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from controllers.experiments import processes
+from controllers.experiments import harnessreport, processes
 from controllers.experiments.benchmark import (
     HarnessError,
-    acceptance,
+    _env,
     derived_config,
     environment_problems,
-    file_burst,
     harness_argv,
     list_scenarios,
+    scenario_problem,
 )
 from specs.experiment import BenchmarkSpec
 
 STANDIN = Path(__file__).resolve().parents[1] / "harness_standin.py"
+LOGGED = "2026-12-05 10:00:00,123 - INFO -   {name}: {text} (mode: {mode}, 1 video files)"
 
 
 def spec(tmp_path: Path, **more: Any) -> BenchmarkSpec:
     return BenchmarkSpec.model_validate({
         "harness": {"argv": [sys.executable, str(STANDIN)], "workdir": str(tmp_path),
-                    "config": "config.yaml"},
-        "scenario": "file_burst_1_token", "mode": "file-burst", **more})
+                    "config": "rtvi_vlm_bcd_config.yaml"},
+        "scenario": "file_burst_1_token", "mode": "file_burst", **more})
 
 
-def accepted() -> dict[str, Any]:
-    return {"summary": {"overall_status": "PASS", "failed": 0},
-            "repetitions": [{"source_gates": {"passed": True}}]}
+def write(path: Path, data: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+    return path
 
 
-def test_acceptance_needs_exit_0_pass_no_failure_and_every_source_gate() -> None:
-    assert acceptance(0, accepted()) == []
-    assert acceptance(1, None) == ["exited 1 without a report"]
-    bad = accepted() | {"summary": {"overall_status": "FAIL", "failed": 2}}
-    assert acceptance(3, bad) == ["exited 3", "summary.overall_status is 'FAIL'",
-                                  "summary.failed is 2"]
-    gates = accepted() | {"repetitions": [{"source_gates": {"passed": True}},
-                                          {"source_gates": {"passed": False, "distinct": 7}}]}
-    assert acceptance(0, gates) == [
-        "repetition 2: source gates did not pass ({'passed': False, 'distinct': 7})"]
-    assert acceptance(0, accepted() | {"repetitions": []}) == [
-        "no repetition reported: source gates cannot be checked"]
+def document(status: str = "PASS", passed: int = 1, failed: int = 0) -> dict[str, Any]:
+    return {"schema_version": "0.1", "summary": {
+        "total_tests": passed + failed, "passed": passed, "failed": failed,
+        "overall_status": status}, "test_cases": []}
 
 
-def test_a_file_burst_keeps_every_level_the_last_clean_one_and_the_exact_failure() -> None:
-    levels = [{"concurrency": 8, "status": "FAIL", "error": "Timeout after 600 s"},
-              {"concurrency": 1, "status": "PASS", "p95_ms": 10, "p99_ms": 12},
-              {"concurrency": 4, "status": "PASS", "p95_ms": 40, "p99_ms": 55},
-              {"concurrency": 16, "status": "FAIL", "error": "503"}]
-    burst = file_burst({"concurrency_levels": levels})
-    assert len(burst["levels"]) == 4
-    assert burst["lastClean"] == {"concurrency": 4, "p95Ms": 40, "p99Ms": 55}
-    assert burst["firstFailure"] == {"concurrency": 8, "error": "Timeout after 600 s"}
+def test_scenarios_and_their_modes_are_read_from_the_harness_log() -> None:
+    log = "\n".join([
+        "2026-12-05 10:00:00,100 - INFO - Available test scenarios:",
+        LOGGED.format(name="max_live_streams_1_token", text="BCD: max streams (x: y)",
+                      mode="max_live_streams"),
+        LOGGED.format(name="single", text="No description", mode="single_live_stream"),
+        "2026-12-05 10:00:00,200 - INFO - unrelated: (mode: nothing here)"])
+    assert harnessreport.listed_scenarios(log) == {
+        "max_live_streams_1_token": "max_live_streams", "single": "single_live_stream"}
+
+
+def test_a_scenario_must_be_listed_with_the_specs_mode(tmp_path: Path) -> None:
+    bench = spec(tmp_path)
+    assert scenario_problem(bench, {"file_burst_1_token": "file_burst"}, "") == ""
+    assert scenario_problem(bench, {"other": "file_burst"}, "") == (
+        "file_burst_1_token is not in the config's scenarios: other")
+    assert "is a concurrency scenario in the config, but the spec says mode: file_burst" in (
+        scenario_problem(bench, {"file_burst_1_token": "concurrency"}, ""))
+    assert scenario_problem(bench, None, "cannot run x") == "cannot run x"
+
+
+def test_the_stand_in_lists_on_stderr_and_the_run_reads_it(tmp_path: Path) -> None:
+    (tmp_path / "rtvi_vlm_bcd_config.yaml").write_text(yaml.safe_dump({
+        "global": {"vlm_gpus": [0]}, "test_scenarios": {
+            "a_1": {"benchmark_mode": "file_burst", "videos": [{}]},
+            "b_2": {"benchmark_mode": "max_live_streams"}}}))
+    done = subprocess.run([sys.executable, str(STANDIN), "--config",
+                           str(tmp_path / "rtvi_vlm_bcd_config.yaml"), "--list-scenarios"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout == "" and "Available test scenarios:" in done.stderr
+    assert list_scenarios(spec(tmp_path)) == ({"a_1": "file_burst", "b_2": "max_live_streams"},
+                                              "")
+    (tmp_path / "rtvi_vlm_bcd_config.yaml").write_text(yaml.safe_dump({"test_scenarios": {}}))
+    names, why = list_scenarios(spec(tmp_path))
+    assert names is None and why == ("--list-scenarios exited 1: Error loading configuration: "
+                                     "Missing 'global' section"), why
+    missing = spec(tmp_path, harness={"argv": ["/nonexistent/harness"],
+                                      "workdir": str(tmp_path), "config": "c.yaml"})
+    names, why = list_scenarios(missing)
+    assert names is None and why.startswith("cannot run /nonexistent/harness"), why
+
+
+def test_overrides_reach_the_harness_command_line_one_argv_item_per_level(
+        tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    argv = harness_argv(spec(tmp_path, mode="max_live_streams", initialStreamCount=144,
+                             addStreamCount=4, binarySearchRefinement=False),
+                        tmp_path / "c.yaml", out)
+    assert argv[2:] == ["--config", str(tmp_path / "c.yaml"), "--scenario",
+                        "file_burst_1_token", "--output-json", str(out),
+                        "--initial-stream-count", "144", "--add-stream-count", "4",
+                        "--no-binary-search-refinement"]
+    levels = harness_argv(spec(tmp_path, concurrencyLevels=[1, 8, 64]), tmp_path / "c.yaml",
+                          out)
+    assert levels[-4:] == ["--concurrency-levels", "1", "8", "64"]
+
+
+def test_the_config_handle_changes_only_the_runs_keys(tmp_path: Path) -> None:
+    (tmp_path / "rtvi_vlm_bcd_config.yaml").write_text(yaml.safe_dump({
+        "global": {"output_dir": "/old", "rtvi_backend": "http://old/v1", "vlm_gpus": [0]},
+        "test_scenarios": {"file_burst_1_token": {
+            "benchmark_mode": "file_burst",
+            "videos": [{"filepath": "/v.mp4", "vlm_api_mode": "generate_captions"},
+                       {"filepath": "/w.mp4"}]}}, "seed": 7}))
+    bench = spec(tmp_path, apiMode="chat_completions")
+    derived = yaml.safe_load(derived_config(bench, tmp_path / "report", "http://127.0.0.1:9/"))
+    assert derived == {
+        "global": {"output_dir": str(tmp_path / "report"),
+                   "rtvi_backend": "http://127.0.0.1:9/v1", "vlm_gpus": [0]},
+        "test_scenarios": {"file_burst_1_token": {
+            "benchmark_mode": "file_burst", "vlm_api_mode": "chat_completions",
+            "videos": [{"filepath": "/v.mp4", "vlm_api_mode": "chat_completions"},
+                       {"filepath": "/w.mp4"}]}}, "seed": 7}
+    untouched = yaml.safe_load(derived_config(spec(tmp_path), tmp_path, "http://x"))
+    assert "vlm_api_mode" not in untouched["test_scenarios"]["file_burst_1_token"]
+    (tmp_path / "rtvi_vlm_bcd_config.yaml").write_text("- not a mapping\n")
+    with pytest.raises(HarnessError, match="is not a mapping"):
+        derived_config(bench, tmp_path, "http://x")
+
+
+def test_the_harness_environment_holds_the_runs_service_and_the_specs_knobs_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RTVI_BACKEND", "http://elsewhere:1/v1")  # the operator's shell
+    monkeypatch.setenv("NGC_API_KEY", "canary-secret")
+    bench = spec(tmp_path, apiMode="chat_completions",
+                 harness={"argv": ["h"], "workdir": str(tmp_path), "config": "c.yaml",
+                          "env": {"RTVI_BENCHMARK_BLOCKING_STREAM_DELETE": "true"}})
+    env = _env(bench, "run-1", "http://127.0.0.1:18000")
+    assert env["RTVI_BACKEND"] == "http://127.0.0.1:18000/v1"
+    assert env["RTVI_VLM_API_MODE"] == "chat_completions"
+    assert env["RTVI_BENCHMARK_BLOCKING_STREAM_DELETE"] == "true"
+    assert "NGC_API_KEY" not in env and env["PATH"] == os.environ["PATH"]
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"HF_TOKEN": "x"}, "Input should be 'RTVI_BENCHMARK_BLOCKING_STREAM_DELETE'"),
+    ({"RTVI_BENCHMARK_STREAM_DELETE_TIMEOUT_SEC": "1\n2"}, "a short plain value")])
+def test_only_the_harness_knobs_are_settable_with_plain_values(
+        tmp_path: Path, env: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        spec(tmp_path, harness={"argv": ["h"], "workdir": "/w", "config": "c", "env": env})
+
+
+def test_acceptance_is_the_reports_pass_with_no_failure_and_partial_is_refused() -> None:
+    ok = harnessreport.Outcome(0, "file_burst", document(), None)
+    assert ok.judge() == []
+    partial = harnessreport.Outcome(0, "concurrent_live_streams",
+                                    document("PARTIAL", passed=1, failed=1), None)
+    assert partial.judge() == ["summary.overall_status is 'PARTIAL'", "summary.failed is 1"]
+    empty = harnessreport.Outcome(0, "max_live_streams", document(passed=0), None)
+    assert empty.judge() == ["summary.total_tests is 0: nothing was measured"]
+
+
+def test_a_refusal_quotes_the_harness_own_reasons() -> None:
+    summary = {"total_test_cases": 1, "failed_test_cases": 1, "test_cases": [
+        {"test_case_id": "max_live_streams_cam_10sec", "success": False,
+         "error": "503 ServerBusy: at capacity", "resource_bound": True}]}
+    log = ("2026-12-05 10:00:00,000 - INFO - === Running scenario: m ===\n"
+           "2026-12-05 10:00:09,000 - ERROR - Scenario 'm' failed - no test cases passed!\n"
+           "2026-12-05 10:00:09,000 - ERROR - Failed scenarios:\n")
+    failed = harnessreport.Outcome(1, "max_live_streams", None, summary, log)
+    assert failed.judge() == [
+        "exited 1", "no --output-json report: the harness writes it only for a scenario with "
+        "a passing test case", "harness: max_live_streams_cam_10sec: 503 ServerBusy: at "
+        "capacity", "harness: Scenario 'm' failed - no test cases passed!"]
+    assert failed.compact()["test_cases"] == [
+        {"test_case_id": "max_live_streams_cam_10sec", "success": False,
+         "error": "503 ServerBusy: at capacity", "resource_bound": True}]
+
+
+def test_modes_without_a_json_report_are_judged_on_this_runs_execution_summary(
+        tmp_path: Path) -> None:
+    good = {"total_test_cases": 1, "failed_test_cases": 0, "test_cases": [{"success": True}]}
+    assert harnessreport.Outcome(0, "single_live_stream", None, good).judge() == []
+    bad = good | {"failed_test_cases": 1}
+    assert harnessreport.Outcome(0, "single_live_stream", None, bad).judge() == [
+        "1 of 1 test case(s) failed"]
+    assert harnessreport.Outcome(0, "single_file", None, None).judge() == [
+        "no execution_summary.json from this run: the scenario did not run to its end"]
+    stale = write(tmp_path / "execution_summary.json", good)
+    os.utime(stale, (time.time() - 60, time.time() - 60))
+    assert harnessreport.load(stale, newer_than=time.time() - 30) is None
+    assert harnessreport.load(stale) == good
+
+
+def test_a_file_burst_keeps_every_level_the_last_clean_one_and_the_exact_failure(
+        tmp_path: Path) -> None:
+    case = tmp_path / "file_burst_clip_10sec"
+    write(case / "test_case_summary.json", {"concurrency_summary": {
+        str(n): {"concurrency_level": n, "mean_p95_latency": p95, "mean_p99_latency": p95 * 1.2,
+                 "mean_failed_files": 0} for n, p95 in ((1, 0.5), (4, 1.0), (8, 2.0))}})
+    write(case / "iteration_1" / "file_burst_results.json", {"concurrency_results": [
+        {"concurrency_level": 1, "failed_files": 0}, {"concurrency_level": 4, "failed_files": 0},
+        {"concurrency_level": 8, "failed_files": 3}]})
+    log = ("2026-12-05 10:00:00,000 - ERROR - Error processing file 5: 503 ServerBusy: "
+           "Insufficient GPU memory\n")
+    burst = harnessreport.file_burst(tmp_path, log)
+    assert [(lv["concurrency"], lv["status"], lv["failedFiles"]) for lv in burst["levels"]] == [
+        (1, "PASS", 0), (4, "PASS", 0), (8, "FAIL", 3)]
+    assert burst["lastClean"] == {"concurrency": 4, "p95Ms": 1000.0, "p99Ms": 1200.0}
+    assert burst["firstFailure"] == {
+        "concurrency": 8, "error": "Error processing file 5: 503 ServerBusy: Insufficient GPU "
+        "memory"}
+
+
+def test_input_tokens_per_chunk_come_from_the_saved_answers(tmp_path: Path) -> None:
+    folder = tmp_path / "case" / "iteration_1"
+    write(folder / "generate_captions_response_file_0.json",
+          {"chunk_responses": [{"input_tokens": 200}, {"input_tokens": 100}]})
+    write(folder / "chat_completions_response_file_1.json", {"usage": {"prompt_tokens": 60}})
+    assert harnessreport.prompt_tokens(tmp_path) == 120
+    live = tmp_path / "live"
+    write(live / "case" / "iteration_1" / "concurrent_live_streams_results.json",
+          {"chunk_input_tokens_avg": 250.5})
+    assert harnessreport.prompt_tokens(live) == 250.5
+    assert harnessreport.prompt_tokens(tmp_path / "nothing") is None
 
 
 def test_the_service_environment_must_match_the_side_of_the_pair() -> None:
@@ -71,47 +236,6 @@ def test_the_service_environment_must_match_the_side_of_the_pair() -> None:
         "an EVS run without VLM_VIDEO_PRUNING_RATE: EVS would prune nothing"]
     assert environment_problems(["VIA_EVS_SESSION", "VLM_VIDEO_PRUNING_RATE"], evs=True) == []
     assert environment_problems(None, evs=False) == ["the service's environment cannot be read"]
-
-
-def test_overrides_reach_the_harness_command_line(tmp_path: Path) -> None:
-    argv = harness_argv(spec(tmp_path, mode="max-live", initialStreamCount=144,
-                             addStreamCount=4, binarySearchRefinement=False),
-                        tmp_path / "c.yaml")
-    assert argv[2:] == ["--config", str(tmp_path / "c.yaml"), "--scenario",
-                        "file_burst_1_token", "--initial-stream-count", "144",
-                        "--add-stream-count", "4", "--no-binary-search-refinement"]
-    levels = harness_argv(spec(tmp_path, concurrencyLevels=[1, 8, 64]), tmp_path / "c.yaml")
-    assert levels[-2:] == ["--concurrency-levels", "1,8,64"]
-
-
-def test_the_config_handle_changes_only_the_runs_keys(tmp_path: Path) -> None:
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump({
-        "output_dir": "/old", "rtvi": {"url": "http://old", "timeout": 5},
-        "scenarios": {"file_burst_1_token": {"mode": "file-burst"}}, "seed": 7}))
-    bench = spec(tmp_path, apiMode="chat_completions",
-                 harness={"argv": ["h"], "workdir": str(tmp_path), "config": "config.yaml",
-                          "serviceUrlKey": "rtvi.url"})
-    derived = yaml.safe_load(derived_config(bench, tmp_path / "report", "http://127.0.0.1:9"))
-    assert derived == {"output_dir": str(tmp_path / "report"),
-                       "rtvi": {"url": "http://127.0.0.1:9", "timeout": 5},
-                       "scenarios": {"file_burst_1_token": {
-                           "mode": "file-burst", "vlm_api_mode": "chat_completions"}},
-                       "seed": 7}
-    (tmp_path / "config.yaml").write_text("- not a mapping\n")
-    with pytest.raises(HarnessError, match="is not a mapping"):
-        derived_config(bench, tmp_path, "http://x")
-
-
-def test_scenarios_are_listed_by_the_harness_itself(tmp_path: Path) -> None:
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"scenarios": {"a_1": {}, "b_2": {}}}))
-    assert list_scenarios(spec(tmp_path)) == (["a_1", "b_2"], "")
-    (tmp_path / "config.yaml").write_text(":\n- [")
-    names, why = list_scenarios(spec(tmp_path))
-    assert names is None and why.startswith("--list-scenarios exited 1: "), why
-    missing = spec(tmp_path, harness={"argv": ["/nonexistent/harness"],
-                                      "workdir": str(tmp_path), "config": "c.yaml"})
-    names, why = list_scenarios(missing)
-    assert names is None and why.startswith("cannot run /nonexistent/harness"), why
 
 
 def test_a_recorded_process_is_ended_with_its_group_and_a_reused_pid_is_left_alone(

@@ -288,7 +288,7 @@ def test_a_moving_or_malformed_model_revision_is_refused(revision: str) -> None:
 def _bench(**bench: Any) -> dict[str, Any]:
     body = {"harness": {"argv": ["python3", "perf/benchmark/rtvi_perf_benchmark.py"],
                         "workdir": "/opt/vss", "config": "perf/benchmark/cfg.yaml"},
-            "scenario": "file_burst_1_token_2k", "mode": "file-burst", **bench}
+            "scenario": "file_burst_1_token_2k", "mode": "file_burst", **bench}
     return {"type": "benchmark", "canary": None, "benchmark": body, "budgetSeconds": 900}
 
 
@@ -298,9 +298,12 @@ def test_a_benchmark_is_valid() -> None:
 
 @pytest.mark.parametrize(("spec", "path", "rule"), [
     (_bench(pairWith="canary-4-001"), "spec.benchmark.pairWith", R_BENCH),  # itself
-    (_bench(mode="max-live", concurrencyLevels=[1, 2]), "spec.benchmark.concurrencyLevels",
-     R_BENCH),
+    (_bench(mode="max_live_streams", concurrencyLevels=[1, 2]),
+     "spec.benchmark.concurrencyLevels", R_BENCH),
+    (_bench(mode="single_live_stream", concurrencyLevels=[1]),
+     "spec.benchmark.concurrencyLevels", R_BENCH),
     (_bench(initialStreamCount=144), "spec.benchmark.initialStreamCount", R_BENCH),
+    (_bench(binarySearchRefinement=False), "spec.benchmark.initialStreamCount", R_BENCH),
     (_bench(smoke=True), "spec.benchmark.smokeClip", R_CONTRACT),
     ({**_bench(), "budgetSeconds": 3600}, "spec.benchmark.smokeClip", R_CONTRACT),
     ({**_bench(smoke=False), "budgetSeconds": 3600}, "spec.benchmark.smoke", R_CONTRACT),
@@ -309,10 +312,15 @@ def test_benchmark_rules_name_the_field(spec: dict[str, Any], path: str, rule: s
     assert (path, rule) in _rules(**spec)
 
 
-@pytest.mark.parametrize("change", [{"mode": "burst"}, {"scenario": "two words"},
+@pytest.mark.parametrize("change", [{"mode": "burst"}, {"mode": "file-burst"},
+                                    {"scenario": "two words"},
                                     {"harness": {"argv": [], "workdir": "/x", "config": "c"}},
                                     {"harness": {"argv": ["h"], "workdir": "rel", "config": "c"}},
-                                    {"apiMode": "completions"}])
+                                    {"apiMode": "completions"},
+                                    {"harness": {"argv": ["h"], "workdir": "/x", "config": "c",
+                                                 "env": {"RTVI_BACKEND": "http://x/v1"}}},
+                                    {"harness": {"argv": ["h"], "workdir": "/x", "config": "c",
+                                                 "resultFile": "results.json"}}])
 def test_a_benchmark_block_is_strict(change: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
         Experiment.model_validate(_experiment(**_bench(**change)))
