@@ -9,6 +9,10 @@ in shapes that differ between releases, and the published OpenAPI describes only
 - **flat** — one chunk's fields at the top level of the event (what servers stream in practice);
 - **chat** — an OpenAI-style ``choices[0].delta.content`` (or ``.message.content``).
 
+A wrapped event's ``media_info.end_timestamp`` (a live chunk's last frame, as the source stamped
+it) goes with each of its chunks: with the time the reader received it, it is the chunk's
+latency as the VSS harness measures it (``ledger.chunk_latency``).
+
 A client that reads only one shape silently drops every caption of the others (a StreamSet then
 shows Degraded with frames flowing), so every reader goes through :func:`chunks_of`. It is pure
 and never raises: a malformed event yields no chunk (or a chunk carrying ``error``).
@@ -31,6 +35,8 @@ class CaptionChunk:
     frame_count: int | None = None
     chunk_latency_ms: float | None = None
     error: str = ""
+    end_timestamp: str | None = None  # media_info.end_timestamp of a timestamp chunk
+    received_unix: float | None = None  # when the reader got it (set by the reader)
 
 
 def chunks_of(event: object) -> list[CaptionChunk]:
@@ -40,11 +46,12 @@ def chunks_of(event: object) -> list[CaptionChunk]:
     error = _error(event)
     wrapped = event.get("chunk_responses")
     if isinstance(wrapped, list):
-        found = [_chunk(item, error) for item in wrapped if isinstance(item, dict)]
+        stamp = _end_timestamp(event.get("media_info"))
+        found = [_chunk(item, error, stamp) for item in wrapped if isinstance(item, dict)]
         if found or not error:
             return found
     if "content" in event:
-        return [_chunk(event, error)]
+        return [_chunk(event, error, _end_timestamp(event.get("media_info")))]
     choices = event.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         first = choices[0]
@@ -54,7 +61,15 @@ def chunks_of(event: object) -> list[CaptionChunk]:
     return [CaptionChunk(content="", error=error)] if error else []
 
 
-def _chunk(raw: dict[str, Any], error: str) -> CaptionChunk:
+def _end_timestamp(info: object) -> str | None:
+    """A live chunk's ``media_info.end_timestamp`` (only ``type: timestamp`` carries one)."""
+    if not isinstance(info, dict) or info.get("type") != "timestamp":
+        return None
+    stamp = info.get("end_timestamp")
+    return stamp if isinstance(stamp, str) and stamp else None
+
+
+def _chunk(raw: dict[str, Any], error: str, stamp: str | None) -> CaptionChunk:
     content = raw.get("content")
     return CaptionChunk(
         content=content if isinstance(content, str) else "",
@@ -64,6 +79,7 @@ def _chunk(raw: dict[str, Any], error: str) -> CaptionChunk:
         frame_count=_int(raw.get("frame_count")),
         chunk_latency_ms=_number(raw.get("chunk_latency_ms")),
         error=_error(raw) or error,
+        end_timestamp=stamp,
     )
 
 

@@ -204,6 +204,15 @@ class RtviClient(ApiClient):
 
     # --- files and chat ------------------------------------------------------------------------
 
+    def list_files(self) -> list[str]:
+        """``GET /v1/files?purpose=vision``: the IDs of the service's files (a published
+        listing: what proves "no file left" where asset stats say nothing)."""
+        body = self._get("list files", "/v1/files?purpose=vision", dict)
+        data = body.get("data")
+        if not isinstance(data, list):
+            raise RtviUnavailable(f"RTVI at {self.base_url}: list files answered without data")
+        return [str(item.get("id")) for item in data if isinstance(item, dict)]
+
     def upload_file(self, name: str, data: bytes, media_type: str) -> str:
         """``POST /v1/files`` (purpose ``vision``); the new file's ID."""
         response = self._request("upload file", "POST", "/v1/files",

@@ -1,8 +1,13 @@
 """Runtime facts and fatal markers read from an RT-VLM container's logs (rule 11).
 
 vLLM prints its engine config once at start-up (``... with config: model='…', dtype=…,
-max_seq_len=…, quantization=…, enforce_eager=…, kv_cache_dtype=…``) and "Capturing CUDA graphs"
-when graphs are used. We record what we find; absent facts are simply absent.
+max_seq_len=…, quantization=…, enforce_eager=…, kv_cache_dtype=…``), the arguments it was given
+beyond its defaults (``non-default args: {'gpu_memory_utilization': 0.85, 'max_num_seqs': 64,
+...}``: GPU memory utilisation, the scheduler's limits, the multimodal and prefix caches) and
+"Capturing CUDA graphs" when graphs are used; RT-VLM says how many preprocess workers it runs
+(``preprocess workers: N``). We record what we find; absent facts are simply absent. These are
+the runtime's own words, the evidence a requested environment variable is not (perf-testing
+guide: "Requested environment variables alone are not runtime proof").
 """
 
 from __future__ import annotations
@@ -13,6 +18,13 @@ FATAL_MARKERS = ("EngineDeadError", "CUDA out of memory", "FMHA kernels are not 
 _CONFIG_FIELDS = ("dtype", "max_seq_len", "max_model_len", "quantization", "enforce_eager",
                   "kv_cache_dtype")
 _FIELD_RE = re.compile(r"\b(" + "|".join(_CONFIG_FIELDS) + r")=('[^']*'|[^,\s]+)")
+
+
+# vLLM's non-default arguments (a Python dict in the log) and RT-VLM's worker count
+ARG_FACTS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
+             "enable_prefix_caching", "mm_processor_cache_gb")
+_ARG_RE = re.compile(r"'(" + "|".join(ARG_FACTS) + r")': ('[^']*'|[^,}\s]+)")
+_WORKERS_RE = re.compile(r"\bpreprocess workers: (\d+)")
 
 
 def fatal_marker(line: str) -> str | None:
@@ -27,6 +39,13 @@ def update_facts(facts: dict[str, str], line: str) -> None:
     """Fold one log line into ``facts`` (precision, max_model_len, kv_cache_dtype, mode)."""
     if "Capturing CUDA graphs" in line:
         facts["mode"] = "cuda-graph"
+        return
+    if "non-default args:" in line:
+        facts.update({key: raw.strip("'") for key, raw in _ARG_RE.findall(line)})
+        return
+    workers = _WORKERS_RE.search(line)
+    if workers:
+        facts["preprocess_workers"] = workers[1]
         return
     if "with config:" not in line:
         return

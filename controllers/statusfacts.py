@@ -81,6 +81,12 @@ class RuntimeFacts(Facts):
     max_model_len: str | None = None
     kv_cache_dtype: str | None = None
     mode: str | None = None
+    gpu_memory_utilization: str | None = None
+    max_num_seqs: str | None = None
+    max_num_batched_tokens: str | None = None
+    enable_prefix_caching: str | None = None
+    mm_processor_cache_gb: str | None = None
+    preprocess_workers: str | None = None
 
 
 class DeploymentStatusFacts(Facts):

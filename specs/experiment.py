@@ -84,6 +84,63 @@ class CanarySpec(Strict):
     smoke: bool | None = None
 
 
+HarnessKnob = Literal[
+    "RTVI_BENCHMARK_BLOCKING_STREAM_DELETE", "RTVI_BENCHMARK_STREAM_DELETE_TIMEOUT_SEC",
+    "RTVI_BENCHMARK_STREAM_DELETE_RETRY_ATTEMPTS", "RTVI_BENCHMARK_STREAM_DELETE_RETRY_DELAY_SEC",
+    "RTVI_BENCHMARK_STREAM_CLEANUP_VERIFY_INTERVAL_SEC",
+    "RTVI_BENCHMARK_STREAM_CLEANUP_VERIFY_TIMEOUT_SEC", "RTVI_BENCHMARK_STREAM_STOP_MAX_WORKERS",
+    "RTVI_BENCHMARK_FILE_UPLOAD_TIMEOUT_SEC"]
+"""The harness's own environment knobs a spec may set (values, never secrets: none of these is
+one). ``RTVI_BACKEND`` and ``RTVI_VLM_API_MODE`` are the run's to set, from its service and
+``apiMode``."""
+HarnessMode = Literal["single_file", "file_burst", "concurrency", "max_live_streams",
+                      "single_live_stream", "concurrent_live_streams", "text_embedding",
+                      "text_embedding_concurrency"]
+LEVEL_MODES = ("file_burst", "concurrency", "concurrent_live_streams")  # --concurrency-levels
+
+
+class HarnessSpec(Strict):
+    """The VSS perf harness in a checkout on the Host: how to start it, and where in its config
+    the run writes its report directory and its fresh service's API base (``<url>/v1``). The
+    run's CONFIG handle is a copy of ``config`` under the same file name (the harness's BCD
+    live-source guard keys on it) with only those keys (and ``vlm_api_mode`` when ``apiMode``
+    is set) changed."""
+
+    argv: list[str] = Field(min_length=1, max_length=32)  # [python3, perf/benchmark/...py]
+    workdir: str = Field(pattern=r"^/")  # e.g. /opt/vss/services/rtvi/rt-vlm
+    config: str = Field(min_length=1, max_length=1000)  # relative to workdir, or absolute
+    outputDirKey: str = Field(default="global.output_dir", pattern=r"^[A-Za-z_][\w.-]*$")
+    serviceUrlKey: str = Field(default="global.rtvi_backend", pattern=r"^[A-Za-z_][\w.-]*$")
+    env: dict[HarnessKnob, str] = Field(default_factory=dict)  # the harness's own knobs
+
+    @field_validator("env")
+    @classmethod
+    def _plain_values(cls, env: dict[str, str]) -> dict[str, str]:
+        for name, value in env.items():
+            if not re.fullmatch(r"[A-Za-z0-9_.:/-]{0,64}", value):
+                raise ValueError(f"{name}: a harness knob is a short plain value "
+                                 "(letters, digits, _ . : / -)")
+        return env
+
+
+class PinnedClip(Strict):
+    path: str = Field(pattern=r"^/")
+    sha256: str = Field(pattern=SHA256_PATTERN)
+
+
+class HarnessSearch(Strict):
+    """``capacity.harness``: hand the search to the VSS harness's ``max_live_streams`` scenario
+    (its windows, its latency threshold, its bisection), seeded by the capacity's
+    ``initialStreamCount`` and ``addStreamCount``, so its boundary can be compared with ours on
+    the same service. The harness runs as a ``type: benchmark`` run runs it."""
+
+    harness: HarnessSpec
+    scenario: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,200}$")  # a max_live_streams scenario
+    binarySearchRefinement: bool | None = None  # unset: the scenario's own
+    logStaleSeconds: int = Field(default=600, ge=5, le=86400)  # then inspect, never kill
+    smokeClip: PinnedClip | None = None  # the smoke request's video, when the run smokes
+
+
 class CapacitySpec(Strict):
     """The capacity search (``type: capacity``): the highest stable and first unstable count of
     independent live streams. Seeded as the VSS harness takes it (``initialStreamCount``,
@@ -105,6 +162,7 @@ class CapacitySpec(Strict):
     # The smoke request before the first window: always (true), or only where the contract
     # requires it (unset: a budget of 30 minutes or more; false is refused there).
     smoke: bool | None = None
+    harness: HarnessSearch | None = None  # the VSS harness searches instead of our windows
 
 
 IMMUTABLE_REVISION = r"^([0-9a-f]{40}|sha256:[0-9a-f]{64})$"  # a commit or a content digest
@@ -175,50 +233,6 @@ class PortValidationSpec(Strict):
     platforms: list[str] = Field(default_factory=list, max_length=16)  # where it was validated
 
 
-HarnessKnob = Literal[
-    "RTVI_BENCHMARK_BLOCKING_STREAM_DELETE", "RTVI_BENCHMARK_STREAM_DELETE_TIMEOUT_SEC",
-    "RTVI_BENCHMARK_STREAM_DELETE_RETRY_ATTEMPTS", "RTVI_BENCHMARK_STREAM_DELETE_RETRY_DELAY_SEC",
-    "RTVI_BENCHMARK_STREAM_CLEANUP_VERIFY_INTERVAL_SEC",
-    "RTVI_BENCHMARK_STREAM_CLEANUP_VERIFY_TIMEOUT_SEC", "RTVI_BENCHMARK_STREAM_STOP_MAX_WORKERS",
-    "RTVI_BENCHMARK_FILE_UPLOAD_TIMEOUT_SEC"]
-"""The harness's own environment knobs a spec may set (values, never secrets: none of these is
-one). ``RTVI_BACKEND`` and ``RTVI_VLM_API_MODE`` are the run's to set, from its service and
-``apiMode``."""
-HarnessMode = Literal["single_file", "file_burst", "concurrency", "max_live_streams",
-                      "single_live_stream", "concurrent_live_streams", "text_embedding",
-                      "text_embedding_concurrency"]
-LEVEL_MODES = ("file_burst", "concurrency", "concurrent_live_streams")  # --concurrency-levels
-
-
-class HarnessSpec(Strict):
-    """The VSS perf harness in a checkout on the Host: how to start it, and where in its config
-    the run writes its report directory and its fresh service's API base (``<url>/v1``). The
-    run's CONFIG handle is a copy of ``config`` under the same file name (the harness's BCD
-    live-source guard keys on it) with only those keys (and ``vlm_api_mode`` when ``apiMode``
-    is set) changed."""
-
-    argv: list[str] = Field(min_length=1, max_length=32)  # [python3, perf/benchmark/...py]
-    workdir: str = Field(pattern=r"^/")  # e.g. /opt/vss/services/rtvi/rt-vlm
-    config: str = Field(min_length=1, max_length=1000)  # relative to workdir, or absolute
-    outputDirKey: str = Field(default="global.output_dir", pattern=r"^[A-Za-z_][\w.-]*$")
-    serviceUrlKey: str = Field(default="global.rtvi_backend", pattern=r"^[A-Za-z_][\w.-]*$")
-    env: dict[HarnessKnob, str] = Field(default_factory=dict)  # the harness's own knobs
-
-    @field_validator("env")
-    @classmethod
-    def _plain_values(cls, env: dict[str, str]) -> dict[str, str]:
-        for name, value in env.items():
-            if not re.fullmatch(r"[A-Za-z0-9_.:/-]{0,64}", value):
-                raise ValueError(f"{name}: a harness knob is a short plain value "
-                                 "(letters, digits, _ . : / -)")
-        return env
-
-
-class PinnedClip(Strict):
-    path: str = Field(pattern=r"^/")
-    sha256: str = Field(pattern=SHA256_PATTERN)
-
-
 class BenchmarkSpec(Strict):
     """``type: benchmark``: one scenario of the VSS harness, supervised. The mode and start
     policy are frozen with the run (stream counts are never compared across modes)."""
@@ -251,6 +265,7 @@ class Workload(Strict):
     sourceIdentityCount: int | None = Field(default=None, ge=1)  # default: the largest level
 
 
+LatencySource = Literal["ntp_timestamp", "processing_latency"]
 Metric = Literal["chunk_latency_ms", "dropped_chunks", "fresh_frame_coverage", "gpu_memory_mib"]
 
 
@@ -267,6 +282,12 @@ class Measurement(Strict):
     metrics: list[Metric] = Field(default_factory=_default_metrics, min_length=1)
     claim: str = Field(min_length=1, max_length=500)
     published: bool = False  # a published number: the template must be a perf profile (rule 7)
+    # How chunk latency is measured: "ntp_timestamp", the VSS harness's way and comparable with
+    # BCD results (receive time - media_info.end_timestamp, the chunk's last frame as the
+    # source stamped it: source, transport and queueing included), or "processing_latency",
+    # the server's own chunk_latency_ms (a real server may fill it only with request profiling
+    # on, ENABLE_REQUEST_PROFILING).
+    latencySource: LatencySource = "ntp_timestamp"
 
 
 class RunPaths(Strict):
@@ -345,7 +366,8 @@ def check_experiment(resource: Experiment) -> list[Finding]:
     spec = resource.spec
     return [Finding(("spec", *f.path), f.message, f.rule, f.severity)
             for f in (*_contract(spec), *_paths(spec), *_blocks(spec), *_canary(spec),
-                      *_capacity(spec), *_port(spec), *_bench(spec), *_budget(spec))]
+                      *_capacity(spec), *_capacity_harness(spec), *_port(spec),
+                      *_bench(spec), *_budget(spec))]
 
 
 MIN_RUN_S = 60  # what a run needs besides its cleanup, at the least (service, sources, gates)
@@ -428,6 +450,19 @@ def _port(spec: ExperimentSpec) -> Iterator[Finding]:
         if clash:
             yield Finding(("portValidation", "media", i, "absent"), f"{', '.join(sorted(clash))}"
                           " is both shown and absent", R_PORT)
+
+
+def _capacity_harness(spec: ExperimentSpec) -> Iterator[Finding]:
+    cap = spec.capacity
+    if spec.type != "capacity" or cap is None or cap.harness is None:
+        return
+    if cap.serviceReuse:
+        yield Finding(("capacity", "serviceReuse"), "the harness runs its windows on one "
+                      "service: serviceReuse belongs to our own search", R_CAPACITY)
+    if smokes(spec) and cap.harness.smokeClip is None:
+        yield Finding(("capacity", "harness", "smokeClip"), "the run smokes first (a budget of "
+                      "30 minutes or more, or smoke: true): name the pinned clip of its "
+                      "1-frame, 1-token request", R_CONTRACT)
 
 
 def _capacity(spec: ExperimentSpec) -> Iterator[Finding]:
@@ -596,3 +631,20 @@ def check_template(resource: Experiment, template: Deployment | None) -> list[Fi
                              f"the template's own: the run's fresh service needs another",
                              R_TEMPLATE))
     return found
+
+
+PROFILING = "ENABLE_REQUEST_PROFILING"
+
+
+def measure_warnings(spec: ExperimentSpec, template_env: dict[str, str]) -> list[str]:
+    """What ``plan`` warns of: a measure the run asks for that its service, as the template
+    starts it, would not report (the run then records it as "not measured (why)")."""
+    found = []
+    profiling = str(template_env.get(PROFILING, "")).strip().lower() in ("1", "true", "yes", "on")
+    if spec.measurement.latencySource == "processing_latency" and not profiling:
+        found.append(f"latencySource processing_latency reads the server's chunk_latency_ms, "
+                     f"which RT-VLM fills with request profiling on: the template does not set "
+                     f"{PROFILING}=true, so latency may be 'not measured' (ntp_timestamp, the "
+                     "default, needs no profiling)")
+    return found
+

@@ -51,7 +51,6 @@ import yaml
 from controllers.errors import ControllerError
 from controllers.experiments import benchreport, harnessreport, processes
 from controllers.experiments.benchreport import BENCH_FILE
-from controllers.experiments.cleanup import asset_counts
 from controllers.experiments.driver import GATE_SMOKE, ONE_FRAME_ONE_TOKEN
 from controllers.experiments.filechat import PinnedFile, ask
 from controllers.experiments.reportparts import Section
@@ -59,7 +58,7 @@ from controllers.experiments.runtype import PlannedStep, Result, RunContext
 from controllers.experiments.service import RunService
 from controllers.waiting import Stopped, until
 from specs.experiment import BenchmarkSpec, ExperimentSpec, smokes
-from state.evidence import Evidence
+from state.evidence import MANIFEST, Evidence
 
 GATE_SCENARIO = "scenario"
 GATE_ENVIRONMENT = "service-environment"
@@ -206,7 +205,9 @@ class BenchmarkType:
     """``type: benchmark``: the VSS harness, supervised."""
 
     name = "benchmark"
-    local_only = True
+
+    def local_only(self, spec: ExperimentSpec) -> bool:
+        return True
 
     def declared_gates(self, spec: ExperimentSpec) -> list[str]:
         bench = spec.benchmark
@@ -241,14 +242,9 @@ class Benchmark:
 
     def run(self) -> tuple[Result, str]:
         ctx, bench = self.ctx, self.bench
-        ctx.progress(f"checking scenario {bench.scenario} with --list-scenarios")
-        listed, why = list_scenarios(bench)
-        problem = scenario_problem(bench, listed, why)
-        reason = problem or f"{bench.scenario} is a {bench.mode} scenario"
-        ctx.evidence.gate(GATE_SCENARIO, not problem, reason, {
-            "listed": listed, "why": why, "config": str(harness_config_path(bench))})
+        problem = self.check_scenario()
         if problem:
-            return "FAIL", f"{GATE_SCENARIO}: {reason}"
+            return "FAIL", f"{GATE_SCENARIO}: {problem}"
         service = ctx.start_service()
         env_names = ctx.env_names(service)
         problems = environment_problems(env_names, bench.evs)
@@ -258,15 +254,27 @@ class Benchmark:
         if problems:
             return "FAIL", f"{GATE_ENVIRONMENT}: {'; '.join(problems)}"
         if smokes(ctx.spec):
-            smoke_problems = self._smoke(service)
+            smoke_problems = self.smoke(service)
             if smoke_problems:
                 return "FAIL", f"{GATE_SMOKE}: {'; '.join(smoke_problems)}"
-        outcome, handles = self._harness(service)
-        return self._judge(outcome, handles)
+        outcome, handles = self.run_harness(service)
+        return self.judge(outcome, handles)
+
+    def check_scenario(self) -> str:
+        """Gate ``scenario``: the harness lists the scenario with the spec's mode ("" when it
+        does; else why, before any service starts)."""
+        ctx, bench = self.ctx, self.bench
+        ctx.progress(f"checking scenario {bench.scenario} with --list-scenarios")
+        listed, why = list_scenarios(bench)
+        problem = scenario_problem(bench, listed, why)
+        ctx.evidence.gate(GATE_SCENARIO, not problem, problem or (
+            f"{bench.scenario} is a {bench.mode} scenario"), {
+            "listed": listed, "why": why, "config": str(harness_config_path(bench))})
+        return problem
 
     # --- smoke -----------------------------------------------------------------------------
 
-    def _smoke(self, service: RunService) -> list[str]:
+    def smoke(self, service: RunService) -> list[str]:
         """The direct 1-frame, 1-token video request; its file deleted and no asset left."""
         clip = self.bench.smokeClip
         assert clip is not None
@@ -279,11 +287,9 @@ class Benchmark:
                         PinnedFile(clip.path, clip.sha256, "video"))
             problems = list(asked.problems)
             try:
-                files = asset_counts(client.asset_stats())["file(s)"]
-                if files != 0:
-                    problems.append(f"asset stats report {files} file(s) after the smoke"
-                                    if files is not None else "asset stats do not report "
-                                    "files: zero is not proven")
+                files = client.list_files()  # the published listing, not the asset stats
+                if files:
+                    problems.append(f"{len(files)} file(s) listed after the smoke")
             except ControllerError as exc:
                 problems.append(f"cleanup not proven: {exc}")
         finally:
@@ -300,7 +306,7 @@ class Benchmark:
 
     # --- the harness -----------------------------------------------------------------------
 
-    def _harness(self, service: RunService) -> tuple[harnessreport.Outcome, dict[str, str]]:
+    def run_harness(self, service: RunService) -> tuple[harnessreport.Outcome, dict[str, str]]:
         ctx, bench = self.ctx, self.bench
         evidence = ctx.evidence
         report_dir = evidence.path(REPORT_HANDLE)
@@ -382,7 +388,7 @@ class Benchmark:
 
     # --- verdict ---------------------------------------------------------------------------
 
-    def _judge(self, outcome: harnessreport.Outcome,
+    def judge(self, outcome: harnessreport.Outcome,
                handles: dict[str, str]) -> tuple[Result, str]:
         ctx, bench = self.ctx, self.bench
         accepted = outcome.judge()
@@ -424,6 +430,25 @@ class Benchmark:
         return ("INCONCLUSIVE" if stale and not accepted and len(failed) == 1 else "FAIL",
                 "; ".join(failed))
 
+    def _ignore_eos_problem(self, other_folder: Path) -> str:
+        """Both sides of an EVS pair run with ``VLLM_IGNORE_EOS=true`` (as their manifests
+        recorded the service's settings): with the end-of-sequence honoured, output lengths
+        differ and the pair measures something else than EVS."""
+        def setting(folder: Path) -> str:
+            try:
+                manifest = json.loads((folder / MANIFEST).read_text("utf-8"))
+            except (OSError, ValueError):
+                return "unknown"
+            settings = manifest.get("settings") if isinstance(manifest, dict) else None
+            value = settings.get("VLLM_IGNORE_EOS") if isinstance(settings, dict) else None
+            return str(value) if value is not None else "unknown"
+        mine, theirs = setting(self.ctx.evidence.folder), setting(other_folder)
+        if mine.strip().lower() == theirs.strip().lower() == "true":
+            return ""
+        return (f"VLLM_IGNORE_EOS is {theirs!r} in run {self.bench.pairWith} and {mine!r} in "
+                "this run: both sides of an EVS pair run with VLLM_IGNORE_EOS=true (equal "
+                "output lengths), or the pair is refused")
+
     def _pairing(self, tokens: float | None) -> dict[str, Any]:
         """The other side's run of the same scenario: EVS must have changed the input tokens
         per chunk."""
@@ -442,6 +467,8 @@ class Benchmark:
                       f"{bench.scenario!r}: runs are paired by scenario")
         elif other.get("evs") == bench.evs:
             reason = f"run {bench.pairWith} is also {'EVS' if bench.evs else 'a baseline'}"
+        elif eos := self._ignore_eos_problem(other_file.parents[1]):
+            reason = eos
         elif tokens is None or other.get("promptTokens") is None:
             reason = ("input tokens were not reported by both runs (the harness's saved "
                       "answers or chunk_input_tokens_avg)")

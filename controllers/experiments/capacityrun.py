@@ -31,7 +31,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from controllers.errors import ControllerError
-from controllers.experiments import plots
+from controllers.experiments import capacityharness, plots
+from controllers.experiments.benchmark import GATE_HARNESS, GATE_SCENARIO
 from controllers.experiments.capacity import SearchSpec, Verdict, Window, search
 from controllers.experiments.cleanup import CleanupReport, service_residue
 from controllers.experiments.driver import (
@@ -45,7 +46,7 @@ from controllers.experiments.reportparts import Section, cell, latency_point, lo
 from controllers.experiments.runtype import PlannedStep, Result, RunContext
 from controllers.experiments.service import RunService
 from controllers.experiments.streams import CanarySource, numbered_sources
-from specs.experiment import CapacitySpec, ExperimentSpec, smokes
+from specs.experiment import CapacitySpec, ExperimentSpec, LatencySource, smokes
 from state.evidence import Evidence
 
 GATE_BOUNDARY = "capacity-boundary"
@@ -57,10 +58,11 @@ LOAD_SIGNS = ("rejected:", "timed out:", "dropped chunks:", "no chunk with fresh
 CAPACITY_FILE = "evidence/capacity.json"
 
 
-def judge(measured: Measured, cap: CapacitySpec, residue: CleanupReport) -> tuple[Verdict, str,
-                                                                                   dict[str, Any]]:
-    """A window's verdict, why, and its report (the performance ledger of its units)."""
-    report = performance_report(measured.units, measured.peak)
+def judge(measured: Measured, cap: CapacitySpec, residue: CleanupReport,
+          source: LatencySource = "ntp_timestamp") -> tuple[Verdict, str, dict[str, Any]]:
+    """A window's verdict, why, and its report (the performance ledger of its units, latency
+    as ``source`` measures it; answers without its field leave the window INCONCLUSIVE)."""
+    report = performance_report(measured.units, measured.peak, source)
     left = sorted(set(measured.left) | set(residue.evidence.get("streamsLeft") or []))
     if left or residue.problems:
         why = residue.problems or [f"stream(s) not deleted: {', '.join(left)}"]
@@ -81,6 +83,10 @@ def judge(measured: Measured, cap: CapacitySpec, residue: CleanupReport) -> tupl
                         f"(minimum {cap.minSuccessRate:.0%}): " + "; ".join(failed[:3]))
     if report["droppedChunks"]:
         problems.append(f"{report['droppedChunks']} dropped chunk(s)")
+    gap = report["latencyNotMeasured"]
+    if rate and gap is not None:  # answers came, but without the latency's field
+        return (Verdict.INCONCLUSIVE, f"p95 chunk latency {gap}: the window cannot be judged "
+                "against maxP95LatencyMs", report)
     if p95 is None:
         problems.append("no answered chunk: no latency to judge (no data is not low latency)")
     elif p95 > cap.maxP95LatencyMs:
@@ -145,7 +151,8 @@ class Windows:
         residue = CleanupReport()
         service_residue(residue, drv.make_client, list(measured.left), time.monotonic()
                         + drv.delete_s, ctx.stop)
-        verdict, reason, report = judge(measured, cap, residue)
+        verdict, reason, report = judge(measured, cap, residue,
+                                        ctx.spec.measurement.latencySource)
         p95 = report["chunkLatencyMs"]["p95"]
         return Window(count, verdict, p95, reason, attempt), {
             "seconds": round(time.monotonic() - started, 3),
@@ -173,14 +180,25 @@ class CapacityType:
     """``type: capacity``: maximum live streams, found in few stability windows."""
 
     name = "capacity"
-    local_only = False
 
     def declared_gates(self, spec: ExperimentSpec) -> list[str]:
-        return ([GATE_SMOKE] if smokes(spec) else []) + [GATE_BOUNDARY]
+        smoke = [GATE_SMOKE] if smokes(spec) else []
+        if spec.capacity is not None and spec.capacity.harness is not None:
+            return [GATE_SCENARIO, *smoke, GATE_HARNESS, GATE_BOUNDARY]
+        return [*smoke, GATE_BOUNDARY]
+
+    def local_only(self, spec: ExperimentSpec) -> bool:
+        return spec.capacity is not None and spec.capacity.harness is not None
 
     def planned(self, spec: ExperimentSpec) -> list[PlannedStep]:
         cap = spec.capacity
         assert cap is not None
+        if cap.harness is not None:
+            return [PlannedStep("search", f"harness scenario {cap.harness.scenario}",
+                                f"max_live_streams from {cap.initialStreamCount} "
+                                f"(+{cap.addStreamCount}), its own windows and threshold: "
+                                f"{' '.join(cap.harness.harness.argv)} in "
+                                f"{cap.harness.harness.workdir}")]
         fresh = ("one service for every window (serviceReuse)" if cap.serviceReuse
                  else "a fresh service per window")
         return [PlannedStep("publish", f"up to {cap.maxStreamCount} source(s)", "one "
@@ -194,6 +212,8 @@ class CapacityType:
     def execute(self, ctx: RunContext) -> tuple[Result, str]:
         cap = ctx.spec.capacity
         assert cap is not None
+        if cap.harness is not None:
+            return capacityharness.search(ctx, cap)
         windows = Windows(ctx, cap, numbered_sources(cap.maxStreamCount))
         try:
             outcome = search(windows, ctx.spec.runId, SearchSpec(
@@ -237,6 +257,8 @@ class CapacityType:
         capacity = load_json(evidence, CAPACITY_FILE)
         if not capacity:
             return Section()
+        if capacity.get("searchedBy") == "harness":
+            return _harness_section(evidence, capacity)
         ledger = capacity.get("ledger") or []
         points = [latency_point(w["streams"], (load_json(evidence, w["file"]).get("report")
                                                or {}).get("chunkLatencyMs"), w["verdict"])
@@ -256,3 +278,22 @@ class CapacityType:
             points, f"{evidence.folder.name}: chunk latency by live streams", max_p95,
             (capacity.get("highestStable"), capacity.get("firstUnstable")))
         return Section(lines, png)
+
+
+def _harness_section(evidence: Evidence, capacity: dict[str, Any]) -> Section:
+    """A search the harness ran: its boundary and the windows it logged."""
+    rows = capacity.get("windows") or []
+    lines = ["## Capacity", "",
+             f"Searched by the VSS harness (scenario "
+             f"{cell((capacity.get('harness') or {}).get('scenario'))}): highest stable "
+             f"**{capacity.get('highestStable')}**, first unstable "
+             f"**{capacity.get('firstUnstable')}** live streams.", "",
+             "| # | streams | verdict | p95 (ms) |", "|---|---|---|---|"]
+    lines += [f"| {i} | {w['streams']} | {w['verdict']} | "
+              f"{w['p95_ms'] if w['p95_ms'] is not None else '-'} |"
+              for i, w in enumerate(rows, 1)]
+    points = [latency_point(w["streams"], {"p95": w["p95_ms"]}, w["verdict"]) for w in rows]
+    png = plots.latency_by_streams(
+        points, f"{evidence.folder.name}: chunk latency by live streams (the harness's search)",
+        None, (capacity.get("highestStable"), capacity.get("firstUnstable")))
+    return Section(lines, png)

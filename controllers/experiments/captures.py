@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from controllers.caption_events import CaptionChunk, chunks_of
@@ -130,8 +130,9 @@ def capture(make_client: Callable[[], RtviClient], bodies: dict[str, dict[str, A
                         with lock:
                             active[0] += 1
                             active[1] = max(active)
+                    received = time.time()
                     for chunk in chunks_of(event):
-                        cap.chunks.append(chunk)
+                        cap.chunks.append(replace(chunk, received_unix=received))
                         cap.received.append(time.monotonic())
                     window.read(src, cap.chunks)
                     if enough(cap.chunks) or window.closed() or stop.is_set():

@@ -9,6 +9,7 @@ dropped chunks and streams that never answered (``rules.md``, performance contra
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import math
 from collections.abc import Sequence
@@ -16,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from controllers.caption_events import CaptionChunk
+from specs.experiment import LatencySource
 
 CHUNK_ID_WRAP = 100_000  # the spec's maximum chunk_id + 1
 PERCENTILES = (50, 90, 95, 99)
@@ -101,10 +103,6 @@ class UnitOutcome:
         if back := disordered(ids):
             found.append("chunk_id repeated or went back (" + ", ".join(
                 f"{a}→{b}" for a, b in back[:5]) + ")")
-        missing = [c for c in self.answered if c.chunk_latency_ms is None]
-        if missing:
-            found.append(f"{len(missing)} answered chunk(s) without chunk_latency_ms: latency "
-                         "cannot be judged")
         if self.admitted and not self.answered and not errors and not empty:
             found.append("no chunk with fresh frames (no data is not low latency)")
         return found
@@ -139,13 +137,55 @@ def ledger_of(units: Sequence[UnitOutcome], active: int) -> Ledger:
     return ledger
 
 
-def performance_report(units: Sequence[UnitOutcome], active: int) -> dict[str, Any]:
-    """Everything the performance gate is judged on, as evidence."""
-    latencies = [c.chunk_latency_ms for u in units for c in u.answered
-                 if c.chunk_latency_ms is not None]
+def chunk_latency(chunk: CaptionChunk, source: LatencySource) -> float | None:
+    """The chunk's latency in ms as ``source`` measures it (None: the chunk lacks the field):
+    ``ntp_timestamp`` is the VSS harness's receive time - ``media_info.end_timestamp`` (the
+    chunk's last frame as the source stamped it), never negative; ``processing_latency`` is
+    the server's own ``chunk_latency_ms``."""
+    if source == "processing_latency":
+        return chunk.chunk_latency_ms
+    if chunk.end_timestamp is None or chunk.received_unix is None:
+        return None
+    try:
+        stamped = datetime.datetime.fromisoformat(chunk.end_timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if stamped.tzinfo is None:
+        stamped = stamped.replace(tzinfo=datetime.UTC)
+    return round(max(0.0, chunk.received_unix - stamped.timestamp()) * 1000, 3)
+
+
+SOURCE_FIELD = {"ntp_timestamp": "media_info.end_timestamp",
+                "processing_latency": "chunk_latency_ms"}
+
+
+def latency_gap(answered: int, missing: int, source: LatencySource) -> str | None:
+    """Why latency is not measured ("not measured (why)"), or None when every answered chunk
+    carried its field. Some chunks without it are named, not a reason to drop the others."""
+    if not answered:
+        return "no answered chunk: no latency to measure"
+    if missing == answered:
+        hint = (" (a real server fills it with request profiling on: "
+                "ENABLE_REQUEST_PROFILING=true)" if source == "processing_latency" else "")
+        return (f"not measured: none of {answered} answered chunk(s) carried "
+                f"{SOURCE_FIELD[source]}{hint}")
+    return None
+
+
+def performance_report(units: Sequence[UnitOutcome], active: int,
+                       source: LatencySource = "ntp_timestamp") -> dict[str, Any]:
+    """Everything the performance gate is judged on, as evidence (latency as ``source``
+    measures it, and why not where it cannot)."""
+    answered = [c for u in units for c in u.answered]
+    measured = [chunk_latency(c, source) for c in answered]
+    latencies = [ms for ms in measured if ms is not None]
     per_unit = [{"source": u.source, "repetition": u.repetition, "chunks": len(u.chunks),
                  "answered": len(u.answered), "failures": u.failures()} for u in units]
     return {"ledger": ledger_of(units, active).as_dict(),
+            "latencySource": source,
+            "latencyNotMeasured": latency_gap(len(answered), len(answered) - len(latencies),
+                                              source),
+            "latencyMissing": len(answered) - len(latencies),
             "chunkLatencyMs": latency_summary(latencies),
             "droppedChunks": sum(dropped_count([c.chunk_id for c in u.chunks
                                                 if c.chunk_id is not None]) for u in units),

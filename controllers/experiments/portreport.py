@@ -19,6 +19,8 @@ def section(evidence: Evidence, manifest: dict[str, Any]) -> Section:
     service = manifest.get("service") or {}
     template = (manifest.get("template") or {}).get("spec") or {}
     eager = template.get("eager")
+    raw = manifest.get("runtime")
+    runtime: dict[str, Any] = raw if isinstance(raw, dict) else {}
     path = port.get("integration") or {}
     perf = port.get("performance") or {}
     accuracy = port.get("accuracy") or {}
@@ -31,7 +33,12 @@ def section(evidence: Evidence, manifest: dict[str, Any]) -> Section:
              f"| integration path | {cell(path.get('path', '-'))}"
              f"{cell(' (' + path['reason'] + ')') if path.get('reason') else ''} |",
              f"| image | {cell(service.get('image', '-'))} ({cell(pinned)}) |",
-             f"| eager mode | {'on: ' + cell(eager.get('blocker', '')) if eager else 'off'} |",
+             f"| eager mode requested | "
+             f"{'on: ' + cell(eager.get('blocker', '')) if eager else 'off'} |",
+             *(f"| {key} (as the service logged it) | {cell(value)} |"
+               for key, value in sorted(runtime.get("reported", {}).items())),
+             *(f"| {key} | not reported by the service |"
+               for key in runtime.get("notReported", [])),
              f"| platforms | {cell(', '.join(port.get('platforms') or []) or '-')} |", "",
              "| smoke row | modality | verdict | answer | problems |", "|---|---|---|---|---|"]
     lines += [f"| {r['name']} | {r['modality']} | {'PASS' if r['passed'] else 'FAIL'} | "

@@ -84,7 +84,9 @@ class PortValidationType:
     """``type: portValidation``: the BYOM report."""
 
     name = "portValidation"
-    local_only = False
+
+    def local_only(self, spec: ExperimentSpec) -> bool:
+        return False
 
     def declared_gates(self, spec: ExperimentSpec) -> list[str]:
         return [GATE_CONTRACT, GATE_PATH, GATE_SMOKE_ROWS, GATE_ACCURACY, GATE_HF_TOKEN]

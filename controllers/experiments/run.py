@@ -44,7 +44,7 @@ from controllers.experiments.types import run_type
 from controllers.gputelemetry import Telemetry
 from controllers.publisher.run import publisher_name
 from controllers.rtvi_client import RtviClient
-from controllers.statusfacts import ExperimentStatusFacts
+from controllers.statusfacts import ExperimentStatusFacts, RuntimeFacts
 from controllers.waiting import Stopped
 from specs.experiment import CanaryPublisher, ExperimentSpec
 from specs.models import Deployment
@@ -256,6 +256,7 @@ def _running(plan: RunPlan, engine: DockerEngine, instance: str, stop: threading
         started.append(service)
         evidence.event("ServiceReady", f"{service.container_name} serves {service.model_id}",
                        container=service.container_id)
+        _record_runtime(evidence, service, sorted(without))
         return service
 
     def retire_service(service: RunService, name: str) -> None:
@@ -410,6 +411,30 @@ def _keep_log(engine: DockerEngine, evidence: Evidence, container: str,
             evidence.write_text(relative, engine.logs(info.id, tail=LOG_TAIL_LINES))
     except ControllerError as exc:
         evidence.event("LogUnavailable", str(exc))
+
+
+RUNTIME_FILE = "evidence/runtime.json"
+
+
+def _record_runtime(evidence: Evidence, service: RunService, without: list[str]) -> None:
+    """What the running service reported at start-up, never the spec's requested values in
+    its place: each start's facts go to ``evidence/runtime.json``, and the first start's into
+    the manifest's ``runtime`` (a fact the logs did not give is listed as not reported)."""
+    facts = RuntimeFacts.model_validate(service.runtime).model_dump(exclude_none=True)
+    record = {"container": service.container_name, "without": without, "reported": facts,
+              "notReported": [k for k in RuntimeFacts.model_fields if k not in facts]}
+    try:
+        starts = json.loads(evidence.path(RUNTIME_FILE).read_text("utf-8"))
+    except (OSError, ValueError):
+        starts = []
+    evidence.write_json(RUNTIME_FILE, [*starts, record] if isinstance(starts, list) else [record])
+    try:
+        manifest = json.loads(evidence.path(MANIFEST).read_text("utf-8"))
+    except (OSError, ValueError):
+        return
+    if isinstance(manifest, dict) and "runtime" not in manifest:
+        manifest["runtime"] = {**record, "source": "the service's start-up log"}
+        evidence.write_json(MANIFEST, manifest)
 
 
 def _manifest(plan: RunPlan, engine: DockerEngine, store: Store,

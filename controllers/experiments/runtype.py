@@ -70,9 +70,12 @@ class RunContext:
 
 class ExperimentType(Protocol):
     name: str
-    # Runs a process beside the reconciler (the harness): only on a Host whose engine is this
-    # machine's (a remote Host's processes are not supervised yet).
-    local_only: bool
+
+    def local_only(self, spec: ExperimentSpec) -> bool:
+        """Whether the run starts a process beside the reconciler (the harness): only on a
+        Host whose engine is this machine's (a remote Host's processes are not supervised
+        yet)."""
+        ...
 
     def declared_gates(self, spec: ExperimentSpec) -> list[str]:
         """The gates a PASS needs (the run adds its cleanup gate)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from controllers import ownership
 from controllers.deployment import container_request
@@ -93,6 +93,9 @@ class RunService:
     probe_url: str  # as this process reaches it
     model_id: str
     token: str | None
+    # What the service said of itself while it started (``runtime_facts``): its precision,
+    # max_model_len, KV-cache dtype, mode, memory utilisation, scheduler limits, caches, workers.
+    runtime: dict[str, str] = field(default_factory=dict)
 
     def client(self) -> RtviClient:
         """A client of this service, as this process reaches it (close it after use)."""
@@ -112,7 +115,7 @@ def launch(engine: DockerEngine, desired: Desired, gpu_ids: list[str], timeout_s
     result = wait_ready(engine, container_id, desired.probe_url, timeout_s,
                         spec.readiness.pollSeconds, progress, stop, token)
     return RunService(container_id, desired.container_name, desired.url, desired.probe_url,
-                      result.model_id, token)
+                      result.model_id, token, dict(result.runtime))
 
 
 def owned_containers(engine: DockerEngine, instance: str, resource: str) -> list[ContainerInfo]:

@@ -17,6 +17,13 @@ Knobs:
   process exits 1; with ``RTVI_EMU_FATAL_EXIT=0`` it keeps serving but never becomes ready.
 - ``RTVI_EMU_MAX_MODEL_LEN`` (default 32768), ``RTVI_EMU_KV_CACHE_DTYPE`` (default ``auto``),
   ``MODEL_PATH``, ``VLM_TRUST_REMOTE_CODE``, ``VLLM_ENFORCE_EAGER``: shape the vLLM start-up line.
+  ``VLLM_GPU_MEMORY_UTILIZATION`` (0.9), ``VLLM_MAX_NUM_SEQS`` (256),
+  ``VLLM_MAX_NUM_BATCHED_TOKENS`` (8192), ``VLLM_ENABLE_PREFIX_CACHING`` (true),
+  ``VLLM_DISABLE_MM_PREPROCESSOR_CACHE`` (false) shape vLLM's ``non-default args`` line, and
+  ``RTVI_EMU_PREPROCESS_WORKERS`` (4) the ``preprocess workers: N`` line: what a run's evidence
+  reads back as the runtime's own settings. ``RTVI_EMU_MAX_MODEL_LEN`` is what the service
+  reports whatever a ``VLM_MAX_MODEL_LEN`` asked (a runtime that resolves a request its own
+  way).
 - ``RTVI_EMU_ACCESS_LOG=0``: silence the one-line-per-request access log.
 - ``RTVI_EMU_MAX_STREAMS`` (integer >= 0, default unlimited): capacity. ``streams/add`` entries
   beyond N live (not draining) streams fail ``503 ServerBusy``; ``generate_captions`` answers 503
@@ -167,6 +174,12 @@ class Settings:
     gpu_board: str | None = None
     file_hang_s: float = 0.0
     decode_delay_s: float = 0.0
+    gpu_memory_utilization: float = 0.9
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    enable_prefix_caching: bool = True
+    disable_mm_preprocessor_cache: bool = False
+    preprocess_workers: int = 4
     ingest_delay_s: float = 0.0
     delete_in_use: str = "end"
     capacity_refusal: str = "503"
@@ -266,6 +279,13 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         file_hang_s=_number(source, "RTVI_EMU_FILE_HANG_S", 0.0),
         decode_delay_s=_number(source, "RTVI_EMU_DECODE_DELAY_S", 0.0),
         ingest_delay_s=_number(source, "RTVI_EMU_INGEST_DELAY_S", 0.0),
+        gpu_memory_utilization=_fraction(source, "VLLM_GPU_MEMORY_UTILIZATION") or 0.9,
+        max_num_seqs=_integer(source, "VLLM_MAX_NUM_SEQS", 256, 1, 1_000_000),
+        max_num_batched_tokens=_integer(source, "VLLM_MAX_NUM_BATCHED_TOKENS", 8192, 1,
+                                        10_000_000),
+        enable_prefix_caching=_flag(source, "VLLM_ENABLE_PREFIX_CACHING", True),
+        disable_mm_preprocessor_cache=_flag(source, "VLLM_DISABLE_MM_PREPROCESSOR_CACHE", False),
+        preprocess_workers=_integer(source, "RTVI_EMU_PREPROCESS_WORKERS", 4, 1, 1024),
         delete_in_use=_choice(source, "RTVI_EMU_DELETE_IN_USE", DELETE_IN_USE, "end"),
         capacity_refusal=_choice(source, "RTVI_EMU_CAPACITY_REFUSAL", CAPACITY_REFUSALS, "503"),
         gpu_mib=int(_number(source, "RTVI_EMU_GPU_MIB", 16000)),

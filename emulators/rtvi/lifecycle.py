@@ -54,7 +54,9 @@ class Lifecycle:
 
     def _run(self) -> None:
         settings = self._state.settings
+        self._sink.info(logs.non_default_args_line(settings))
         self._sink.info(logs.engine_init_line(settings))
+        self._sink.info(logs.preprocess_workers_line(settings))
         if settings.fatal_marker is not None:
             self._fail(settings.fatal_marker, settings.fatal_after_s, settings.fatal_exit)
             return

@@ -75,6 +75,26 @@ def engine_init_line(settings: Settings, now: float | None = None) -> str:
     )
 
 
+def non_default_args_line(settings: Settings, now: float | None = None) -> str:
+    """vLLM's ``non-default args`` line: what the engine was started with beyond its defaults
+    (memory utilisation, scheduler limits, caches), as the service resolved them."""
+    model = mask_userinfo(settings.model_path or settings.model_id)
+    args = {"model": model, "max_model_len": settings.max_model_len,
+            "gpu_memory_utilization": settings.gpu_memory_utilization,
+            "max_num_seqs": settings.max_num_seqs,
+            "max_num_batched_tokens": settings.max_num_batched_tokens,
+            "enable_prefix_caching": settings.enable_prefix_caching,
+            "mm_processor_cache_gb": 0 if settings.disable_mm_preprocessor_cache else 4}
+    return f"INFO {vllm_time(now)} [utils.py:326] non-default args: {args!r}"
+
+
+def preprocess_workers_line(settings: Settings, now: float | None = None) -> str:
+    """The emulator's RT-VLM line for its preprocess worker count (the real service's shape is
+    not published: the reconciler reads ``preprocess workers: N``)."""
+    return (f"INFO {vllm_time(now)} [rtvi_vlm_server.py:210] preprocess workers: "
+            f"{settings.preprocess_workers}")
+
+
 def cuda_graphs_line(now: float | None = None) -> str:
     return (
         f"INFO {vllm_time(now)} [gpu_model_runner.py:2000] Capturing CUDA graphs "

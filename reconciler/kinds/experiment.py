@@ -51,7 +51,7 @@ from reconciler.kinds.contract import (
     guarded,
     unplanned,
 )
-from specs.experiment import Experiment, TelemetrySpec
+from specs.experiment import Experiment, TelemetrySpec, measure_warnings
 from specs.models import DeploymentSpec, Strict
 from specs.rules import Finding, check_deployment
 from specs.validate import spec_hash
@@ -163,7 +163,8 @@ class ExperimentKind:
             raise ControllerError(services.host_errors[template.spec.host])
         host = spec_set.host(template.spec.host)
         kind = run_type(spec)
-        if kind.local_only and host is not None and not host.spec.docker.startswith("unix://"):
+        if (kind.local_only(spec) and host is not None
+                and not host.spec.docker.startswith("unix://")):
             raise PermanentError(f"a {spec.type} run starts a process beside the reconciler: "
                                  f"its template's Host {template.spec.host} must be this "
                                  "machine's engine (remote Hosts are not supported for it yet)")
@@ -190,6 +191,8 @@ class ExperimentKind:
                       f"fresh service from Deployment {spec.template} ({template.spec.image}) "
                       f"on Host {template.spec.host}, {resolved.url}"),
             *(RunAction(step.verb, step.target, step.cause) for step in kind.planned(spec)),
+            *(RunAction("warn", "measure", why)
+              for why in measure_warnings(spec, {k: str(v) for k, v in run_dep.spec.env.items()})),
             RunAction("run", f"{spec.type} {spec.runId}", f"gates: "
                       f"{', '.join([*kind.declared_gates(spec), runs.GATE_CLEANUP])}; GPUs: "
                       f"{', '.join(gpus) or 'none'}; GPU telemetry: {telemetry}; budget "

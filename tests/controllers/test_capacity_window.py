@@ -15,11 +15,18 @@ from specs.experiment import CapacitySpec
 CAP = CapacitySpec(initialStreamCount=2, maxStreamCount=8, maxP95LatencyMs=500)
 
 
+STAMP, STAMP_UNIX = "2026-12-05T10:00:00.000Z", 1_796_464_800.0
+
+
 def unit(name: str, *latencies: float, ids: list[int] | None = None,
          rejected: str = "") -> UnitOutcome:
+    """Chunks whose latency is ``latencies`` both ways: the server's ``chunk_latency_ms`` and
+    receive time - ``media_info.end_timestamp``."""
     numbers = ids if ids is not None else list(range(len(latencies)))
     chunks = [CaptionChunk(content="a red frame", chunk_id=i, frame_count=5,
-                           chunk_latency_ms=ms) for i, ms in zip(numbers, latencies, strict=True)]
+                           chunk_latency_ms=ms, end_timestamp=STAMP,
+                           received_unix=STAMP_UNIX + ms / 1000)
+              for i, ms in zip(numbers, latencies, strict=True)]
     return UnitOutcome(source=name, repetition=0, admitted=not rejected, rejected=rejected,
                        chunks=chunks, cleaned_up=True)
 
@@ -94,3 +101,27 @@ def test_residue_the_window_cannot_prove_gone_makes_it_inconclusive() -> None:
     files = CleanupReport(problems=["1 file(s) left on the service"])
     residue = judge(Measured([unit("s1", 100)], 1, []), CAP, files)
     assert residue[0] is Verdict.INCONCLUSIVE and "1 file(s) left" in residue[1]
+
+
+def test_latency_is_measured_the_harness_way_unless_the_server_view_is_asked() -> None:
+    late = unit("s1", 100, 120)
+    # The server says 100-120 ms; the source's stamp says each arrived 900 ms later than that.
+    late.chunks = [dataclasses.replace(c, received_unix=(c.received_unix or 0) + 0.9)
+                   for c in late.chunks]
+    verdict, _, report = judge(Measured([late], 1, []), CAP, clean())
+    assert verdict is Verdict.UNSTABLE and report["latencySource"] == "ntp_timestamp"
+    assert report["chunkLatencyMs"]["p95"] == 1020.0, report
+    verdict, _, report = judge(Measured([late], 1, []), CAP, clean(), "processing_latency")
+    assert verdict is Verdict.STABLE and report["chunkLatencyMs"]["p95"] == 120
+
+
+def test_answers_without_the_latency_field_are_not_measured_never_a_failure_of_the_stream(
+        ) -> None:
+    bare = unit("s1", 100, 120)
+    bare.chunks = [dataclasses.replace(c, chunk_latency_ms=None) for c in bare.chunks]
+    verdict, reason, report = judge(Measured([bare], 1, []), CAP, clean(), "processing_latency")
+    assert verdict is Verdict.INCONCLUSIVE, reason
+    assert "not measured: none of 2 answered chunk(s) carried chunk_latency_ms" in reason
+    assert "ENABLE_REQUEST_PROFILING=true" in reason
+    assert report["ledger"]["completed"] == 1  # the stream answered: no failed work
+    assert judge(Measured([bare], 1, []), CAP, clean())[0] is Verdict.STABLE  # the NTP way

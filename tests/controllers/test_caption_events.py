@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import json
 from pathlib import Path
 
 import pytest
 
 from controllers.caption_events import CaptionChunk, chunks_of
+from controllers.experiments.ledger import chunk_latency
 
 SPEC = Path(__file__).resolve().parents[1] / "contract" / "rtvi-openapi.json"  # ../shared/contracts
 
@@ -72,3 +75,27 @@ def test_an_error_inside_a_200_is_kept(event: dict[str, object]) -> None:
 def test_malformed_events_never_raise(event: object) -> None:
     for chunk in chunks_of(event):
         assert chunk.content == "" and chunk.chunk_id is None and chunk.frame_count is None
+
+
+def test_a_wrapped_events_end_timestamp_goes_with_its_chunks_and_gives_the_harness_latency(
+        ) -> None:
+    event = {"id": "r", "created": 1, "model": "m",
+             "media_info": {"type": "timestamp", "start_timestamp": "2026-12-05T10:00:00.000Z",
+                            "end_timestamp": "2026-12-05T10:00:01.500Z"},
+             "chunk_responses": [{"chunk_id": 3, "content": "red", "chunk_latency_ms": 40.0}]}
+    [chunk] = chunks_of(event)
+    assert chunk.end_timestamp == "2026-12-05T10:00:01.500Z"
+    received = datetime.datetime(2026, 12, 5, 10, 0, 2, 250000, datetime.UTC).timestamp()
+    chunk = dataclasses.replace(chunk, received_unix=received)
+    assert chunk_latency(chunk, "ntp_timestamp") == 750.0  # source to receipt
+    assert chunk_latency(chunk, "processing_latency") == 40.0  # the server's own view
+    early = dataclasses.replace(chunk, received_unix=received - 10)
+    assert chunk_latency(early, "ntp_timestamp") == 0.0  # a skewed clock is never negative
+    usage = {**event, "media_info": {"type": "timestamp"}, "chunk_responses": []}
+    assert chunks_of(usage) == []
+    offset = {**event, "media_info": {"type": "offset", "start_offset": 0, "end_offset": 2}}
+    assert chunk_latency(dataclasses.replace(chunks_of(offset)[0], received_unix=received),
+                         "ntp_timestamp") is None  # a file chunk: no source time
+    bad = {**event, "media_info": {"type": "timestamp", "end_timestamp": "yesterday"}}
+    assert chunk_latency(dataclasses.replace(chunks_of(bad)[0], received_unix=received),
+                         "ntp_timestamp") is None

@@ -78,8 +78,9 @@ def test_the_ledger_counts_what_a_200_hides() -> None:
     assert (ledger.rejected, ledger.timed_out, ledger.cleaned_up) == (1, 1, 2)
     assert any("dropped chunks: 1" in f for f in gap.failures())
     assert empty.failures() == ["empty answer (1x)"]
-    report = performance_report([good, gap], active=2)
+    report = performance_report([good, gap], active=2, source="processing_latency")
     assert report["chunkLatencyMs"]["p50"] == 10.0 and report["droppedChunks"] == 1
+    assert report["latencyMissing"] == 2 and report["latencyNotMeasured"] is None
 
 
 def test_what_cannot_be_judged_is_failed_work_never_a_silent_pass() -> None:
@@ -89,8 +90,13 @@ def test_what_cannot_be_judged_is_failed_work_never_a_silent_pass() -> None:
     assert unit(ok) == []
     assert unit(CaptionChunk("solid red", None, frame_count=2, chunk_latency_ms=5.0)) == [
         "1 chunk(s) without chunk_id: dropped chunks cannot be counted"]
-    assert unit(CaptionChunk("solid red", 0, frame_count=2)) == [
-        "1 answered chunk(s) without chunk_latency_ms: latency cannot be judged"]
+    # A field a real server may leave out is a measure not taken (said so), not failed work.
+    bare = CaptionChunk("solid red", 0, frame_count=2)
+    assert unit(bare) == []
+    report = performance_report([UnitOutcome("a", 0, admitted=True, chunks=[bare])], 1)
+    assert report["latencyNotMeasured"] == (
+        "not measured: none of 1 answered chunk(s) carried media_info.end_timestamp")
+    assert report["chunkLatencyMs"]["p95"] is None
     back = unit(ok, CaptionChunk("solid red", 5, frame_count=2, chunk_latency_ms=5.0),
                 CaptionChunk("solid red", 4, frame_count=2, chunk_latency_ms=5.0))
     assert back == ["dropped chunks: 4 (chunk_id 0→5)", "chunk_id repeated or went back (5→4)"]

@@ -42,6 +42,19 @@ def test_unquantized_precision_is_dtype_and_graphs_mean_cuda_graph_mode() -> Non
     assert facts["precision"] == "torch.bfloat16" and facts["mode"] == "cuda-graph"
 
 
+def test_scheduler_limits_memory_caches_and_workers_are_read_as_the_runtime_says_them(
+        ) -> None:
+    facts: dict[str, str] = {}
+    update_facts(facts, "INFO 12-02 18:00:00 [utils.py:326] non-default args: {'model': "
+                 "'/models/x', 'max_model_len': 16384, 'gpu_memory_utilization': 0.85, "
+                 "'max_num_seqs': 64, 'max_num_batched_tokens': 8192, "
+                 "'enable_prefix_caching': False, 'mm_processor_cache_gb': 0}")
+    update_facts(facts, "INFO 12-02 18:00:01 [rtvi] preprocess workers: 6")
+    assert facts == {"gpu_memory_utilization": "0.85", "max_num_seqs": "64",
+                     "max_num_batched_tokens": "8192", "enable_prefix_caching": "False",
+                     "mm_processor_cache_gb": "0", "preprocess_workers": "6"}
+
+
 def test_fatal_markers() -> None:
     assert fatal_marker("torch.OutOfMemoryError: CUDA out of memory. Tried") == "CUDA out of memory"
     assert fatal_marker("vllm.v1.engine.exceptions.EngineDeadError: dead") == "EngineDeadError"

@@ -127,7 +127,9 @@ class _ToyType:
     """A type registered only here: its section reaches the report with no change to it."""
 
     name = "toy"
-    local_only = False
+
+    def local_only(self, spec: Any) -> bool:
+        return False
 
     def report(self, evidence: Evidence, manifest: dict[str, Any]) -> Section:
         return Section(["## Toy", "", f"measured {manifest['spec']['toy']['widgets']} widgets"])

@@ -148,6 +148,8 @@ def test_a_file_burst_is_accepted_from_the_harness_report_with_its_three_handles
         cli: Cli, emulator_image: str, tmp_path: Path, rtsp: RtspSource, media: Path) -> None:
     config = harness_config(tmp_path, rtsp, media)
     done, facts = apply(cli, tmp_path, emulator_image, media, "bench-ok", config,
+                        env={"VLM_MAX_MODEL_LEN": "32768", "RTVI_EMU_MAX_MODEL_LEN": "4096",
+                             "VLLM_GPU_MEMORY_UTILIZATION": "0.85", "VLLM_MAX_NUM_SEQS": "64"},
                         concurrencyLevels=[1, 2, 4], smoke=True,
                         smokeClip=pinned(media / "clip.mp4"))
     assert done.returncode == 0 and facts["result"] == "PASS", (facts, done.stdout)
@@ -169,6 +171,15 @@ def test_a_file_burst_is_accepted_from_the_harness_report_with_its_three_handles
     assert burst["lastClean"]["concurrency"] == 4 and burst["lastClean"]["p95Ms"] > 0
     assert burst["firstFailure"] is None and found["staleLog"] == []
     assert found["promptTokens"] > 0  # from the saved answers' chunk_responses
+    # The runtime as the service reported it, not as the template asked: the template asks
+    # VLM_MAX_MODEL_LEN 32768, the service resolves (and logs) 4096.
+    runtime = evidence(cli, "bench-ok", "manifest.json")["runtime"]
+    assert runtime["source"] == "the service's start-up log"
+    assert runtime["reported"]["max_model_len"] == "4096"
+    assert runtime["reported"]["gpu_memory_utilization"] == "0.85"
+    assert runtime["reported"]["max_num_seqs"] == "64"
+    assert runtime["reported"]["preprocess_workers"] == "4"
+    assert runtime["reported"]["mode"] == "cuda-graph"
     verified = cli("evidence", "bench-ok", "--verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "plots/latency-by-streams.png" in verified.stdout  # the burst's levels, plotted
@@ -284,7 +295,16 @@ def test_evs_runs_are_checked_against_their_service_and_paired_by_scenario(
         tag="rtvi-emulator:evs-baked", rm=True)[0]
     done, facts = apply(cli, tmp_path, str(baked.id), media, "base-baked", config)
     assert "a non-EVS baseline with VLM_VIDEO_PRUNING_RATE set" in facts["reason"], facts
-    done, facts = apply(cli, tmp_path, emulator_image, media, "base-1", config)
+    # A baseline that honours the end of sequence is no pair for an EVS run that ignores it.
+    done, facts = apply(cli, tmp_path, emulator_image, media, "base-eos", config)
+    assert facts["result"] == "PASS", facts
+    done, facts = apply(cli, tmp_path, emulator_image, media, "evs-eos", config, evs=True,
+                        pairWith="base-eos", env=evs_on)
+    assert facts["result"] == "FAIL", facts
+    assert "VLLM_IGNORE_EOS is 'unset' in run base-eos and 'true' in this run" in facts[
+        "reason"], facts
+    done, facts = apply(cli, tmp_path, emulator_image, media, "base-1", config,
+                        env={"VLLM_IGNORE_EOS": "true"})
     assert facts["result"] == "PASS", facts
     # An EVS run on a service that ignores its EVS variables: they are there, but the input
     # tokens do not move. Paired with the baseline, that is a misconfiguration.
@@ -302,3 +322,44 @@ def test_evs_runs_are_checked_against_their_service_and_paired_by_scenario(
     done, facts = apply(cli, tmp_path, emulator_image, media, "evs-2", config, evs=True,
                         pairWith="base-1", env=evs_on, scenario="file_burst_other")
     assert "runs are paired by scenario" in facts["reason"], facts
+
+
+def test_a_capacity_search_handed_to_the_harness_reads_its_boundary(
+        cli: Cli, emulator_image: str, tmp_path: Path, rtsp: RtspSource, media: Path) -> None:
+    config = harness_config(tmp_path, rtsp, media)
+    workdir = config.parents[2]
+    port = free_port()
+    experiment = {
+        "apiVersion": "rtvi.reconciler/v1", "kind": "Experiment",
+        "metadata": {"name": "bench"},
+        "spec": {"type": "capacity", "runId": "cap-harness", "template": "vlm",
+                 "service": {"hostPort": port, "env": {"RTVI_EMU_PORT": str(port)}},
+                 "measurement": {"claim": "the harness's boundary on this service"},
+                 "budgetSeconds": 600, "cleanupSeconds": 20,
+                 "capacity": {"initialStreamCount": 1, "addStreamCount": 1,
+                              "maxStreamCount": 4, "maxP95LatencyMs": 30000,
+                              "harness": {"harness": {
+                                  "argv": [sys.executable, str(STANDIN)],
+                                  "workdir": str(workdir),
+                                  "config": str(config.relative_to(workdir))},
+                                  "scenario": "max_live_streams_test"}}}}
+    template = rtvi_deployment(emulator_image, free_port(), RTVI_EMU_MAX_STREAMS="2")
+    template["spec"]["mounts"] = [{"source": str(media), "target": str(media)}]
+    specs = tmp_path / "specs-cap"
+    write(specs, template, experiment)
+    planned = cli("plan", str(specs))
+    assert "harness scenario max_live_streams_test" in planned.stdout, planned.stdout
+    done = cli("apply", str(specs), "--timeout", "300", timeout=400)
+    record = status_of(cli, RESOURCE)
+    assert record is not None, done.stdout + done.stderr
+    facts = record["facts"]
+    assert done.returncode == 0 and facts["result"] == "PASS", (facts, done.stdout)
+    assert set(facts["gates"]) == {"scenario", "harness", "capacity-boundary", "cleanup"}
+    capacity = evidence(cli, "cap-harness", "evidence/capacity.json")
+    assert capacity["searchedBy"] == "harness"
+    assert (capacity["highestStable"], capacity["firstUnstable"]) == (2, 3)
+    assert capacity["windows"] and {w["streams"] for w in capacity["windows"]} == {1, 2}
+    report = (cli.state_dir / "evidence" / "cap-harness" / "report.md").read_text()
+    assert "Searched by the VSS harness (scenario max_live_streams_test)" in report, report
+    verified = cli("evidence", "cap-harness", "--verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -16,6 +16,7 @@ from specs.experiment import (
     check_experiment,
     check_template,
     largest_level,
+    measure_warnings,
     smokes,
     solid_labels,
 )
@@ -204,6 +205,19 @@ def test_a_content_addressed_cache_policy_needs_read_only_mounts() -> None:
     assert check_template(exp, template(True)) == []
 
 
+HARNESS_SEARCH = {"harness": {"argv": ["python3", "perf/benchmark/rtvi_perf_benchmark.py"],
+                              "workdir": "/opt/vss/services/rtvi/rt-vlm",
+                              "config": "perf/benchmark/rtvi_vlm_bcd_3_3_h100_sxm_config.yaml"},
+                  "scenario": "max_live_streams_1_token"}
+
+
+def test_a_capacity_search_can_be_handed_to_the_harness() -> None:
+    assert _rules(budgetSeconds=900, **_capacity(harness=HARNESS_SEARCH)) == []
+    with pytest.raises(ValidationError):
+        Experiment.model_validate(_experiment(**_capacity(
+            harness={**HARNESS_SEARCH, "scenario": "two words"})))
+
+
 def _capacity(**search: Any) -> dict[str, Any]:
     return {"type": "capacity", "canary": None,
             "capacity": {"initialStreamCount": 4, "maxStreamCount": 32,
@@ -234,6 +248,9 @@ def test_a_capacity_search_is_valid_and_offers_its_maximum_at_most() -> None:
     ({"type": "canary", "capacity": _capacity()["capacity"]}, "spec.capacity", R_CONTRACT),
     ({**_capacity(), "workload": {"sourceIdentityCount": 8}},
      "spec.workload.sourceIdentityCount", R_CONTRACT),
+    ({**_capacity(serviceReuse=True, harness=HARNESS_SEARCH), "budgetSeconds": 900},
+     "spec.capacity.serviceReuse", R_CAPACITY),
+    (_capacity(harness=HARNESS_SEARCH), "spec.capacity.harness.smokeClip", R_CONTRACT),
 ])
 def test_capacity_rules_name_the_field(spec: dict[str, Any], path: str, rule: str) -> None:
     assert (path, rule) in _rules(**spec)
@@ -324,3 +341,18 @@ def test_benchmark_rules_name_the_field(spec: dict[str, Any], path: str, rule: s
 def test_a_benchmark_block_is_strict(change: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
         Experiment.model_validate(_experiment(**_bench(**change)))
+
+
+def test_latency_is_measured_the_harness_way_by_default_and_plan_warns_of_the_server_view(
+        ) -> None:
+    default = Experiment.model_validate(_experiment())
+    assert default.spec.measurement.latencySource == "ntp_timestamp"
+    assert measure_warnings(default.spec, {}) == []
+    server = Experiment.model_validate(_experiment(measurement={
+        "claim": "c", "latencySource": "processing_latency"}))
+    [warning] = measure_warnings(server.spec, {})
+    assert "ENABLE_REQUEST_PROFILING=true" in warning and "not measured" in warning
+    assert measure_warnings(server.spec, {"ENABLE_REQUEST_PROFILING": "true"}) == []
+    with pytest.raises(ValidationError):
+        Experiment.model_validate(_experiment(measurement={"claim": "c",
+                                                           "latencySource": "server"}))

@@ -1,0 +1,97 @@
+"""``type: capacity`` with ``capacity.harness``: the search handed to the VSS harness.
+
+The same Experiment (its template, fresh service, seeds, budget and cleanup proof), but the
+windows are the harness's own ``max_live_streams`` scenario, run and supervised as a benchmark
+is (``benchmark.Benchmark``: the scenario gate, the three handles, the stale-log inspection,
+the harness's acceptance), and the boundary is read from its ``max_live_streams_results.json``
+(``max_sustainable_streams``, ``first_unstable_stream_count``). A user can run the same service
+through both searches and compare: ``evidence/capacity.json`` says which one searched.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from controllers.experiments import harnessreport
+from controllers.experiments.benchmark import Benchmark
+from controllers.experiments.runtype import Result, RunContext
+from specs.experiment import BenchmarkSpec, CapacitySpec, smokes
+
+GATE_BOUNDARY = "capacity-boundary"
+CAPACITY_FILE = "evidence/capacity.json"
+
+
+def as_benchmark(cap: CapacitySpec) -> BenchmarkSpec:
+    """The harness scenario the capacity search runs, seeded as the Experiment says."""
+    search = cap.harness
+    assert search is not None
+    return BenchmarkSpec(harness=search.harness, scenario=search.scenario,
+                         mode="max_live_streams", initialStreamCount=cap.initialStreamCount,
+                         addStreamCount=cap.addStreamCount,
+                         binarySearchRefinement=search.binarySearchRefinement,
+                         logStaleSeconds=search.logStaleSeconds, smoke=cap.smoke,
+                         smokeClip=search.smokeClip)
+
+
+def search(ctx: RunContext, cap: CapacitySpec) -> tuple[Result, str]:
+    runner = Benchmark(ctx, as_benchmark(cap))
+    problem = runner.check_scenario()
+    if problem:
+        return "FAIL", f"scenario: {problem}"
+    service = ctx.start_service()
+    if smokes(ctx.spec):
+        problems = runner.smoke(service)
+        if problems:
+            return "FAIL", f"smoke: {'; '.join(problems)}"
+    outcome, handles = runner.run_harness(service)
+    result, reason = runner.judge(outcome, handles)
+    cases = harnessreport.max_live_streams(Path(handles["report"]) / runner.bench.scenario)
+    case: dict[str, Any] = cases[0] if cases else {}
+    highest = case.get("max_sustainable_streams")
+    first = case.get("first_unstable_stream_count")
+    found = (result == "PASS" and isinstance(highest, int) and highest > 0
+             and isinstance(first, int))
+    if found:
+        said = (f"highest stable {highest}, first unstable {first} stream(s), searched by the "
+                f"VSS harness ({case.get('test_case_id')})")
+    elif result != "PASS":
+        said = f"the harness's search was not accepted: {reason}"
+    else:
+        said = (f"the harness found no boundary: max_sustainable_streams {highest}, first "
+                f"unstable {first}")
+    ctx.evidence.write_json(CAPACITY_FILE, {
+        "searchedBy": "harness", "highestStable": highest, "firstUnstable": first,
+        "found": found, "inconclusive": None if found else said,
+        "seed": {"initialStreamCount": cap.initialStreamCount,
+                 "addStreamCount": cap.addStreamCount, "maxStreamCount": cap.maxStreamCount},
+        "criteria": {"maxP95LatencyMs": cap.maxP95LatencyMs,
+                     "harnessLatencyThresholdSeconds": case.get("latency_threshold_seconds")},
+        "harness": {"scenario": runner.bench.scenario, "handles": handles, "testCases": cases},
+        "windows": harness_windows(Path(handles["report"]) / runner.bench.scenario),
+        "attempts": ["harness"], "windowsUsed": None, "ledger": []})
+    ctx.evidence.gate(GATE_BOUNDARY, found, said, {
+        "file": CAPACITY_FILE, "highestStable": highest, "firstUnstable": first,
+        "searchedBy": "harness"})
+    if found:
+        return "PASS", said
+    return ("FAIL" if result == "FAIL" else "INCONCLUSIVE"), said
+
+
+def harness_windows(scenario_dir: Path) -> list[dict[str, Any]]:
+    """The harness's latency snapshots (one per window it logged): streams, p95 in ms, and its
+    stability verdict where it gives one, for the report's plot."""
+    rows = []
+    for path in sorted(scenario_dir.glob("*/max_live_streams_results.json")):
+        data = harnessreport.load(path) or {}
+        for snap in data.get("latency_snapshots") or []:
+            if not isinstance(snap, dict) or not isinstance(snap.get("stream_count"), int):
+                continue
+            p95 = snap.get("p95_latency")
+            stable = snap.get("stable")
+            rows.append({"streams": snap["stream_count"],
+                         "p95_ms": round(p95 * 1000, 3) if isinstance(p95, int | float)
+                         else None,
+                         "verdict": "-" if stable is None else
+                         ("stable" if stable else "unstable")})
+    return rows
