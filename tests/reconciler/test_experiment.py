@@ -325,3 +325,27 @@ def test_a_window_waits_for_every_streams_first_frame_before_it_measures(
     assert (ledger["offered"], ledger["completed"]) == (1, 1), ledger
     report = json.loads((evidence_dir(cli, "late-1") / "evidence/performance.json").read_text())
     assert report["freshWaitSeconds"] and min(report["freshWaitSeconds"]) > 1, report
+
+
+def test_canary_latency_is_the_harness_measure_with_transport_and_queueing_in_it(
+        cli: Cli, emulator_image: str, tmp_path: Path) -> None:
+    """Frames reach the service 2 s after their source stamped them. Measured as the VSS
+    harness measures (receive time - media_info.end_timestamp, the default) that delay is in
+    every chunk's latency and a 1.5 s maximum fails; the server's own chunk_latency_ms (asked
+    for with latencySource: processing_latency) leaves it out."""
+    template = rtvi_deployment(emulator_image, free_port(), RTVI_EMU_INGEST_DELAY_S="2")
+    for run_id, source in (("ntp-1", "ntp_timestamp"), ("server-1", "processing_latency")):
+        specs = tmp_path / f"specs-{run_id}"
+        run = canary(run_id, free_port(), streams=1, semanticIsolation=False,
+                     performanceSeconds=5, maxP95LatencyMs=1500)
+        run["spec"]["measurement"]["latencySource"] = source
+        write(specs, template, run)
+        cli("apply", str(specs), "--timeout", "240", timeout=300)
+        performance = gate(cli, run_id, "performance")
+        latency = performance["evidence"]["chunkLatencyMs"]
+        assert performance["evidence"]["latencySource"] == source
+        if source == "ntp_timestamp":
+            assert not performance["passed"] and latency["p95"] >= 2000, performance
+            assert "p95 chunk latency" in performance["reason"], performance
+        else:
+            assert performance["passed"] and latency["p95"] < 1500, performance
