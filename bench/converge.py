@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 from bench.specdocs import deployment_doc, host_doc  # noqa: E402
 from controllers.waiting import until  # noqa: E402
 from emulators.image import build_emulator_image  # noqa: E402
-from reconciler import logging as rlog  # noqa: E402
+from reconciler import logsetup as rlog  # noqa: E402
 from reconciler.engine import Engine  # noqa: E402
 from specs.validate import load_spec_set  # noqa: E402
 from state.store import Store  # noqa: E402

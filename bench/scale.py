@@ -51,7 +51,7 @@ from controllers.hostview import VIEW_MAX_AGE_S  # noqa: E402
 from controllers.waiting import until  # noqa: E402
 from emulators.image import build_emulator_image  # noqa: E402
 from reconciler import control  # noqa: E402
-from reconciler import logging as rlog  # noqa: E402
+from reconciler import logsetup as rlog  # noqa: E402
 from reconciler.engine import Engine  # noqa: E402
 from reconciler.output import shown_condition  # noqa: E402
 from specs.validate import load_spec_set  # noqa: E402

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 from rich.console import Console
 
-from reconciler import logging as rlog
+from reconciler import logsetup as rlog
 from reconciler.output import (
     print_plan,
     print_status_detail,

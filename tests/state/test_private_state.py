@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler import logging as rlog
+from reconciler import logsetup as rlog
 from state.atomic import write_atomic
 from state.errors import CorruptState, StateError
 from state.models import ResourceStatus
