@@ -24,6 +24,7 @@ _FIELD_RE = re.compile(r"\b(" + "|".join(_CONFIG_FIELDS) + r")=('[^']*'|[^,\s]+)
 ARG_FACTS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
              "enable_prefix_caching", "mm_processor_cache_gb")
 _ARG_RE = re.compile(r"'(" + "|".join(ARG_FACTS) + r")': ('[^']*'|[^,}\s]+)")
+VLLM_DEFAULT = "vLLM default (not in its non-default args)"
 _WORKERS_RE = re.compile(r"\bpreprocess workers: (\d+)")
 
 
@@ -36,12 +37,16 @@ def fatal_marker(line: str) -> str | None:
 
 
 def update_facts(facts: dict[str, str], line: str) -> None:
-    """Fold one log line into ``facts`` (precision, max_model_len, kv_cache_dtype, mode)."""
+    """Fold one log line into ``facts``: precision, max_model_len, kv_cache_dtype and mode from
+    the engine config; memory utilisation, scheduler limits and caches from the non-default
+    args (one vLLM left at its default is said so); preprocess workers from RT-VLM's line (a
+    shape the emulator prints; the real service's is not published)."""
     if "Capturing CUDA graphs" in line:
         facts["mode"] = "cuda-graph"
         return
-    if "non-default args:" in line:
-        facts.update({key: raw.strip("'") for key, raw in _ARG_RE.findall(line)})
+    if "non-default args:" in line:  # vLLM lists only what differs from its defaults
+        found = {key: raw.strip("'") for key, raw in _ARG_RE.findall(line)}
+        facts.update({key: found.get(key, VLLM_DEFAULT) for key in ARG_FACTS})
         return
     workers = _WORKERS_RE.search(line)
     if workers:

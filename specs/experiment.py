@@ -97,6 +97,8 @@ HarnessMode = Literal["single_file", "file_burst", "concurrency", "max_live_stre
                       "single_live_stream", "concurrent_live_streams", "text_embedding",
                       "text_embedding_concurrency"]
 LEVEL_MODES = ("file_burst", "concurrency", "concurrent_live_streams")  # --concurrency-levels
+# A scenario names a folder of the report directory: no leading dot (".", "..", hidden).
+SCENARIO_PATTERN = r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,199}$"
 
 
 class HarnessSpec(Strict):
@@ -135,7 +137,7 @@ class HarnessSearch(Strict):
     the same service. The harness runs as a ``type: benchmark`` run runs it."""
 
     harness: HarnessSpec
-    scenario: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,200}$")  # a max_live_streams scenario
+    scenario: str = Field(pattern=SCENARIO_PATTERN)  # a max_live_streams scenario
     binarySearchRefinement: bool | None = None  # unset: the scenario's own
     logStaleSeconds: int = Field(default=600, ge=5, le=86400)  # then inspect, never kill
     smokeClip: PinnedClip | None = None  # the smoke request's video, when the run smokes
@@ -238,7 +240,7 @@ class BenchmarkSpec(Strict):
     policy are frozen with the run (stream counts are never compared across modes)."""
 
     harness: HarnessSpec
-    scenario: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,200}$")
+    scenario: str = Field(pattern=SCENARIO_PATTERN)
     mode: HarnessMode  # the scenario's benchmark_mode, as the harness lists it
     startPolicy: Literal["synchronized", "staggered"] = "synchronized"
     apiMode: Literal["generate_captions", "chat_completions"] | None = None  # None: the config's

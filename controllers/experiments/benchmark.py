@@ -76,6 +76,7 @@ REPORT_HANDLE = "output/report"
 RESULT_JSON = "vss-result.json"  # --output-json, inside the report directory
 LOG_HANDLE = "logs/harness.log"
 LOG_TAIL_BYTES = 1 << 20  # the harness's reasons are at the end of its log
+HARNESS_INTERRUPT_S = 35.0  # a stopped harness's SIGINT cleanup: it waits 30 s for its readers
 
 
 def harness_config_path(bench: BenchmarkSpec) -> Path:
@@ -132,6 +133,19 @@ def derived_config(bench: BenchmarkSpec, report_dir: Path, url: str) -> str:
             if isinstance(video, dict) and "vlm_api_mode" in video:
                 video["vlm_api_mode"] = bench.apiMode
     return yaml.safe_dump(data, sort_keys=False)
+
+
+def bcd_suffix(bench: BenchmarkSpec) -> str:
+    """``-bcd`` when the user's ``output_dir`` turned the harness's BCD live-source guard on
+    (it contains ``bcd``): the run's report folder keeps it on."""
+    try:
+        data = yaml.safe_load(harness_config_path(bench).read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return ""
+    node: Any = data
+    for key in bench.harness.outputDirKey.split("."):
+        node = node.get(key) if isinstance(node, dict) else None
+    return "-bcd" if "bcd" in str(node or "").lower() else ""
 
 
 def api_base(url: str) -> str:
@@ -309,7 +323,7 @@ class Benchmark:
     def run_harness(self, service: RunService) -> tuple[harnessreport.Outcome, dict[str, str]]:
         ctx, bench = self.ctx, self.bench
         evidence = ctx.evidence
-        report_dir = evidence.path(REPORT_HANDLE)
+        report_dir = evidence.path(REPORT_HANDLE + bcd_suffix(bench))
         report_dir.mkdir(parents=True, exist_ok=True)
         name = Path(bench.harness.config).name  # kept: the BCD guard reads the file name
         config = evidence.write_text(f"{CONFIG_FOLDER}/{name}",
@@ -337,7 +351,8 @@ class Benchmark:
         try:
             exit_code = self._supervise(proc, log_path, service)
         finally:
-            if proc.poll() is None and processes.end(process) is None:
+            interrupt_s = min(HARNESS_INTERRUPT_S, ctx.spec.cleanupSeconds / 2)
+            if proc.poll() is None and processes.end(process, interrupt_s) is None:
                 proc.wait(timeout=5)  # ended (stopped, over budget): reap it
         scenario_dir = report_dir / bench.scenario
         outcome = harnessreport.Outcome(

@@ -73,9 +73,13 @@ class CanaryType:
         urls = ctx.publish(sources, canary.publisher)
         driver = ctx.driver(service, sources, urls, canary.maxTokens,
                             canary.chunkDurationSeconds)
-        if CanaryRun(ctx.spec, driver).execute():
+        run = CanaryRun(ctx.spec, driver)
+        if run.execute():
             return "PASS", ""
         failed = {n: g.reason for n, g in ctx.evidence.gates().items() if not g.passed}
+        if run.latency_unjudged and list(failed) == [GATE_PERFORMANCE]:
+            # latency could not be measured and nothing else failed: not a FAIL of the service
+            return "INCONCLUSIVE", f"{GATE_PERFORMANCE}: {failed[GATE_PERFORMANCE]}"
         return "FAIL", "; ".join(f"{n}: {r}" for n, r in failed.items()) or "a gate failed"
 
     def report(self, evidence: Evidence, manifest: dict[str, Any]) -> Section:
@@ -105,6 +109,7 @@ class CanaryRun:
     spec: ExperimentSpec
     driver: LoadDriver
     _probe_ids: list[str] = field(default_factory=list)
+    latency_unjudged: bool = False  # maxP95LatencyMs set, latency not measured, nothing else
 
     def execute(self) -> bool:
         """Run the canary; True when every gate it judged passed."""
@@ -207,6 +212,9 @@ class CanaryRun:
                 p95 > canary.maxP95LatencyMs):
             problems.append(f"p95 chunk latency {p95} ms is above {canary.maxP95LatencyMs} ms")
         problems += [f"stream {sid} not deleted after its repetition" for sid in left]
+        # Nothing failed but a maximum that cannot be judged: INCONCLUSIVE, not FAIL.
+        self.latency_unjudged = (canary.maxP95LatencyMs is not None and gap is not None
+                                 and len(problems) == 1)
         report["problems"] = problems
         report["freshWaitSeconds"] = fresh_waits
         drv.evidence.write_json(PERFORMANCE_FILE, report)

@@ -50,8 +50,10 @@ def search(ctx: RunContext, cap: CapacitySpec) -> tuple[Result, str]:
     case: dict[str, Any] = cases[0] if cases else {}
     highest = case.get("max_sustainable_streams")
     first = case.get("first_unstable_stream_count")
+    # The harness leaves first_unstable_stream_count at 0 when its ramp ended without finding
+    # one (its cap, an interrupt): no boundary then.
     found = (result == "PASS" and isinstance(highest, int) and highest > 0
-             and isinstance(first, int))
+             and isinstance(first, int) and first > highest)
     if found:
         said = (f"highest stable {highest}, first unstable {first} stream(s), searched by the "
                 f"VSS harness ({case.get('test_case_id')})")
@@ -68,7 +70,9 @@ def search(ctx: RunContext, cap: CapacitySpec) -> tuple[Result, str]:
         "criteria": {"maxP95LatencyMs": cap.maxP95LatencyMs,
                      "harnessLatencyThresholdSeconds": case.get("latency_threshold_seconds")},
         "harness": {"scenario": runner.bench.scenario, "handles": handles, "testCases": cases},
-        "windows": harness_windows(Path(handles["report"]) / runner.bench.scenario),
+        "windows": harness_windows(Path(handles["report"]) / runner.bench.scenario,
+                                   highest if isinstance(highest, int) else None,
+                                   first if found else None),
         "attempts": ["harness"], "windowsUsed": None, "ledger": []})
     ctx.evidence.gate(GATE_BOUNDARY, found, said, {
         "file": CAPACITY_FILE, "highestStable": highest, "firstUnstable": first,
@@ -78,20 +82,22 @@ def search(ctx: RunContext, cap: CapacitySpec) -> tuple[Result, str]:
     return ("FAIL" if result == "FAIL" else "INCONCLUSIVE"), said
 
 
-def harness_windows(scenario_dir: Path) -> list[dict[str, Any]]:
-    """The harness's latency snapshots (one per window it logged): streams, p95 in ms, and its
-    stability verdict where it gives one, for the report's plot."""
+def harness_windows(scenario_dir: Path, highest: int | None,
+                    first: int | None) -> list[dict[str, Any]]:
+    """The harness's latency snapshots (one per stream count it held): streams, p95 in ms, and
+    the verdict its boundary implies (stable at or below the highest stable count, unstable
+    from the first unstable one; its snapshots carry no verdict of their own), for the report's
+    plot."""
     rows = []
     for path in sorted(scenario_dir.glob("*/max_live_streams_results.json")):
         data = harnessreport.load(path) or {}
         for snap in data.get("latency_snapshots") or []:
             if not isinstance(snap, dict) or not isinstance(snap.get("stream_count"), int):
                 continue
-            p95 = snap.get("p95_latency")
-            stable = snap.get("stable")
-            rows.append({"streams": snap["stream_count"],
+            p95, streams = snap.get("p95_latency"), snap["stream_count"]
+            verdict = ("stable" if highest is not None and streams <= highest else
+                       "unstable" if first is not None and streams >= first else "-")
+            rows.append({"streams": streams, "verdict": verdict,
                          "p95_ms": round(p95 * 1000, 3) if isinstance(p95, int | float)
-                         else None,
-                         "verdict": "-" if stable is None else
-                         ("stable" if stable else "unstable")})
+                         else None})
     return rows

@@ -34,6 +34,7 @@ from controllers.errors import ControllerError
 from controllers.experiments import capacityharness, plots
 from controllers.experiments.benchmark import GATE_HARNESS, GATE_SCENARIO
 from controllers.experiments.capacity import SearchSpec, Verdict, Window, search
+from controllers.experiments.capacityharness import CAPACITY_FILE, GATE_BOUNDARY
 from controllers.experiments.cleanup import CleanupReport, service_residue
 from controllers.experiments.driver import (
     FRESHNESS_S,
@@ -49,13 +50,11 @@ from controllers.experiments.streams import CanarySource, numbered_sources
 from specs.experiment import CapacitySpec, ExperimentSpec, LatencySource, smokes
 from state.evidence import Evidence
 
-GATE_BOUNDARY = "capacity-boundary"
 # How ledger.UnitOutcome.failures() words what load does to a stream; anything else it says
 # is a fault of that stream.
 # A stream starved of fresh answers in the window is load too: seen on a loaded 2-core machine,
 # where 3 of 10 streams over the breach had no answered chunk in a 5 s window.
 LOAD_SIGNS = ("rejected:", "timed out:", "dropped chunks:", "no chunk with fresh frames")
-CAPACITY_FILE = "evidence/capacity.json"
 
 
 def judge(measured: Measured, cap: CapacitySpec, residue: CleanupReport,
@@ -84,12 +83,13 @@ def judge(measured: Measured, cap: CapacitySpec, residue: CleanupReport,
     if report["droppedChunks"]:
         problems.append(f"{report['droppedChunks']} dropped chunk(s)")
     gap = report["latencyNotMeasured"]
-    if rate and gap is not None:  # answers came, but without the latency's field
+    unmeasured = bool(rate) and gap is not None  # answers came, without the latency's field
+    if unmeasured and not problems:
         return (Verdict.INCONCLUSIVE, f"p95 chunk latency {gap}: the window cannot be judged "
                 "against maxP95LatencyMs", report)
-    if p95 is None:
+    if p95 is None and not unmeasured:
         problems.append("no answered chunk: no latency to judge (no data is not low latency)")
-    elif p95 > cap.maxP95LatencyMs:
+    elif p95 is not None and p95 > cap.maxP95LatencyMs:
         problems.append(f"p95 chunk latency {p95:g} ms is above {cap.maxP95LatencyMs:g} ms")
     if problems:
         return Verdict.UNSTABLE, "; ".join(problems), report

@@ -144,6 +144,12 @@ def chunk_latency(chunk: CaptionChunk, source: LatencySource) -> float | None:
     the server's own ``chunk_latency_ms``."""
     if source == "processing_latency":
         return chunk.chunk_latency_ms
+    age = _stamp_age_s(chunk)
+    return None if age is None else round(max(0.0, age) * 1000, 3)
+
+
+def _stamp_age_s(chunk: CaptionChunk) -> float | None:
+    """Receive time - ``end_timestamp`` in seconds, unclamped (None: no stamp)."""
     if chunk.end_timestamp is None or chunk.received_unix is None:
         return None
     try:
@@ -152,18 +158,28 @@ def chunk_latency(chunk: CaptionChunk, source: LatencySource) -> float | None:
         return None
     if stamped.tzinfo is None:
         stamped = stamped.replace(tzinfo=datetime.UTC)
-    return round(max(0.0, chunk.received_unix - stamped.timestamp()) * 1000, 3)
+    return chunk.received_unix - stamped.timestamp()
 
 
 SOURCE_FIELD = {"ntp_timestamp": "media_info.end_timestamp",
                 "processing_latency": "chunk_latency_ms"}
 
 
-def latency_gap(answered: int, missing: int, source: LatencySource) -> str | None:
-    """Why latency is not measured ("not measured (why)"), or None when every answered chunk
-    carried its field. Some chunks without it are named, not a reason to drop the others."""
+SKEW_TOLERANCE_S = 0.05  # a stamp this far after its receipt is a clock, not a fast service
+
+
+def latency_gap(answered: int, missing: int, source: LatencySource,
+                skewed: int = 0) -> str | None:
+    """Why latency is not measured ("not measured (why)"), or None when it is. Some chunks
+    without the field are counted (``latencyMissing``), not a reason to drop the others; a
+    chunk stamped after it was received means the clocks disagree, and then no latency of
+    that source can be trusted."""
     if not answered:
         return "no answered chunk: no latency to measure"
+    if skewed:
+        return (f"not measured: {skewed} of {answered} answered chunk(s) were stamped after "
+                "they were received (the source's and the reconciler's clocks disagree: "
+                "align them with NTP, or measure with latencySource: processing_latency)")
     if missing == answered:
         hint = (" (a real server fills it with request profiling on: "
                 "ENABLE_REQUEST_PROFILING=true)" if source == "processing_latency" else "")
@@ -181,10 +197,12 @@ def performance_report(units: Sequence[UnitOutcome], active: int,
     latencies = [ms for ms in measured if ms is not None]
     per_unit = [{"source": u.source, "repetition": u.repetition, "chunks": len(u.chunks),
                  "answered": len(u.answered), "failures": u.failures()} for u in units]
+    skewed = 0 if source != "ntp_timestamp" else sum(
+        1 for c in answered if (age := _stamp_age_s(c)) is not None and age < -SKEW_TOLERANCE_S)
     return {"ledger": ledger_of(units, active).as_dict(),
             "latencySource": source,
             "latencyNotMeasured": latency_gap(len(answered), len(answered) - len(latencies),
-                                              source),
+                                              source, skewed),
             "latencyMissing": len(answered) - len(latencies),
             "chunkLatencyMs": latency_summary(latencies),
             "droppedChunks": sum(dropped_count([c.chunk_id for c in u.chunks

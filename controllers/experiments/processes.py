@@ -48,12 +48,25 @@ def alive(name: str) -> int | None:
     return pid if now is not None and str(now) == ticks else None
 
 
-def end(name: str) -> str | None:
-    """End a recorded process and its group: SIGTERM, then SIGKILL after ``TERM_GRACE_S``.
-    None when it is gone (or was never ours); otherwise why it is left."""
+def end(name: str, interrupt_s: float = 0.0) -> str | None:
+    """End a recorded process and its group: with ``interrupt_s``, one SIGINT first and that
+    long to finish (the VSS harness cleans up what it started on its first SIGINT, and on
+    nothing else; a second one would make it quit without cleaning), then SIGTERM, then SIGKILL
+    after ``TERM_GRACE_S``. None when it is gone (or was never ours); otherwise why it is
+    left."""
     pid = alive(name)
     if pid is None:
         return None
+    if interrupt_s > 0:
+        try:
+            os.killpg(pid, signal.SIGINT)
+        except ProcessLookupError:
+            return None
+        except PermissionError as exc:
+            return f"process {name}: cannot signal it: {exc.strerror}"
+        if until(lambda: True if alive(name) is None else None, timeout_s=interrupt_s,
+                 pace=0.2, stop=None) is not None:
+            return None
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(pid, sig)  # started with its own session: its group is its pid

@@ -28,7 +28,7 @@ Choices where the real service's behaviour is not published:
   last frames as they arrived from the source (the window's ends when it has no frame), so a
   client's "receive time - ``end_timestamp``" includes transport and queueing (the
   ``ingest_delay_s`` knob injects some). The closing usage event describes no chunk: its
-  ``media_info`` carries no timestamps.
+  ``media_info`` is an ``offset`` one (the request's span), never a ``timestamp``.
 - The spec carries no stream ID in a result: a client that must tell streams apart opens one
   request per stream (as the product does). ``chunk_id`` counts chunks per stream from 0 and
   wraps at the spec's maximum (100000).
@@ -71,6 +71,7 @@ from dataclasses import dataclass, field
 
 from emulators.rtvi import filecaptions, schema, validation
 from emulators.rtvi.faults import FaultTable
+from emulators.rtvi.filecaptions import TOKENS_PER_FRAME
 from emulators.rtvi.files import FileStore
 from emulators.rtvi.knobs import Knobs
 from emulators.rtvi.routing import Request, Response, Router, StreamWriter
@@ -95,7 +96,6 @@ from emulators.rtvi.validation import Invalid
 DEFAULT_LIVE_CHUNK_S = 2
 MAX_IDS = 50
 MAX_CHUNK_ID = 100_000
-TOKENS_PER_FRAME = 196
 WAIT_SLICE_S = 0.1  # how often a waiting request checks for stop and client disconnect
 SSE_CONTENT_TYPE = "text/event-stream"
 NO_FRAME_CONTENT = "No new frame was decoded from the stream during this chunk."
@@ -210,6 +210,7 @@ class Chunk:
     body: dict[str, object]
     media_info: dict[str, object]
     error: bool
+    stamped_unix: float = 0.0  # the source stamp of its last frame (the window's end without)
 
 
 def _canonical(identifier: str) -> str:
@@ -312,6 +313,9 @@ class CaptionService:
                     )
             session = Session(params)
             self._sessions[session.request_id] = session
+        if any((s := self._streams.get(i)) is None or s.draining for i in params.stream_ids):
+            self.close(session)  # a delete began meanwhile: it would not see this request
+            return no_such_stream()
         for stream_id in params.stream_ids:
             stream = self._streams.get(stream_id)
             if stream is not None:
@@ -397,12 +401,6 @@ class CaptionService:
             content = ""
         output_tokens = min(len(content.split()), params.max_tokens)
         input_tokens = len(params.prompt.split()) + TOKENS_PER_FRAME * len(frames)
-        with self._lock:
-            session.prompt_tokens += input_tokens
-            session.completion_tokens += output_tokens
-            session.chunks += 1
-            self.chunks_total += 1
-            self.empty_chunks_total += 0 if frames else 1
         start_unix = origin_unix + (start - origin_mono)
         end_unix = origin_unix + (end - origin_mono)
         body: dict[str, object] = {
@@ -421,13 +419,7 @@ class CaptionService:
         }
         stamps = (frames[0].stamped_unix, frames[-1].stamped_unix) if frames else (
             start_unix, end_unix)
-        with self._lock:
-            self.times.decode_count += 1
-            self.times.decode_sum_s += decoded - begun
-            self.times.latest = {"decode": decoded - begun, "vlm": answered - decoded,
-                                 "vlm_pipeline": answered - begun,
-                                 "e2e": max(0.0, time.time() - stamps[1])}
-        return Chunk(stream_id, body, _timestamps(*stamps), error)
+        return Chunk(stream_id, body, _timestamps(*stamps), error, stamps[1])
 
     def run(
         self,
@@ -448,12 +440,28 @@ class CaptionService:
                 chunk = self.chunk(session, stream_id, index, (start, end), origin)
                 if session.stop.is_set():  # stopped while it was processed: never sent
                     return produced
+                self._count(session, chunk)
                 produced.append(chunk)
                 if writer is not None and not writer.write(_sse(self.event(session, chunk))):
                     return produced
             if first_only:
                 return produced
             index += 1
+
+    def _count(self, session: Session, chunk: Chunk) -> None:
+        """Account for a chunk that is answered (one stopped mid-way is never counted)."""
+        decode_s = float(str(chunk.body["decode_latency_ms"])) / 1000
+        vlm_s = float(str(chunk.body["vlm_latency_ms"])) / 1000
+        with self._lock:
+            self.times.decode_count += 1
+            self.times.decode_sum_s += decode_s
+            self.times.latest = {"decode": decode_s, "vlm": vlm_s, "vlm_pipeline": decode_s + vlm_s,
+                                 "e2e": max(0.0, time.time() - chunk.stamped_unix)}
+            session.prompt_tokens += int(str(chunk.body["input_tokens"]))
+            session.completion_tokens += int(str(chunk.body["output_tokens"]))
+            session.chunks += 1
+            self.chunks_total += 1
+            self.empty_chunks_total += 0 if chunk.body["frame_count"] else 1
 
     def event(self, session: Session, chunk: Chunk) -> dict[str, object]:
         """One SSE event in the shape the ``caption_shape`` knob selects."""
@@ -477,9 +485,13 @@ class CaptionService:
         }
 
     def usage_event(self, session: Session) -> dict[str, object]:
-        """The closing usage event: it describes no chunk, so its ``media_info`` carries no
-        timestamps (a client measuring latency from ``end_timestamp`` must not count it)."""
-        wrapper = self._wrapper(session, {"type": "timestamp"}, [])
+        """The closing usage event: it describes no chunk, so its ``media_info`` is not a
+        ``timestamp`` one (the VSS harness reads ``end_timestamp`` from every ``timestamp``
+        media_info it sees and would count the usage event as a latency sample, or fail on a
+        timestamp one without it): the request's span as offsets in seconds."""
+        span = int(time.time() - session.started_unix)
+        wrapper = self._wrapper(session, {"type": "offset", "start_offset": 0,
+                                          "end_offset": max(0, span)}, [])
         wrapper["usage"] = self.usage(session)
         return wrapper
 

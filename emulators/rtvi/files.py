@@ -17,9 +17,10 @@ Choices where the real service is not published:
   follows the spec rather than guessing the intent.
 - Neither ``file`` nor ``url``: a ``filename`` that is an absolute path is read from the
   service's own filesystem (what the VSS harness sends: no bytes, the path of a file on a
-  volume the service shares); otherwise 400 ``BadParameters``. A ``url`` is fetched only when it is
-  ``file://`` (tests never leave the machine); ``http(s)://``/``s3://`` answer 400. ``file`` wins
-  when both are given.
+  volume the service shares), when it is a regular file of at most 512 MiB; otherwise 400
+  ``BadParameters``. The emulator is a test stand-in: it reads what its process can. A ``url``
+  is fetched only when it is ``file://`` (tests never leave the machine); ``http(s)://`` and
+  ``s3://`` answer 400. ``file`` wins when both are given.
 - The recorded ``filename`` is the form's ``filename``, else the upload's, else the URL's last
   segment, reduced to what ``AddFileInfoResponse.filename`` allows (``[A-Za-z0-9_.- ]``, other
   characters become ``_``).
@@ -72,6 +73,7 @@ REQUIRED_FIELDS = ("purpose", "media_type")
 PURPOSE_QUERY = Text(36, r"^[a-zA-Z]*$")
 _FILENAME_NOT_ALLOWED = re.compile(r"[^A-Za-z0-9_.\- ]")
 MAX_FILENAME = 256
+MAX_NAMED_FILE_BYTES = 512 * 1024 * 1024  # a file named by path: what one upload may be
 
 
 @dataclass
@@ -238,8 +240,11 @@ def parse_upload(request: Request) -> NewFile | Response:
         data, fallback = fetched, urllib.parse.urlsplit(url).path
     elif values.get("filename", "").startswith("/"):
         # The VSS harness sends only a path on the service's own filesystem (a shared volume).
-        try:
-            data = Path(values["filename"]).read_bytes()
+        named = Path(values["filename"])
+        try:  # a regular file of a bounded size: never a FIFO, a device or /dev/zero
+            if not named.is_file() or named.stat().st_size > MAX_NAMED_FILE_BYTES:
+                raise OSError("not a regular file of at most the size limit")
+            data = named.read_bytes()
         except OSError:
             return Response.error(400, "BadParameters", "The file named by filename cannot "
                                   "be read by the service")

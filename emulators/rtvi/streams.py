@@ -239,19 +239,19 @@ class StreamTable:
         """Mark draining; the monotonic deadline, or (status, code, message) when refused.
         A caption request holding the stream is ended first, unless the ``delete_in_use``
         knob says ``refuse`` (then: 409)."""
-        if (self._knobs.values.delete_in_use == "end" and self.get(stream_id) is not None
-                and not self.stuck(stream_id)):
-            self.release(stream_id)  # outside the lock: closing a request reads the table
+        end_requests = self._knobs.values.delete_in_use == "end"
         with self._lock:
             stream = self._streams.get(stream_id)
             if stream is None:
                 return 400, "InvalidParameter", f"No such live-stream {stream_id}"
             if stream.drain_deadline is not None:
                 return stream.drain_deadline
-            if self.in_use(stream_id) or self.stuck(stream_id):
+            if self.stuck(stream_id) or (self.in_use(stream_id) and not end_requests):
                 return 409, "ResourceInUse", f"Resource {stream_id} is currently being used"
-            stream.drain_deadline = time.monotonic() + window_s
-            return stream.drain_deadline
+            stream.drain_deadline = deadline = time.monotonic() + window_s
+        if end_requests:  # draining first, so no new request starts on it; then end the others
+            self.release(stream_id)  # outside the lock: closing a request reads the table
+        return deadline
 
     def finish_drain(self, stream_ids: list[str]) -> None:
         """Remove drained streams and kill their decoders (in parallel, then wait)."""

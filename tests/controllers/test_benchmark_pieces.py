@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from controllers.experiments import harnessreport, processes
+from controllers.experiments import capacityharness, harnessreport, processes
 from controllers.experiments.benchmark import (
     HarnessError,
     _env,
@@ -251,3 +251,34 @@ def test_a_recorded_process_is_ended_with_its_group_and_a_reused_pid_is_left_alo
     assert processes.alive(name) is None
     group = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True, text=True)
     assert group.stdout.strip() == "", group.stdout  # the child it started went with it
+
+
+def test_exit_0_without_the_json_report_is_judged_on_the_execution_summary() -> None:
+    # The harness logs and swallows a failure to build its JSON, and still exits 0.
+    good = {"total_test_cases": 1, "failed_test_cases": 0, "test_cases": [{"success": True}]}
+    assert harnessreport.Outcome(0, "max_live_streams", None, good).judge() == []
+    bad = good | {"failed_test_cases": 1}
+    assert harnessreport.Outcome(0, "file_burst", None, bad).judge()[0] == (
+        "1 of 1 test case(s) failed")
+
+
+def test_odd_numbers_in_a_burst_count_as_failures_and_never_crash(tmp_path: Path) -> None:
+    case = tmp_path / "file_burst_clip_10sec"
+    write(case / "test_case_summary.json", {"concurrency_summary": {
+        "1": {"mean_failed_files": 0.5, "mean_p95_latency": "fast"},
+        "2": {"mean_failed_files": "n/a"}}})
+    burst = harnessreport.file_burst(tmp_path, "")
+    assert [(lv["concurrency"], lv["status"]) for lv in burst["levels"]] == [
+        (1, "FAIL"), (2, "PASS")]
+    assert burst["levels"][0]["p95_ms"] is None
+
+
+def test_the_harness_search_windows_take_their_verdict_from_its_boundary(
+        tmp_path: Path) -> None:
+    write(tmp_path / "max_live_streams_cam_10sec" / "max_live_streams_results.json", {
+        "latency_snapshots": [{"stream_count": n, "p95_latency": p} for n, p in
+                              ((5, 1.5), (10, 3.0), (15, 12.0), (12, 9.0), (13, 11.0))]})
+    rows = capacityharness.harness_windows(tmp_path, 12, 13)
+    assert [(r["streams"], r["verdict"], r["p95_ms"]) for r in rows] == [
+        (5, "stable", 1500.0), (10, "stable", 3000.0), (15, "unstable", 12000.0),
+        (12, "stable", 9000.0), (13, "unstable", 11000.0)]

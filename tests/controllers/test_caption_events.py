@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from controllers.caption_events import CaptionChunk, chunks_of
-from controllers.experiments.ledger import chunk_latency
+from controllers.experiments.ledger import UnitOutcome, chunk_latency, performance_report
 
 SPEC = Path(__file__).resolve().parents[1] / "contract" / "rtvi-openapi.json"  # ../shared/contracts
 
@@ -99,3 +99,17 @@ def test_a_wrapped_events_end_timestamp_goes_with_its_chunks_and_gives_the_harne
     bad = {**event, "media_info": {"type": "timestamp", "end_timestamp": "yesterday"}}
     assert chunk_latency(dataclasses.replace(chunks_of(bad)[0], received_unix=received),
                          "ntp_timestamp") is None
+
+
+def test_a_stamp_after_its_receipt_is_a_clock_disagreement_never_a_fast_service() -> None:
+    stamp = "2026-12-05T10:00:01.500Z"
+    stamped = datetime.datetime(2026, 12, 5, 10, 0, 1, 500000, datetime.UTC).timestamp()
+    chunks = [CaptionChunk("red", i, frame_count=2, chunk_latency_ms=30.0, end_timestamp=stamp,
+                           received_unix=stamped + offset)
+              for i, offset in enumerate((0.4, -2.0))]
+    report = performance_report([UnitOutcome("a", 0, admitted=True, chunks=chunks)], 1)
+    assert report["latencyNotMeasured"].startswith(
+        "not measured: 1 of 2 answered chunk(s) were stamped after they were received")
+    server = performance_report([UnitOutcome("a", 0, admitted=True, chunks=chunks)], 1,
+                                "processing_latency")
+    assert server["latencyNotMeasured"] is None and server["chunkLatencyMs"]["p95"] == 30.0

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from controllers.deployment import gpus_held_by_others
 from controllers.host import parse_apps_csv, parse_gpu_csv
-from controllers.runtime_facts import fatal_marker, update_facts
+from controllers.runtime_facts import VLLM_DEFAULT, fatal_marker, update_facts
 from specs.facts import GpuInfo, HostFacts
 from specs.hostrules import check_against_host, check_gpu_exclusivity
 from specs.validate import parse_text
@@ -53,6 +53,11 @@ def test_scheduler_limits_memory_caches_and_workers_are_read_as_the_runtime_says
     assert facts == {"gpu_memory_utilization": "0.85", "max_num_seqs": "64",
                      "max_num_batched_tokens": "8192", "enable_prefix_caching": "False",
                      "mm_processor_cache_gb": "0", "preprocess_workers": "6"}
+    # vLLM lists only what differs from its defaults: the rest is said to be its default
+    defaults: dict[str, str] = {}
+    update_facts(defaults, "INFO [utils.py:326] non-default args: {'max_num_seqs': 32}")
+    assert defaults["max_num_seqs"] == "32"
+    assert defaults["gpu_memory_utilization"] == VLLM_DEFAULT
 
 
 def test_fatal_markers() -> None:
