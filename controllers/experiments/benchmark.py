@@ -351,7 +351,10 @@ class Benchmark:
         try:
             exit_code = self._supervise(proc, log_path, service)
         finally:
-            interrupt_s = min(HARNESS_INTERRUPT_S, ctx.spec.cleanupSeconds / 2)
+            # Over its budget: let it clean up what it started. Shutting down or removed:
+            # end it now (SIGTERM ends a daemon within seconds); cleanup then proves the rest.
+            interrupt_s = (0.0 if ctx.stop.is_set()
+                           else min(HARNESS_INTERRUPT_S, ctx.spec.cleanupSeconds / 2))
             if proc.poll() is None and processes.end(process, interrupt_s) is None:
                 proc.wait(timeout=5)  # ended (stopped, over budget): reap it
         scenario_dir = report_dir / bench.scenario

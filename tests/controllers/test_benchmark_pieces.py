@@ -282,3 +282,22 @@ def test_the_harness_search_windows_take_their_verdict_from_its_boundary(
     assert [(r["streams"], r["verdict"], r["p95_ms"]) for r in rows] == [
         (5, "stable", 1500.0), (10, "stable", 3000.0), (15, "unstable", 12000.0),
         (12, "stable", 9000.0), (13, "unstable", 11000.0)]
+
+
+def test_a_harness_is_interrupted_once_so_it_cleans_up_before_it_is_ended(
+        tmp_path: Path) -> None:
+    done = tmp_path / "cleaned"
+    script = ("import signal, sys, time\n"
+              "def bye(*_):\n"
+              f"    open({str(done)!r}, 'w').write('cleaned up')\n"
+              "    sys.exit(0)\n"
+              "signal.signal(signal.SIGINT, bye)\n"
+              "signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))\n"
+              "print('ready', flush=True)\n"
+              "time.sleep(300)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True,
+                            stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    assert processes.end(processes.name_of(proc), interrupt_s=10) is None
+    assert proc.wait(timeout=10) == 0  # it left on SIGINT, not on SIGTERM (exit 3)
+    assert done.read_text() == "cleaned up"
