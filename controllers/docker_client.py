@@ -11,7 +11,7 @@ import contextlib
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -198,6 +198,22 @@ class DockerEngine:
             return None
         env = (data.get("Config") or {}).get("Env") or []
         return sorted({str(item).split("=", 1)[0] for item in env})
+
+    def env_settings(self, name_or_id: str, names: Sequence[str]) -> dict[str, str] | None:
+        """The values of a few named, non-secret settings in a container's environment as it
+        runs (the image's own included); a name it does not hold is absent. Only the names
+        asked for are ever read out (the rest may be secrets). None: no such container."""
+        try:
+            data = self._call("container inspect", self._client.api.inspect_container, name_or_id)
+        except docker.errors.NotFound:
+            return None
+        wanted = set(names)
+        found = {}
+        for item in (data.get("Config") or {}).get("Env") or []:
+            key, _, value = str(item).partition("=")
+            if key in wanted:
+                found[key] = value
+        return found
 
     def list_containers(self, labels: dict[str, str]) -> list[ContainerInfo]:
         filters = {"label": [f"{k}={v}" for k, v in labels.items()]}

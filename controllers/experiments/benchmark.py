@@ -449,16 +449,18 @@ class Benchmark:
                 "; ".join(failed))
 
     def _ignore_eos_problem(self, other_folder: Path) -> str:
-        """Both sides of an EVS pair run with ``VLLM_IGNORE_EOS=true`` (as their manifests
-        recorded the service's settings): with the end-of-sequence honoured, output lengths
-        differ and the pair measures something else than EVS."""
+        """Both sides of an EVS pair run with ``VLLM_IGNORE_EOS=true`` (as each manifest's
+        ``runtime.environment`` read it back from the running service, the image's own
+        variables included): with the end-of-sequence honoured, output lengths differ and the
+        pair measures something else than EVS."""
         def setting(folder: Path) -> str:
             try:
                 manifest = json.loads((folder / MANIFEST).read_text("utf-8"))
             except (OSError, ValueError):
                 return "unknown"
-            settings = manifest.get("settings") if isinstance(manifest, dict) else None
-            value = settings.get("VLLM_IGNORE_EOS") if isinstance(settings, dict) else None
+            runtime = manifest.get("runtime") if isinstance(manifest, dict) else None
+            env = runtime.get("environment") if isinstance(runtime, dict) else None
+            value = env.get("VLLM_IGNORE_EOS") if isinstance(env, dict) else None
             return str(value) if value is not None else "unknown"
         mine, theirs = setting(self.ctx.evidence.folder), setting(other_folder)
         if mine.strip().lower() == theirs.strip().lower() == "true":

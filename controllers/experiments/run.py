@@ -256,7 +256,8 @@ def _running(plan: RunPlan, engine: DockerEngine, instance: str, stop: threading
         started.append(service)
         evidence.event("ServiceReady", f"{service.container_name} serves {service.model_id}",
                        container=service.container_id)
-        _record_runtime(evidence, service, sorted(without))
+        _record_runtime(evidence, service, sorted(without),
+                        engine.env_settings(service.container_id, RUNTIME_SETTINGS) or {})
         return service
 
     def retire_service(service: RunService, name: str) -> None:
@@ -414,15 +415,23 @@ def _keep_log(engine: DockerEngine, evidence: Evidence, container: str,
 
 
 RUNTIME_FILE = "evidence/runtime.json"
+# Settings read back from the running container (never a secret's name): what the run's
+# judgements compare (an EVS pair's VLLM_IGNORE_EOS), as the service really got them.
+RUNTIME_SETTINGS = ("VLLM_IGNORE_EOS", "VIA_EVS_SESSION", "VLM_VIDEO_PRUNING_RATE",
+                    "VLLM_EVS_SIMILARITY_THRESHOLD", "VIA_EVS_TOKEN_BUDGET",
+                    "VLLM_ENABLE_PREFIX_CACHING", "VLLM_DISABLE_MM_PREPROCESSOR_CACHE",
+                    "ENABLE_REQUEST_PROFILING")
 
 
-def _record_runtime(evidence: Evidence, service: RunService, without: list[str]) -> None:
+def _record_runtime(evidence: Evidence, service: RunService, without: list[str],
+                    settings: dict[str, str]) -> None:
     """What the running service reported at start-up, never the spec's requested values in
     its place: each start's facts go to ``evidence/runtime.json``, and the first start's into
     the manifest's ``runtime`` (a fact the logs did not give is listed as not reported)."""
     facts = RuntimeFacts.model_validate(service.runtime).model_dump(exclude_none=True)
     record = {"container": service.container_name, "without": without, "reported": facts,
-              "notReported": [k for k in RuntimeFacts.model_fields if k not in facts]}
+              "notReported": [k for k in RuntimeFacts.model_fields if k not in facts],
+              "environment": {name: settings.get(name, "unset") for name in RUNTIME_SETTINGS}}
     try:
         starts = json.loads(evidence.path(RUNTIME_FILE).read_text("utf-8"))
     except (OSError, ValueError):

@@ -303,9 +303,15 @@ def test_evs_runs_are_checked_against_their_service_and_paired_by_scenario(
     assert facts["result"] == "FAIL", facts
     assert "VLLM_IGNORE_EOS is 'unset' in run base-eos and 'true' in this run" in facts[
         "reason"], facts
-    done, facts = apply(cli, tmp_path, emulator_image, media, "base-1", config,
-                        env={"VLLM_IGNORE_EOS": "true"})
+    # The baseline's VLLM_IGNORE_EOS is baked into its image, not in the template: the pair
+    # reads it back from the running service.
+    eos = docker_client.images.build(
+        fileobj=io.BytesIO(f"FROM {emulator_image}\nENV VLLM_IGNORE_EOS=true\n".encode()),
+        tag="rtvi-emulator:eos-baked", rm=True)[0]
+    done, facts = apply(cli, tmp_path, str(eos.id), media, "base-1", config)
     assert facts["result"] == "PASS", facts
+    runtime = evidence(cli, "base-1", "manifest.json")["runtime"]
+    assert runtime["environment"]["VLLM_IGNORE_EOS"] == "true", runtime
     # An EVS run on a service that ignores its EVS variables: they are there, but the input
     # tokens do not move. Paired with the baseline, that is a misconfiguration.
     done, facts = apply(cli, tmp_path, emulator_image, media, "evs-off", config, evs=True,
