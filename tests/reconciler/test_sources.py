@@ -292,7 +292,7 @@ def test_git_path_restricts_loading_to_a_folder(repo: GitRepo, tmp_path: Path) -
         GitSource(repo.url, "main", tmp_path / "c", path="nowhere").load()
     assert "'nowhere' does not exist" in str(info.value) and sha in str(info.value)
 
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"without '\.\.'"):
         GitSource(repo.url, "main", tmp_path / "d", path="../etc")
 
 
@@ -311,7 +311,7 @@ def test_git_unknown_branch_or_unreachable_url_is_a_clear_error(repo: GitRepo,
     assert message.startswith(f"cannot fetch branch 'main' from {absent}: ")
     assert "does not appear to be a git repository" in message
 
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="invalid branch name 'bad branch'"):
         GitSource(repo.url, "bad branch", tmp_path / "c")
 
 

@@ -207,7 +207,7 @@ def test_media_file_with_wrong_sha256_is_refused_and_nothing_published(
     assert condition(data, "Stalled")["status"] == "True"
 
 
-@pytest.mark.parametrize("count,drain", [(64, 3)])
+@pytest.mark.parametrize(("count", "drain"), [(64, 3)])
 def test_teardown_of_many_streams_is_one_batch_within_one_drain_window(
         cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
         tmp_path: Path, count: int, drain: int) -> None:

@@ -425,13 +425,13 @@ def test_stats_counts_queued_processing_and_delayed(clock: FakeClock) -> None:
 
 
 def test_constructor_rejects_nonsense() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="limit for Host must be >= 1"):
         WorkQueue(kind_limits={"Host": 0})
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="limit for <default> must be >= 1"):
         WorkQueue(default_limit=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"max_backoff_s \(1\) must be >= base_backoff_s"):
         WorkQueue(base_backoff_s=10, max_backoff_s=1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"jitter must be within \[0, 1\]"):
         WorkQueue(jitter=1.5)
 
 
@@ -441,7 +441,7 @@ def test_jittered_helper() -> None:
     samples = [jittered(300, 0.1, rng) for _ in range(500)]
     assert all(270 <= s <= 330 for s in samples)
     assert min(samples) < 280 and max(samples) > 320
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="jitter must be >= 0"):
         jittered(300, -0.1, rng)
 
 

@@ -94,7 +94,7 @@ def test_garbage_lines_are_skipped(tmp_path: Path) -> None:
 
 
 def test_append_line_refuses_newlines(tmp_path: Path) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must not contain a newline"):
         append_line_durable(tmp_path / "x", "a\nb")
 
 
