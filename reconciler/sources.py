@@ -637,7 +637,8 @@ class GitSource:
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, env=self.env, cwd=self.workdir,
                                 start_new_session=True)
-        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdin is not None
+        assert proc.stdout is not None
         try:
             yield proc.stdin, proc.stdout
         except BaseException:

@@ -143,7 +143,8 @@ def framed_picture(cfg: Config) -> bytes:
     Why drawn here and fed through appsrc: the pixels are exact by construction, it needs no
     compositor of two live sources (whose start-up frames depend on timing), and videobox can
     only fill with a few fixed colours."""
-    assert cfg.colour is not None and cfg.border is not None
+    assert cfg.colour is not None
+    assert cfg.border is not None
     edge = border_width(cfg.height)
     inside, frame = bytes(cfg.colour), bytes(cfg.border)
     full_row = frame * cfg.width

@@ -43,7 +43,8 @@ class DeploymentKind:
         return [f"Host/{_host_of(record)}"]
 
     def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
-        assert isinstance(resource, Deployment) and ctx.spec_set is not None
+        assert isinstance(resource, Deployment)
+        assert ctx.spec_set is not None
         services = ctx.services
         rp = ResourcePlan(f"Deployment/{resource.metadata.name}", resource.metadata.name)
         host_name = resource.spec.host

@@ -117,7 +117,8 @@ class ExperimentKind:
     # --- plan ------------------------------------------------------------------------------
 
     def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
-        assert isinstance(resource, Experiment) and ctx.spec_set is not None
+        assert isinstance(resource, Experiment)
+        assert ctx.spec_set is not None
         key = f"Experiment/{resource.metadata.name}"
         rp = ResourcePlan(key, resource.metadata.name)
         record = ctx.services.store.load(key)

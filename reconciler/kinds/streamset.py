@@ -57,7 +57,8 @@ class StreamSetKind:
         return [f"Deployment/{deployment}"] if deployment else []
 
     def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
-        assert isinstance(resource, StreamSet) and ctx.spec_set is not None
+        assert isinstance(resource, StreamSet)
+        assert ctx.spec_set is not None
         dependency = f"Deployment/{resource.spec.deployment}"
         waiting = (f"after {dependency} is Ready" if dependency in ctx.pending
                    else deployment_ready(ctx, resource, ctx.spec_set))

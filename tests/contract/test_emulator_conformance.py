@@ -60,7 +60,8 @@ def _drive_streams_and_captions(http: httpx.Client) -> None:
                 "sensor_name": "cam two", "username": "u", "password": "p"}]
     assert http.post("/v1/streams/add", json={"streams": entries}).status_code == 200
     duplicate = http.post("/v1/streams/add", json={"streams": entries[:1]})
-    assert duplicate.status_code == 200 and duplicate.json()["errors"][0]["status_code"] == 409
+    assert duplicate.status_code == 200
+    assert duplicate.json()["errors"][0]["status_code"] == 409
     for bad in ({"streams": [{**entries[0], "place_lat": "48.1"}]},
                 {"streams": [{**entries[0], "place_floor": 2}]},
                 {"streams": [{"liveStreamUrl": DEAD_URL}]},
@@ -116,7 +117,8 @@ def _drive_streams_and_captions(http: httpx.Client) -> None:
     batch = http.request("DELETE", "/v1/streams/delete-batch",
                          json={"stream_ids": [second, _new()], "blocking": True,
                                "drain_timeout_seconds": 0})
-    assert batch.status_code == 200 and batch.json()["deleted"] == [second]
+    assert batch.status_code == 200
+    assert batch.json()["deleted"] == [second]
     for bad in ({"stream_ids": []}, {"stream_ids": ["nope"]}, {"stream_ids": [second], "x": 1}):
         assert http.request("DELETE", "/v1/streams/delete-batch", json=bad).status_code == 422
 
@@ -141,7 +143,8 @@ def _drive_files(http: httpx.Client) -> None:
     assert http.get("/v1/files").status_code == 422
     assert http.get(f"/v1/files/{file_id}").status_code == 200
     content = http.get(f"/v1/files/{file_id}/content")
-    assert content.status_code == 200 and content.content == PNG
+    assert content.status_code == 200
+    assert content.content == PNG
     assert http.get(f"/v1/files/{_new()}").status_code == 400
     assert http.get(f"/v1/files/{_new()}/content").status_code == 400
     assert http.get("/v1/files/nope").status_code == 422

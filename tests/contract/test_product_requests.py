@@ -49,7 +49,8 @@ def test_the_product_speaks_the_published_api(cli: Cli, emulator_image: str,
     # are gone; the emulator honours the difference).
     batches = [e["request_body"] for e in exchanges
                if (e["method"], e["path"]) == ("DELETE", "/v1/streams/delete-batch")]
-    assert batches and all(b.get("blocking") is True for b in batches), batches
+    assert batches, batches
+    assert all(b.get("blocking") is True for b in batches), batches
 
 
 def test_an_experiment_run_speaks_the_published_api(cli: Cli, emulator_image: str,

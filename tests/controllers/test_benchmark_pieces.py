@@ -78,17 +78,20 @@ def test_the_stand_in_lists_on_stderr_and_the_run_reads_it(tmp_path: Path) -> No
     done = subprocess.run([sys.executable, str(STANDIN), "--config",
                            str(tmp_path / "rtvi_vlm_bcd_config.yaml"), "--list-scenarios"],
                           capture_output=True, text=True, check=True)
-    assert done.stdout == "" and "Available test scenarios:" in done.stderr
+    assert done.stdout == ""
+    assert "Available test scenarios:" in done.stderr
     assert list_scenarios(spec(tmp_path)) == ({"a_1": "file_burst", "b_2": "max_live_streams"},
                                               "")
     (tmp_path / "rtvi_vlm_bcd_config.yaml").write_text(yaml.safe_dump({"test_scenarios": {}}))
     names, why = list_scenarios(spec(tmp_path))
-    assert names is None and why == ("--list-scenarios exited 1: Error loading configuration: "
-                                     "Missing 'global' section"), why
+    assert names is None, why
+    assert why == ("--list-scenarios exited 1: Error loading configuration: "
+                   "Missing 'global' section"), why
     missing = spec(tmp_path, harness={"argv": ["/nonexistent/harness"],
                                       "workdir": str(tmp_path), "config": "c.yaml"})
     names, why = list_scenarios(missing)
-    assert names is None and why.startswith("cannot run /nonexistent/harness"), why
+    assert names is None, why
+    assert why.startswith("cannot run /nonexistent/harness"), why
 
 
 def test_overrides_reach_the_harness_command_line_one_argv_item_per_level(
@@ -140,7 +143,8 @@ def test_the_harness_environment_holds_the_runs_service_and_the_specs_knobs_only
     assert env["RTVI_BACKEND"] == "http://127.0.0.1:18000/v1"
     assert env["RTVI_VLM_API_MODE"] == "chat_completions"
     assert env["RTVI_BENCHMARK_BLOCKING_STREAM_DELETE"] == "true"
-    assert "NGC_API_KEY" not in env and env["PATH"] == os.environ["PATH"]
+    assert "NGC_API_KEY" not in env
+    assert env["PATH"] == os.environ["PATH"]
 
 
 @pytest.mark.parametrize(("env", "message"), [
@@ -245,7 +249,8 @@ def test_a_recorded_process_is_ended_with_its_group_and_a_reused_pid_is_left_alo
     name = processes.name_of(proc)
     assert processes.alive(name) == proc.pid
     forged = f"pid:{proc.pid}:1"  # the same pid, another start time: not ours
-    assert processes.end(forged) is None and proc.poll() is None
+    assert processes.end(forged) is None
+    assert proc.poll() is None
     assert processes.end(name) is None
     proc.wait(timeout=10)
     assert processes.alive(name) is None
@@ -297,7 +302,8 @@ def test_a_harness_is_interrupted_once_so_it_cleans_up_before_it_is_ended(
               "time.sleep(300)\n")
     proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True,
                             stdout=subprocess.PIPE)
-    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"ready\n"
     assert processes.end(processes.name_of(proc), interrupt_s=10) is None
     assert proc.wait(timeout=10) == 0  # it left on SIGINT, not on SIGTERM (exit 3)
     assert done.read_text() == "cleaned up"

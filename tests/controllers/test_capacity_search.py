@@ -77,9 +77,11 @@ def test_a_failed_initial_window_is_halved_under_child_run_ids_and_kept() -> Non
 def test_one_stream_unstable_is_inconclusive_with_every_attempt_kept() -> None:
     run, max_p95, asked = emulator(0)
     outcome = search(run, "cap-1", SearchSpec(4, 1, 64, max_p95))
-    assert outcome.highest_stable is None and not outcome.found
+    assert outcome.highest_stable is None
+    assert not outcome.found
     assert outcome.inconclusive.startswith("even 1 stream is unstable (")
-    assert [n for _, n in asked] == [4, 2, 1] and len(outcome.ledger) == 3
+    assert [n for _, n in asked] == [4, 2, 1]
+    assert len(outcome.ledger) == 3
 
 
 def test_an_inconclusive_window_stops_the_search_saying_why() -> None:
@@ -88,7 +90,8 @@ def test_an_inconclusive_window_stops_the_search_saying_why() -> None:
             return Window(n, Verdict.INCONCLUSIVE, None, "stream cam-3 failed", attempt)
         return Window(n, Verdict.STABLE, BASE_MS + PER_STREAM_MS * n, "", attempt)
     outcome = search(run, "cap-1", SearchSpec(4, 2, 64, 10_000.0))
-    assert outcome.inconclusive.endswith("streams: stream cam-3 failed") and not outcome.found
+    assert outcome.inconclusive.endswith("streams: stream cam-3 failed")
+    assert not outcome.found
     assert outcome.ledger[-1].verdict is Verdict.INCONCLUSIVE
     theirs = harness_search(run, "cap-1", SearchSpec(4, 2, 64, 10_000.0))
     assert theirs.inconclusive == "8 streams: stream cam-3 failed"

@@ -50,10 +50,12 @@ def test_the_wrapped_sample_is_what_the_spec_says() -> None:
     schemas = json.loads(SPEC.read_text())["components"]["schemas"]
     outer = schemas["VlmCaptionsCompletionResponse"]
     inner = schemas["VlmCaptionResponse"]
-    assert set(WRAPPED) <= set(outer["properties"]) and "choices" not in outer["properties"]
+    assert set(WRAPPED) <= set(outer["properties"])
+    assert "choices" not in outer["properties"]
     assert set(outer["required"]) <= set(WRAPPED)
     for item in WRAPPED["chunk_responses"]:  # type: ignore[attr-defined]
-        assert set(item) <= set(inner["properties"]) and set(inner["required"]) <= set(item)
+        assert set(item) <= set(inner["properties"])
+        assert set(inner["required"]) <= set(item)
 
 
 def test_chat_shaped_event() -> None:
@@ -74,7 +76,9 @@ def test_an_error_inside_a_200_is_kept(event: dict[str, object]) -> None:
                                    {"content": 5, "chunk_id": "4", "frame_count": True}])
 def test_malformed_events_never_raise(event: object) -> None:
     for chunk in chunks_of(event):
-        assert chunk.content == "" and chunk.chunk_id is None and chunk.frame_count is None
+        assert chunk.content == ""
+        assert chunk.chunk_id is None
+        assert chunk.frame_count is None
 
 
 def test_a_wrapped_events_end_timestamp_goes_with_its_chunks_and_gives_the_harness_latency(
@@ -112,4 +116,5 @@ def test_a_stamp_after_its_receipt_is_a_clock_disagreement_never_a_fast_service(
         "not measured: 1 of 2 answered chunk(s) were stamped after they were received")
     server = performance_report([UnitOutcome("a", 0, admitted=True, chunks=chunks)], 1,
                                 "processing_latency")
-    assert server["latencyNotMeasured"] is None and server["chunkLatencyMs"]["p95"] == 30.0
+    assert server["latencyNotMeasured"] is None
+    assert server["chunkLatencyMs"]["p95"] == 30.0

@@ -17,23 +17,27 @@ def test_the_window_waits_for_every_stream_to_show_a_frame_or_end() -> None:
     window.read("a", [NO_FRAME])
     window.read("a", [NO_FRAME, FRAMED])
     window.read("b", [FRAMED])
-    assert not window.opened and not window.closed()
+    assert not window.opened
+    assert not window.closed()
     window.ended("c")  # ended (refused, broken): it must not hold the window shut
-    assert window.opened and window.deadline == window.opened + 600
+    assert window.opened
+    assert window.deadline == window.opened + 600
     assert not window.closed()
 
 
 def test_without_a_freshness_wait_the_window_opens_at_the_start() -> None:
     window = _Window(2, window_s=0, fresh_s=0)
     window.start()
-    assert window.opened and window.closed()
+    assert window.opened
+    assert window.closed()
 
 
 def test_a_stream_with_no_frame_by_the_end_of_the_wait_is_measured_anyway() -> None:
     window = _Window(2, window_s=600, fresh_s=1e-9)
     window.start()
     window.read("a", [NO_FRAME])  # the wait is over: open, b is judged by its window
-    assert window.opened and "b" not in window.settled
+    assert window.opened
+    assert "b" not in window.settled
 
 
 def test_chunks_before_the_window_opened_are_warm_up() -> None:

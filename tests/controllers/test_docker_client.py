@@ -53,10 +53,13 @@ def test_port_the_image_does_not_expose_is_published_and_answers(
         holders = [h for h in view.published if h.container == request.name]
         assert [(h.address, h.port) for h in holders] == [("127.0.0.1", host_port)]
         seen = view.container(request.name)  # the list row says what an inspect says
-        assert seen is not None and seen.id == container_id and seen.running
+        assert seen is not None
+        assert seen.id == container_id
+        assert seen.running
         assert seen.labels["rtvi.reconciler/instance"] == instance
         image = view.image(f"rtvi-emulator@{emulator_image}")
-        assert image is not None and image.id == emulator_image
+        assert image is not None
+        assert image.id == emulator_image
 
         @retry(stop=stop_after_delay(ANSWER_TIMEOUT_S), wait=wait_fixed(0.2),
                retry=retry_if_exception_type(httpx.TransportError), reraise=True)

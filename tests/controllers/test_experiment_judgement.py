@@ -26,9 +26,11 @@ def test_an_answer_must_name_its_own_label_and_no_other_label_whole() -> None:
     assert isolation.judge_answer("The frame shows solid RED.", "red solid", labels) is None
     assert isolation.judge_answer("RED with a BLACK border.", "red border", labels) is None
     wrong = isolation.judge_answer("The frame shows solid BLUE.", "red solid", labels)
-    assert wrong is not None and "that is blue solid" in wrong
+    assert wrong is not None
+    assert "that is blue solid" in wrong
     mixed = isolation.judge_answer("solid red and solid blue", "red solid", labels)
-    assert mixed is not None and "also names blue solid" in mixed
+    assert mixed is not None
+    assert "also names blue solid" in mixed
     assert isolation.judge_answer("", "red solid", labels) == "empty answer"
 
 
@@ -40,7 +42,8 @@ def test_every_source_needs_its_answers_and_one_wrong_answer_fails_it() -> None:
     }
     verdicts = {v.source: v for v in isolation.judge(answers, LABELS, needed=3)}
     assert verdicts["red-solid"].passed
-    assert not verdicts["red-border"].passed and "that is red solid" in (
+    assert not verdicts["red-border"].passed
+    assert "that is red solid" in (
         verdicts["red-border"].problems[0])
     assert verdicts["blue-solid"].problems == ["missing answers: 2 of 3 arrived"]
     assert "red-border (red border)" in isolation.summary(list(verdicts.values()))
@@ -79,8 +82,10 @@ def test_the_ledger_counts_what_a_200_hides() -> None:
     assert any("dropped chunks: 1" in f for f in gap.failures())
     assert empty.failures() == ["empty answer (1x)"]
     report = performance_report([good, gap], active=2, source="processing_latency")
-    assert report["chunkLatencyMs"]["p50"] == 10.0 and report["droppedChunks"] == 1
-    assert report["latencyMissing"] == 2 and report["latencyNotMeasured"] is None
+    assert report["chunkLatencyMs"]["p50"] == 10.0
+    assert report["droppedChunks"] == 1
+    assert report["latencyMissing"] == 2
+    assert report["latencyNotMeasured"] is None
 
 
 def test_what_cannot_be_judged_is_failed_work_never_a_silent_pass() -> None:
@@ -147,7 +152,8 @@ def test_a_run_over_its_budget_is_stopped_and_says_why() -> None:
     assert board.start("slow-1", work, budget_s=0.2, on_overrun=lambda: said.append("over") is None,
                        on_end=woken.set)
     assert not board.start("slow-1", work)  # one run per run ID at a time
-    assert ended.wait(10) and said == ["over"]
+    assert ended.wait(10)
+    assert said == ["over"]
     assert woken.wait(10)  # its end wakes the Experiment's next pass
     board.close()
 
@@ -186,16 +192,19 @@ def test_gpu_memory_is_measured_where_it_can_be_and_never_passed_where_not() -> 
     def broken() -> dict[str, int]:
         raise TemporaryError("nvidia-smi exited 9")
     unread = gpumemory.measure(broken, ["GPU-a"])
-    assert unread.mib is None and "nvidia-smi exited 9" in unread.why_not
+    assert unread.mib is None
+    assert "nvidia-smi exited 9" in unread.why_not
     # Unmeasurable after cleanup is a problem, not a pass.
     baseline = gpumemory.GpuMemory({"GPU-a": 100})
     _, problems = gpumemory.back_to_baseline(broken, ["GPU-a"], baseline, 0.0,
                                              threading.Event())
-    assert problems and "not measured" in problems[0]
+    assert problems
+    assert "not measured" in problems[0]
     readings = iter([{"GPU-a": 9000}, {"GPU-a": 300}])
     now, problems = gpumemory.back_to_baseline(lambda: next(readings), ["GPU-a"], baseline, 5.0,
                                                threading.Event())
-    assert problems == [] and now.mib == {"GPU-a": 300}
+    assert problems == []
+    assert now.mib == {"GPU-a": 300}
     _, held = gpumemory.back_to_baseline(lambda: {"GPU-a": 9000}, ["GPU-a"], baseline, 0.0,
                                          threading.Event())
     assert held == ["GPU GPU-a: 9000 MiB in use, 8900 MiB above its baseline of 100 MiB (512 "

@@ -39,7 +39,8 @@ def test_unquantized_precision_is_dtype_and_graphs_mean_cuda_graph_mode() -> Non
     update_facts(facts, VLLM_CONFIG_LINE.replace("quantization=fp8", "quantization=None")
                  .replace("enforce_eager=True", "enforce_eager=False"))
     update_facts(facts, "INFO Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%")
-    assert facts["precision"] == "torch.bfloat16" and facts["mode"] == "cuda-graph"
+    assert facts["precision"] == "torch.bfloat16"
+    assert facts["mode"] == "cuda-graph"
 
 
 def test_scheduler_limits_memory_caches_and_workers_are_read_as_the_runtime_says_them(
@@ -70,7 +71,9 @@ def test_fatal_markers() -> None:
 
 def test_parse_nvidia_smi_gpu_and_apps() -> None:
     [gpu] = parse_gpu_csv(H200_GPUS)
-    assert gpu.name == "NVIDIA H200" and gpu.capability == (9, 0) and gpu.index == 0
+    assert gpu.name == "NVIDIA H200"
+    assert gpu.capability == (9, 0)
+    assert gpu.index == 0
     assert gpu.uuid == "GPU-a6b00091-c0f9-9e3b-fb2e-50c934e98f07"
     assert gpu.memory_total_mib == 143771
     assert parse_apps_csv(H200_APPS) == {gpu.uuid: 1542}
@@ -106,7 +109,8 @@ def test_index_and_uuid_naming_one_gpu_are_double_booking() -> None:
     b_text = (HEADER.replace("name: vlm", "name: other") + body(extra="  gpus: [GPU-0]\n"))
     b = parse_text(b_text).deployments[0]
     found = check_gpu_exclusivity([a, b], _facts("9.0"))
-    assert len(found) == 1 and "already claimed by Deployment vlm" in found[0][1].message
+    assert len(found) == 1
+    assert "already claimed by Deployment vlm" in found[0][1].message
 
 
 def test_gpu_held_by_a_deployment_applied_in_an_earlier_run(tmp_path: Path) -> None:
@@ -124,7 +128,8 @@ def test_gpu_held_by_a_deployment_applied_in_an_earlier_run(tmp_path: Path) -> N
     store.update("Deployment/old", "Deployment", "old", deployed)
     new_set = parse_text(HEADER + body(extra="  gpus: [1]\n"))
     [finding] = gpus_held_by_others(new_set.deployments[0], new_set, store, _facts("9.0", "9.0"))
-    assert finding.path == ("spec", "gpus", 0) and "rule 10" in finding.rule
+    assert finding.path == ("spec", "gpus", 0)
+    assert "rule 10" in finding.rule
     assert "held by Deployment/old (from old.yaml)" in finding.message
 
     # Applying both together is the in-set check's business; another GPU is free.

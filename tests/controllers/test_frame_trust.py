@@ -106,7 +106,8 @@ def test_a_pass_that_changes_sources_says_so_while_it_registers_and_proves_them(
     record = store.load(RESOURCE)
     assert record is not None
     progressing = record.condition("Progressing")
-    assert progressing is not None and progressing.status == "True"
+    assert progressing is not None
+    assert progressing.status == "True"
     assert progressing.message == "applying 3 change(s): register 2, remove 1"
     # Frames are then proved; nothing answers on port 1, so the pass ends degraded, but while
     # it waited the record said how far it had got.
@@ -116,7 +117,8 @@ def test_a_pass_that_changes_sources_says_so_while_it_registers_and_proves_them(
     record = store.load(RESOURCE)
     assert record is not None
     progressing = record.condition("Progressing")
-    assert progressing is not None and progressing.reason == "ProvingFrames"
+    assert progressing is not None
+    assert progressing.reason == "ProvingFrames"
     assert progressing.message == "proving frames: 0 of 4 source(s) fresh so far"
 
 
@@ -126,4 +128,5 @@ def test_a_pass_with_nothing_to_change_writes_no_progress(store: Store) -> None:
                               lambda *_: None, ClientPool())
     ctl._record_desired(desired, StreamPlan(RESOURCE))
     record = store.load(RESOURCE)
-    assert record is not None and record.condition("Progressing") is None
+    assert record is not None
+    assert record.condition("Progressing") is None

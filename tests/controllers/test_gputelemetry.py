@@ -44,14 +44,16 @@ def test_idle_h200_parses_and_nvml_agrees_with_nvidia_smi() -> None:
     smi = parse_smi((DATA / "nvidia-smi-telemetry.csv").read_text())
     assert smi == (GpuReading(0, UUID, 0, H200_TOTAL_MIB, 0.0),)
     nvml = _snapshot(json.loads((DATA / "nvml-snapshot.json").read_text()))
-    assert nvml.source == "nvml" and nvml.gpus == smi
+    assert nvml.source == "nvml"
+    assert nvml.gpus == smi
 
 
 def test_nvml_memory_version_2_is_the_one_that_matches_nvidia_smi() -> None:
     """Why ``_memory`` asks for version 2: version 1 counts the driver's reservation as used."""
     v1, v2 = (DATA / "nvml-memory-v1-v2.txt").read_text().splitlines()
     assert "used: 644939776 B" in v1  # 615 MiB "used" on an idle GPU
-    assert "reserved: 644939776 B" in v2 and "used: 0 B" in v2
+    assert "reserved: 644939776 B" in v2
+    assert "used: 0 B" in v2
 
 
 def test_the_window_under_load_and_the_cleanup_proof() -> None:
@@ -62,9 +64,11 @@ def test_the_window_under_load_and_the_cleanup_proof() -> None:
     busy = window[UUID]
     before = _snapshot(record["before"]).by_uuid()[UUID]
     after = _snapshot(record["after"]).by_uuid()[UUID]
-    assert busy.samples == len(during) == 20 and record["failures"] == []
+    assert busy.samples == len(during) == 20
+    assert record["failures"] == []
     assert busy.memory_mean_mib > before.memory_used_mib + 8 * 1024  # the 8 GiB it held
-    assert busy.utilization_mean_pct is not None and busy.utilization_mean_pct > 50
+    assert busy.utilization_mean_pct is not None
+    assert busy.utilization_mean_pct > 50
     assert after.memory_used_mib == before.memory_used_mib == 0  # back once the load exited
 
 
@@ -101,11 +105,13 @@ def test_utilisation_not_reported_is_none_not_zero() -> None:
 def test_a_line_that_is_not_a_gpu_row_is_an_error_not_a_gpu_less(text: str, said: str) -> None:
     with pytest.raises(TelemetryUnavailable) as caught:
         parse_smi(text)
-    assert said in str(caught.value) and str(caught.value).startswith("nvidia-smi: ")
+    assert said in str(caught.value)
+    assert str(caught.value).startswith("nvidia-smi: ")
 
 
 def test_no_gpus_and_blank_lines_are_an_empty_reading() -> None:
-    assert parse_smi("") == () and parse_smi("\n  \n") == ()
+    assert parse_smi("") == ()
+    assert parse_smi("\n  \n") == ()
 
 
 def test_a_window_mean_skips_unreported_utilisation_and_keeps_the_peak() -> None:
@@ -138,7 +144,8 @@ def smi_stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_nvidia_smi_is_asked_for_the_query_and_parsed(smi_stand_in: Path) -> None:
     snap = SmiTelemetry().read()
-    assert snap.source == "nvidia-smi" and snap.gpus == (GpuReading(0, UUID, 0, H200_TOTAL_MIB,
+    assert snap.source == "nvidia-smi"
+    assert snap.gpus == (GpuReading(0, UUID, 0, H200_TOTAL_MIB,
                                                                      0.0),)
 
 
@@ -161,7 +168,8 @@ def test_no_nvidia_smi_is_unavailable_not_zero(monkeypatch: pytest.MonkeyPatch,
 def test_nvml_answers_here_exactly_when_the_driver_library_is_present() -> None:
     reason = nvml_answers()
     if ctypes.util.find_library("nvidia-ml") is None:  # this machine and CI: no GPU driver
-        assert reason is not None and reason.startswith("NVML: ")
+        assert reason is not None
+        assert reason.startswith("NVML: ")
         with pytest.raises(TelemetryUnavailable):
             NvmlTelemetry().read()
     else:  # pragma: no cover - a GPU machine
@@ -184,7 +192,8 @@ def test_a_failed_read_is_a_reason_not_a_sample(smi_stand_in: Path) -> None:
     (smi_stand_in / "status").write_text("3")
     with Sampler(SmiTelemetry(), 0.05) as sampler:
         assert until(lambda: True if sampler.failures else None, timeout_s=20, pace=0.02)
-    assert sampler.snapshots == [] and sampler.window() == {}
+    assert sampler.snapshots == []
+    assert sampler.window() == {}
     assert sampler.failures[0] == "nvidia-smi on this machine exited 3: stand-in stderr"
 
 

@@ -21,9 +21,11 @@ def test_health_exit_code_and_pause_are_read_from_the_status_text() -> None:
         "unhealthy"
     assert container_from_row(_row("a", "running", "Up 2 hours")).health is None
     exited = container_from_row(_row("a", "exited", "Exited (137) 5 seconds ago"))
-    assert exited.exit_code == 137 and not exited.running
+    assert exited.exit_code == 137
+    assert not exited.running
     paused = container_from_row(_row("a", "paused", "Up 2 minutes (Paused)"))
-    assert paused.paused and paused.health is None
+    assert paused.paused
+    assert paused.health is None
 
 
 def test_ports_count_only_for_containers_that_hold_them_and_images_resolve() -> None:
@@ -34,7 +36,8 @@ def test_ports_count_only_for_containers_that_hold_them_and_images_resolve() -> 
          _row("udp", "running", "Up", [{"PublicPort": 5000, "Type": "udp"}])],
         [{"Id": "sha256:" + "a" * 64, "RepoTags": ["rtvi:1"], "RepoDigests": []}])
     assert sorted(h.container for h in view.published) == ["frozen", "up"]
-    assert view.container("gone") is not None and view.container("nope") is None
+    assert view.container("gone") is not None
+    assert view.container("nope") is None
     assert view.image("rtvi:1") is not None
     assert view.image("rtvi-emulator@sha256:" + "a" * 64) is not None  # built here: ID digest
     assert view.image("rtvi:2") is None

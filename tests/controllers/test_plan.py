@@ -56,7 +56,8 @@ def test_matching_running_container_needs_nothing() -> None:
 def test_foreign_container_is_a_conflict_without_actions() -> None:
     desired = _desired()
     result = plan(desired, _container(desired, labels={"app": "theirs"}), None, INSTANCE)
-    assert result.actions == [] and result.conflict is not None
+    assert result.actions == []
+    assert result.conflict is not None
     other_instance = dict(desired.labels, **{ownership.LABEL_INSTANCE: "other"})
     assert plan(desired, _container(desired, labels=other_instance), None,
                 INSTANCE).conflict is not None
@@ -68,7 +69,8 @@ def test_env_change_is_one_recreate_naming_the_field() -> None:
     record = ResourceStatus(resource="Deployment/vlm", kind="Deployment", name="vlm",
                             applied_spec=old.deployment.spec.model_dump(mode="json"))
     result = plan(new, _container(old), record, INSTANCE)
-    assert len(result.actions) == 1 and result.actions[0].verb == "recreate"
+    assert len(result.actions) == 1
+    assert result.actions[0].verb == "recreate"
     assert "env.X '1' → '2'" in result.actions[0].cause
 
 
@@ -84,8 +86,10 @@ def test_image_change_and_exit_are_causes() -> None:
 def test_paused_container_is_reported_not_replaced() -> None:
     desired = _desired()
     result = plan(desired, _container(desired, status="paused", image=IMAGE_B), None, INSTANCE)
-    assert result.actions == [] and result.conflict is None
-    assert result.paused is not None and "docker unpause rtvi-vlm" in result.paused
+    assert result.actions == []
+    assert result.conflict is None
+    assert result.paused is not None
+    assert "docker unpause rtvi-vlm" in result.paused
     assert "image changed" in result.paused  # what will happen once it is resumed
 
 

@@ -68,7 +68,9 @@ def test_create_names_the_container_and_why() -> None:
     desired = _desired()
     result = plan(desired, None, None, INSTANCE)
     assert _causes(result) == [("create", f"container {NAME}", "new Deployment")]
-    assert result.resource == RESOURCE and result.container is None and result.changes
+    assert result.resource == RESOURCE
+    assert result.container is None
+    assert result.changes
     assert str(result.actions[0]) == f"create container {NAME}: new Deployment"
 
 
@@ -90,14 +92,18 @@ def test_a_container_with_our_labels_is_adopted_without_a_record() -> None:
     desired = _desired()
     container = _container(desired.labels)
     result = plan(desired, container, None, INSTANCE)
-    assert result.actions == [] and result.conflict is None and result.paused is None
-    assert result.container is container and not result.changes
+    assert result.actions == []
+    assert result.conflict is None
+    assert result.paused is None
+    assert result.container is container
+    assert not result.changes
 
 
 def test_a_container_without_labels_is_a_conflict_word_for_word() -> None:
     desired = _desired()
     result = plan(desired, _container({"app": "theirs"}), _record(desired, NAME), INSTANCE)
-    assert result.actions == [] and result.paused is None
+    assert result.actions == []
+    assert result.paused is None
     assert result.conflict == (
         f"a container named {NAME} already exists and is not ours (no reconciler labels); it "
         "is left untouched — rename or remove it, or rename the Deployment")
@@ -113,7 +119,8 @@ def test_a_container_labelled_for_another_instance_or_resource_is_a_conflict(
     desired = _desired()
     labels = dict(desired.labels, **change)
     result = plan(desired, _container(labels, status="exited", image=IMAGE_B), None, INSTANCE)
-    assert result.actions == [] and result.conflict is not None
+    assert result.actions == []
+    assert result.conflict is not None
     assert f"not ours ({ownership.why_not_ours(labels, INSTANCE)})" in result.conflict
 
 
@@ -121,7 +128,8 @@ def test_a_container_of_another_state_directory_with_our_instance_name_is_named_
     desired = _desired()
     labels = dict(desired.labels, **{ownership.LABEL_OWNER: "0123456789abcdef" * 2})
     result = plan(desired, _container(labels), None, INSTANCE)
-    assert result.actions == [] and result.conflict == (
+    assert result.actions == []
+    assert result.conflict == (
         f"a container named {NAME} already exists and is not ours (created by another state "
         "directory with the same instance name, owner ID 01234567...); it is left untouched — "
         "rename or remove it, or rename the Deployment")
@@ -130,7 +138,8 @@ def test_a_container_of_another_state_directory_with_our_instance_name_is_named_
 def test_a_paused_foreign_container_is_a_conflict_not_a_pause() -> None:
     desired = _desired()
     result = plan(desired, _container({}, status="paused"), None, INSTANCE)
-    assert result.conflict is not None and result.paused is None
+    assert result.conflict is not None
+    assert result.paused is None
 
 
 # --- recreate causes ----------------------------------------------------------------------------
@@ -236,7 +245,8 @@ def test_every_cause_is_named_once_in_order() -> None:
 def test_paused_in_sync_container_is_reported_without_pending_changes() -> None:
     desired = _desired()
     result = plan(desired, _container(desired.labels, "paused"), None, INSTANCE)
-    assert result.actions == [] and result.conflict is None
+    assert result.actions == []
+    assert result.conflict is None
     assert result.paused == (f"container {NAME} is paused; resume it with `docker unpause "
                              f"{NAME}` (the reconciler does not unpause or replace a container "
                              "someone paused)")
@@ -246,7 +256,8 @@ def test_paused_changed_container_names_what_will_happen_but_not_its_state() -> 
     old, new = _desired("  env: {X: 1}\n"), _desired("  env: {X: 2}\n")
     result = plan(new, _container(old.labels, "paused", IMAGE_B), _record(old), INSTANCE)
     assert result.actions == []
-    assert result.paused is not None and result.paused.endswith(
+    assert result.paused is not None
+    assert result.paused.endswith(
         f"; once resumed it will be recreated: spec changed: env.X '1' → '2'; image changed "
         f"{IMAGE_B[:MAX_IMAGE_CHARS]}.. → {IMAGE_A[:MAX_IMAGE_CHARS]}..")
 

@@ -59,7 +59,9 @@ def test_each_bad_answer_mode_fails_the_smoke_gate_quoting_the_answer(tmp_path: 
                                                                       mode: str) -> None:
     with validation(tmp_path, mode) as (ctx, evidence):
         result, reason = PortValidationType().execute(ctx)
-    assert result == "FAIL" and reason.startswith("smoke: "), reason
+    assert result == "FAIL", reason
+    assert reason.startswith("smoke: "), reason
     smoke = evidence.gates()["smoke"]
-    assert not smoke.passed and "(answer: '" in smoke.reason, smoke.reason
+    assert not smoke.passed, smoke.reason
+    assert "(answer: '" in smoke.reason, smoke.reason
     assert not evidence.gates()["accuracy"].passed  # the labelled item fails alike

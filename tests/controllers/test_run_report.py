@@ -101,7 +101,8 @@ def test_a_canary_bundle_plots_its_one_level_and_a_bare_bundle_only_reports(
     assert report.write(evidence, "PASS", "")[0] == report.LATENCY_PNG
     text = evidence.path(report.REPORT).read_text()
     assert "4 live stream(s): p50 20 ms, p95 30 ms, p99 35 ms; dropped chunks 0." in text
-    assert "| completed | offered |" in text and "| 4 | 4 |" in text
+    assert "| completed | offered |" in text
+    assert "| 4 | 4 |" in text
     bare = Evidence.create(tmp_path / "evidence", "bare-1")  # interrupted before anything
     assert report.write(bare, "INCONCLUSIVE", "interrupted") == [report.REPORT]
     assert "## Plots" not in bare.path(report.REPORT).read_text()
@@ -152,7 +153,8 @@ def test_each_type_writes_its_own_section_found_through_the_registry(
     toy.write_json("evidence/performance.json", {"chunkLatencyMs": {"p95": 30}})
     assert report.write(toy, "PASS", "") == [report.REPORT]
     text = toy.path(report.REPORT).read_text()
-    assert "## Toy\n\nmeasured 3 widgets" in text and "## Performance" not in text
+    assert "## Toy\n\nmeasured 3 widgets" in text
+    assert "## Performance" not in text
     broken = Evidence.create(tmp_path / "evidence", "broken-1")
     broken.write_json("manifest.json", {"spec": {"type": "broken"}})
     assert report.write(broken, "FAIL", "") == [report.REPORT]  # the run's end goes on

@@ -53,18 +53,22 @@ class Replay:
 def test_a_readable_source_gives_start_window_and_end() -> None:
     source = Replay()
     run = RunTelemetry.preflight(source, TelemetrySpec(intervalSeconds=0.1))
-    assert run.start is not None and run.required_missing() is None
+    assert run.start is not None
+    assert run.required_missing() is None
     with run.sampling(threading.Event()):
         assert until(lambda: True if run.sampler and len(run.sampler.snapshots) >= 3 else None,
                      timeout_s=20, pace=0.02)
     run.finish()
     said = run.evidence()
-    assert said["source"] == "nvml" and said["required"] is False
+    assert said["source"] == "nvml"
+    assert said["required"] is False
     assert said["start"]["gpus"][UUID] == {"index": 0, "memoryUsedMiB": 0,
                                            "memoryTotalMiB": 143771, "utilizationPct": 0.0}
     window = said["window"][UUID]
-    assert window["samples"] >= 3 and window["memory_max_mib"] > 9000
-    assert window["utilization_mean_pct"] is not None and said["failures"] == []
+    assert window["samples"] >= 3
+    assert window["memory_max_mib"] > 9000
+    assert window["utilization_mean_pct"] is not None
+    assert said["failures"] == []
     assert said["end"]["gpus"][UUID]["memoryUsedMiB"] >= 0
     readings = said["series"]["readings"]
     assert said["series"]["fields"] == ["memoryUsedMiB", "utilizationPct"]
@@ -111,7 +115,8 @@ def test_failures_during_the_window_and_after_cleanup_are_reasons() -> None:
 def test_the_memory_baseline_is_preflights_reading_not_another() -> None:
     source = Replay()
     run = RunTelemetry.preflight(source, TelemetrySpec())
-    assert run.memory_at_start() == {UUID: 0} and source.calls == 1
+    assert run.memory_at_start() == {UUID: 0}
+    assert source.calls == 1
     assert gpumemory.measure(run.memory_at_start, [UUID]).mib == {UUID: 0}
     unread = RunTelemetry.preflight(Replay(fail_after=0), TelemetrySpec())
     assert gpumemory.measure(unread.memory_at_start, [UUID]).why_not == (
@@ -153,9 +158,11 @@ def test_the_host_session_picks_the_source(tmp_path: Path) -> None:
     assert host is not None
     session = HostSession(host, tmp_path)
     exporter = session.telemetry("http://127.0.0.1:9400/metrics")
-    assert isinstance(exporter, DcgmTelemetry) and exporter.url == "http://127.0.0.1:9400/metrics"
+    assert isinstance(exporter, DcgmTelemetry)
+    assert exporter.url == "http://127.0.0.1:9400/metrics"
     local = session.telemetry()
     if ctypes.util.find_library("nvidia-ml") is None:  # no GPU driver here: nvidia-smi
-        assert isinstance(local, SmiTelemetry) and local.where == "Host local"
+        assert isinstance(local, SmiTelemetry)
+        assert local.where == "Host local"
     else:  # pragma: no cover - a GPU machine
         assert local.name in ("nvml", "nvidia-smi")

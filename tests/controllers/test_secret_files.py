@@ -50,7 +50,8 @@ def test_unusable_content_is_refused_without_quoting_it(tmp_path: Path, content:
     with pytest.raises(SecretRefused) as info:
         resolve(_ref(path), redactor=Redactor())
     message = str(info.value)
-    assert message.startswith("secret HF_TOKEN:") and expected in message
+    assert message.startswith("secret HF_TOKEN:")
+    assert expected in message
     assert "canary" not in message
 
 
@@ -65,7 +66,8 @@ def test_control_characters_from_the_environment_are_refused() -> None:
     ref = SecretRef(name="NGC_API_KEY", fromEnv="MY_KEY")
     with pytest.raises(SecretRefused) as info:
         resolve(ref, environ={"MY_KEY": "esc-canary\x1b[2J"}, redactor=Redactor())
-    assert "environment variable MY_KEY" in str(info.value) and "U+001B" in str(info.value)
+    assert "environment variable MY_KEY" in str(info.value)
+    assert "U+001B" in str(info.value)
     assert "canary" not in str(info.value)
 
 

@@ -47,14 +47,16 @@ def test_unknown_or_mistyped_keys_are_dropped_and_the_rest_kept() -> None:
     st = _record(facts={"host": "edge", "containerId": 5, "retiredKey": "x",
                         "readySince": "2026-12-01T00:00:00Z"})
     known = DeploymentStatusFacts.of(st)
-    assert known.host == "edge" and known.ready_since == "2026-12-01T00:00:00Z"
+    assert known.host == "edge"
+    assert known.ready_since == "2026-12-01T00:00:00Z"
     assert known.container_id is None
 
 
 @pytest.mark.parametrize("raw", [[1, 2], "text", None, {"sources": "nope"}])
 def test_facts_that_are_not_an_object_read_as_none_known(raw: object) -> None:
     known = StreamSetStatusFacts.of(_record("StreamSet", raw))
-    assert known.sources == {} and known.deployment is None
+    assert known.sources == {}
+    assert known.deployment is None
 
 
 def test_one_bad_source_loses_only_its_bad_fact() -> None:
@@ -63,8 +65,10 @@ def test_one_bad_source_loses_only_its_bad_fact() -> None:
         "cam2": {"hash": "h2", "registered": True},
         "cam3": ["garbage"]}})
     known = StreamSetStatusFacts.of(st)
-    assert known.deployment == "vlm" and known.max_frame_age_seconds == 15
-    assert known.sources["cam1"].hash == "h1" and known.sources["cam1"].registered is None
+    assert known.deployment == "vlm"
+    assert known.max_frame_age_seconds == 15
+    assert known.sources["cam1"].hash == "h1"
+    assert known.sources["cam1"].registered is None
     assert known.sources["cam1"].last_frame_at == "t"
     assert known.sources["cam2"].registered is True
     assert known.sources["cam3"] == SourceFacts()
@@ -87,5 +91,7 @@ def test_merging_source_facts_keeps_what_the_new_ones_do_not_say() -> None:
     old = SourceFacts(origin="rtsp://127.0.0.1:1/a", hash="h", last_caption="old")
     new = SourceFacts(frames_fresh=True, last_caption=None)
     merged = old.merged(new)
-    assert merged.origin == "rtsp://127.0.0.1:1/a" and merged.hash == "h"
-    assert merged.frames_fresh is True and merged.last_caption is None
+    assert merged.origin == "rtsp://127.0.0.1:1/a"
+    assert merged.hash == "h"
+    assert merged.frames_fresh is True
+    assert merged.last_caption is None

@@ -106,7 +106,8 @@ def test_the_drain_timeout_sent_is_cut_to_the_time_left(rtvi: InprocRtvi) -> Non
     ids = _add(rtvi, 2)
     assert _delete(rtvi, ids[:1], within_s=3.0, drain=600) == []
     drain = _deletes(rtvi)[0]["drain_timeout_seconds"]
-    assert isinstance(drain, int) and 1 <= drain <= 3
+    assert isinstance(drain, int)
+    assert 1 <= drain <= 3
     assert _delete(rtvi, ids[1:], within_s=0.5, drain=600) == []
     assert _deletes(rtvi)[1]["drain_timeout_seconds"] == 0  # under a second left: none
 
@@ -283,7 +284,8 @@ def test_an_unreachable_service_keeps_everything_and_names_each_stream(tmp_path:
     teardown, _ = _teardown(store)
     left = teardown.sources(RESOURCE, ["a"], f"http://127.0.0.1:{free_port()}", 5, 2)
     assert len(left) == 2
-    assert left[0].startswith(f"a: RTVI stream {a} not deleted (") and "127.0.0.1" in left[0]
+    assert left[0].startswith(f"a: RTVI stream {a} not deleted (")
+    assert "127.0.0.1" in left[0]
     assert left[1] == "a: sensor kept: its RTVI stream is still registered"
     assert _inventory(store) == [(KIND_SENSOR, "a"), (KIND_STREAM, "a")]
     assert _facts(store) == ["a"]
@@ -361,7 +363,8 @@ def test_a_sensor_whose_vst_cannot_be_reached_stays_on_record(rtvi: InprocRtvi,
             ids={KIND_SENSOR: None})
     teardown, _ = _teardown(store, vst=VstClient)
     left = teardown.sources(RESOURCE, ["a"], rtvi.url, 5, 30)
-    assert len(left) == 1 and left[0].startswith(f"a: VST sensor (pending) not deleted (VST at "
+    assert len(left) == 1
+    assert left[0].startswith(f"a: VST sensor (pending) not deleted (VST at "
                                                  f"{gone}")
     assert _inventory(store) == [(KIND_SENSOR, "a")]
     assert _facts(store) == ["a"]

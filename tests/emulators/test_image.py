@@ -158,7 +158,8 @@ def test_image_holds_only_python_stdlib_busybox_and_the_emulator(
     lines = output.splitlines()
     assert lines[0] == "(3, 11)"
     assert sorted(lines[1:3]) == ["__init__.py", "rtvi"]
-    assert "No such file" in lines[3] and "No such file" in lines[4]
+    assert "No such file" in lines[3]
+    assert "No such file" in lines[4]
     assert lines[5:] == ["usr/lib usr/lib64 usr/bin"]
 
 

@@ -105,7 +105,8 @@ def test_chat_about_a_stream_echo_and_sse(
             events = list(rc.sse_events(streamed))
         assert events[-1] == "[DONE]"
         first = events[0]
-        assert isinstance(first, dict) and first["object"] == "chat.completion.chunk"
+        assert isinstance(first, dict)
+        assert first["object"] == "chat.completion.chunk"
         strict = http.post("/v1/chat/completions", json={**_chat(None), "bogus": True})
         assert strict.status_code == 422
         missing = http.post("/v1/chat/completions", json=_chat(rc.new_id()))
@@ -123,4 +124,5 @@ def test_chat_about_a_stream_echo_and_sse(
             for line in metrics.splitlines()
             if line.startswith("rtvi_emulator_decoded_frames_total ")
         ]
-        assert decoded and float(decoded[0].split()[1]) >= 1
+        assert decoded
+        assert float(decoded[0].split()[1]) >= 1

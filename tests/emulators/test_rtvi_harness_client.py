@@ -50,7 +50,8 @@ def test_a_stream_deleted_while_captioned_ends_its_caption_stream_and_is_gone(
         assert response.status_code == 200
         events = rc.sse_events(response)
         first = next(events)
-        assert isinstance(first, dict) and first["chunk_responses"]
+        assert isinstance(first, dict)
+        assert first["chunk_responses"]
         with rc.client(emulator) as other:  # as single_live_stream does: captions still open
             deleted = other.delete(f"/v1/streams/delete/{stream_id}")
             assert deleted.status_code == 200, deleted.text
@@ -58,9 +59,11 @@ def test_a_stream_deleted_while_captioned_ends_its_caption_stream_and_is_gone(
         tail = list(events)
     assert tail[-1] == "[DONE]", tail
     usage = [e for e in tail if isinstance(e, dict) and "usage" in e]
-    assert len(usage) == 1 and usage[0]["chunk_responses"] == []
+    assert len(usage) == 1
+    assert usage[0]["chunk_responses"] == []
     info = usage[0]["media_info"]  # never a timestamp one: the harness reads end_timestamp
-    assert isinstance(info, dict) and info["type"] == "offset", info  # from every such one
+    assert isinstance(info, dict), info
+    assert info["type"] == "offset", info  # from every such one
     with rc.client(emulator) as http:
         assert http.get("/emulator/state").json()["caption_requests"] == []
 
@@ -111,7 +114,8 @@ def test_latency_from_end_timestamp_includes_a_delay_between_source_and_service(
             [chunk] = event["chunk_responses"]  # type: ignore[misc]
             if chunk["frame_count"]:
                 info = event["media_info"]
-                assert isinstance(info, dict) and info["type"] == "timestamp"
+                assert isinstance(info, dict)
+                assert info["type"] == "timestamp"
                 samples.append((received - _unix(info["end_timestamp"]),
                                 float(chunk["chunk_latency_ms"])))
             if len(samples) >= 3:

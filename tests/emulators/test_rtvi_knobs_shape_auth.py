@@ -39,7 +39,8 @@ def test_flat_and_wrapped_shapes(start_emulator: StartEmulator, rtsp_source: Rts
         assert chunk["content"] == "The frame shows solid RED."
         # media_info stamps the chunk's first and last frames, inside its window
         info = wrapped["media_info"]
-        assert isinstance(info, dict) and info["type"] == "timestamp"
+        assert isinstance(info, dict)
+        assert info["type"] == "timestamp"
         assert _ms(chunk["start_time"]) - 50 <= _ms(info["start_timestamp"]) <= _ms(
             info["end_timestamp"]) <= _ms(chunk["end_time"]) + 50, (info, chunk)
         whole = http.post("/v1/generate_captions", json={**body, "stream": False}).json()
@@ -49,8 +50,10 @@ def test_flat_and_wrapped_shapes(start_emulator: StartEmulator, rtsp_source: Rts
         assert http.post("/emulator/knobs", json={"caption_shape": "flat"}).json()[
             "caption_shape"] == "flat"
         [flat] = rc.first_events(http, body, 1)
-        assert "chunk_responses" not in flat and "id" not in flat
-        assert flat["content"] == "The frame shows solid RED." and flat["chunk_id"] == 0
+        assert "chunk_responses" not in flat
+        assert "id" not in flat
+        assert flat["content"] == "The frame shows solid RED."
+        assert flat["chunk_id"] == 0
         single = http.post("/v1/generate_captions", json={**body, "stream": False}).json()
         assert single["content"] == "The frame shows solid RED."
         refused = http.post("/emulator/knobs", json={"caption_shape": "nested"})
@@ -112,5 +115,7 @@ def test_record_redacts_credentials(start_emulator: StartEmulator, tmp_path: Pat
     sent = exchange["request_body"]["streams"][0]
     assert sent["password"] == "redacted"
     assert sent["liveStreamUrl"] == "rtsp://redacted@127.0.0.1:9/x"
-    assert "hunter2" not in record.read_text() and "s3cret" not in record.read_text()
-    assert exchange["status"] == 200 and exchange["response_body"]["errors"] == []
+    assert "hunter2" not in record.read_text()
+    assert "s3cret" not in record.read_text()
+    assert exchange["status"] == 200
+    assert exchange["response_body"]["errors"] == []

@@ -62,7 +62,8 @@ def test_two_streams_caption_their_own_colours_over_sse(
             events = rc.sse_events(response)
             for index, event in enumerate(events):
                 assert isinstance(event, dict)
-                assert "chunk_responses" not in event and "choices" not in event  # flat
+                assert "chunk_responses" not in event
+                assert "choices" not in event
                 assert event["chunk_id"] == index // 2
                 if event["frame_count"]:
                     seen.setdefault(order[index % 2], event)
@@ -80,7 +81,8 @@ def test_two_streams_caption_their_own_colours_over_sse(
             tail = list(events)
         assert tail[-1] == "[DONE]"
         usage = [e for e in tail if isinstance(e, dict) and "usage" in e]
-        assert usage and usage[-1]["usage"]["total_tokens"] > 0  # type: ignore[index]
+        assert usage
+        assert usage[-1]["usage"]["total_tokens"] > 0
         assert seen[red]["content"] == "The frame shows solid RED."
         assert seen[framed]["content"] == "The frame shows BLUE with a YELLOW border."
         for event in seen.values():
@@ -137,7 +139,8 @@ def test_duplicates_partial_success_and_validation(
         partial = rc.add(http, rc.entry(url, first), rc.entry(url, second), rc.entry(url))
         assert partial.status_code == 200
         results = [r["id"] for r in partial.json()["results"]]
-        assert results[0] == second and len(results) == 2  # the third got a generated UUID
+        assert results[0] == second
+        assert len(results) == 2
         [error] = partial.json()["errors"]
         assert (error["id"], error["error_code"], error["status_code"]) == (
             first,
@@ -150,7 +153,8 @@ def test_duplicates_partial_success_and_validation(
         assert only_dup.json()["errors"][0]["error_code"] == "DuplicateStreamId"
         assert rc.listed_ids(http) == {first, *results}
         info = {i["id"]: i for i in http.get("/v1/streams/get-stream-info").json()}[first]
-        assert info["liveStreamUrl"] == url and info["description"] == "test stream"
+        assert info["liveStreamUrl"] == url
+        assert info["description"] == "test stream"
         assert {"chunk_duration", "chunk_overlap_duration"} <= set(info)
         bad_bodies = [
             {"streams": []},
@@ -193,7 +197,8 @@ def test_capacity_refuses_then_admits_after_knob_change(
         knobs = http.post("/emulator/knobs", json={"max_streams": 0})
         assert knobs.json()["max_streams"] == 0
         busy = http.post("/v1/generate_captions", json=rc.caption_body(one))
-        assert busy.status_code == 503 and busy.json()["code"] == "ServerBusy"
+        assert busy.status_code == 503
+        assert busy.json()["code"] == "ServerBusy"
         assert http.post("/emulator/knobs", json={"max_streams": 3}).status_code == 200
         admitted = rc.add(http, rc.entry(url, two), rc.entry(url, three))
         assert admitted.status_code == 200
@@ -401,7 +406,8 @@ def test_no_decode_knob_registers_without_opening_the_source(
         assert set(state) == set(ids[:2]) == rc.listed_ids(quiet)
         for stream in state.values():
             assert (stream["decoder_running"], stream["frame_count"]) == (False, 0)
-            assert stream["status"] == "active" and stream["liveStreamUrl"] == url
+            assert stream["status"] == "active"
+            assert stream["liveStreamUrl"] == url
         assert not _decoders(lazy)
         gone = quiet.request(
             "DELETE", "/v1/streams/delete-batch", json={"stream_ids": ids[:2], "blocking": True}

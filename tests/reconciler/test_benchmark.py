@@ -117,7 +117,8 @@ def apply(cli: Cli, tmp_path: Path, image: str, media: Path, run_id: str, config
     write(specs, template, bench(run_id, free_port(), config, **more))
     done = cli("apply", str(specs), "--timeout", "300", timeout=400)
     record = status_of(cli, RESOURCE)
-    assert record is not None and record["facts"]["runId"] == run_id, done.stdout + done.stderr
+    assert record is not None, done.stdout + done.stderr
+    assert record["facts"]["runId"] == run_id, done.stdout + done.stderr
     return done, record["facts"]
 
 
@@ -130,18 +131,22 @@ def test_a_misspelt_scenario_or_another_mode_fails_before_any_service_starts(
     config = harness_config(tmp_path, rtsp, media)
     done, facts = apply(cli, tmp_path, emulator_image, media, "bench-typo", config,
                         scenario="file_burts_1_token")
-    assert done.returncode == 1 and facts["result"] == "FAIL", facts
+    assert done.returncode == 1, facts
+    assert facts["result"] == "FAIL", facts
     gate = evidence(cli, "bench-typo", "gates/scenario.json")
-    assert not gate["passed"] and "file_burts_1_token is not in the config's scenarios: " \
-        "concurrent_live_streams_test, concurrent_quiet, file_burst_1_token, " \
-        "file_burst_other, max_live_streams_test, single_live_stream_test" in gate["reason"], gate
+    assert not gate["passed"], gate
+    assert ("file_burts_1_token is not in the config's scenarios: "
+            "concurrent_live_streams_test, concurrent_quiet, file_burst_1_token, "
+            "file_burst_other, max_live_streams_test, single_live_stream_test") in gate[
+        "reason"], gate
     done, facts = apply(cli, tmp_path, emulator_image, media, "bench-mode", config,
                         scenario="max_live_streams_test", mode="concurrent_live_streams")
     assert "max_live_streams_test is a max_live_streams scenario in the config, but the spec " \
         "says mode: concurrent_live_streams" in facts["reason"], facts
     for run_id in ("bench-typo", "bench-mode"):
         events = (cli.state_dir / "evidence" / run_id / "events.jsonl").read_text()
-        assert "ServiceReady" not in events and "HarnessStarted" not in events
+        assert "ServiceReady" not in events
+        assert "HarnessStarted" not in events
 
 
 def test_a_file_burst_is_accepted_from_the_harness_report_with_its_three_handles(
@@ -152,7 +157,8 @@ def test_a_file_burst_is_accepted_from_the_harness_report_with_its_three_handles
                              "VLLM_GPU_MEMORY_UTILIZATION": "0.85", "VLLM_MAX_NUM_SEQS": "64"},
                         concurrencyLevels=[1, 2, 4], smoke=True,
                         smokeClip=pinned(media / "clip.mp4"))
-    assert done.returncode == 0 and facts["result"] == "PASS", (facts, done.stdout)
+    assert done.returncode == 0, (facts, done.stdout)
+    assert facts["result"] == "PASS", (facts, done.stdout)
     assert set(facts["gates"]) == {"scenario", "service-environment", "smoke", "harness",
                                    "cleanup"}
     found = evidence(cli, "bench-ok", "evidence/benchmark.json")
@@ -168,8 +174,10 @@ def test_a_file_burst_is_accepted_from_the_harness_report_with_its_three_handles
     assert found["result"]["summary"]["overall_status"] == "PASS"
     burst = found["fileBurst"]
     assert [lv["concurrency"] for lv in burst["levels"]] == [1, 2, 4]  # the levels reached it
-    assert burst["lastClean"]["concurrency"] == 4 and burst["lastClean"]["p95Ms"] > 0
-    assert burst["firstFailure"] is None and found["staleLog"] == []
+    assert burst["lastClean"]["concurrency"] == 4
+    assert burst["lastClean"]["p95Ms"] > 0
+    assert burst["firstFailure"] is None
+    assert found["staleLog"] == []
     assert found["promptTokens"] > 0  # from the saved answers' chunk_responses
     # The runtime as the service reported it, not as the template asked: the template asks
     # VLM_MAX_MODEL_LEN 32768, the service resolves (and logs) 4096.
@@ -184,7 +192,8 @@ def test_a_file_burst_is_accepted_from_the_harness_report_with_its_three_handles
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "plots/latency-by-streams.png" in verified.stdout  # the burst's levels, plotted
     report = (cli.state_dir / "evidence" / "bench-ok" / "report.md").read_text()
-    assert "## Benchmark" in report and f"- LOG: `{handles['log']}`" in report, report
+    assert "## Benchmark" in report, report
+    assert f"- LOG: `{handles['log']}`" in report, report
 
 
 def test_a_smoke_request_that_hangs_stops_the_run_before_the_harness(
@@ -193,9 +202,11 @@ def test_a_smoke_request_that_hangs_stops_the_run_before_the_harness(
     done, facts = apply(cli, tmp_path, emulator_image, media, "bench-hang", config,
                         env={"RTVI_EMU_FILE_HANG_S": "8"}, smoke=True,
                         smokeClip=pinned(media / "clip.mp4"), smokeTimeoutSeconds=2)
-    assert done.returncode == 1 and facts["result"] == "FAIL", facts
+    assert done.returncode == 1, facts
+    assert facts["result"] == "FAIL", facts
     smoke = evidence(cli, "bench-hang", "gates/smoke.json")
-    assert not smoke["passed"] and "request failed or hung" in smoke["reason"], smoke
+    assert not smoke["passed"], smoke
+    assert "request failed or hung" in smoke["reason"], smoke
     assert "left" in smoke["reason"], smoke  # the file is still in use: named, not ignored
     events = (cli.state_dir / "evidence" / "bench-hang" / "events.jsonl").read_text()
     assert "HarnessStarted" not in events
@@ -206,7 +217,8 @@ def test_a_single_live_stream_deleted_with_its_captions_open_ends_clean(
     config = harness_config(tmp_path, rtsp, media)
     done, facts = apply(cli, tmp_path, emulator_image, media, "bench-single", config,
                         scenario="single_live_stream_test", mode="single_live_stream")
-    assert done.returncode == 0 and facts["result"] == "PASS", facts
+    assert done.returncode == 0, facts
+    assert facts["result"] == "PASS", facts
     found = evidence(cli, "bench-single", "evidence/benchmark.json")
     assert found["result"] is None  # the harness writes no JSON for this mode
     assert found["executionSummary"]["failed_test_cases"] == 0
@@ -227,13 +239,16 @@ def test_a_max_live_search_finds_capacity_and_cleans_up_under_overload(
                         env={"RTVI_EMU_MAX_STREAMS": "2",
                              "RTVI_EMU_LATENCY_PER_STREAM_MS": "600"},
                         scenario="max_live_streams_test", mode="max_live_streams")
-    assert done.returncode == 0 and facts["result"] == "PASS", facts
+    assert done.returncode == 0, facts
+    assert facts["result"] == "PASS", facts
     found = evidence(cli, "bench-max", "evidence/benchmark.json")
     [case] = found["maxLiveStreams"]
-    assert case["max_sustainable_streams"] == 2 and case["first_unstable_stream_count"] == 3
+    assert case["max_sustainable_streams"] == 2
+    assert case["first_unstable_stream_count"] == 3
     assert case["stream_add_failure"] is True  # the 503 was the boundary, not a bad source
     log = Path(found["handles"]["log"]).read_text()
-    assert "503 ServerBusy" in log and "cleanup failed" not in log, log[-3000:]
+    assert "503 ServerBusy" in log, log[-3000:]
+    assert "cleanup failed" not in log, log[-3000:]
     assert evidence(cli, "bench-max", "gates/cleanup.json")["passed"]
 
 
@@ -245,12 +260,15 @@ def test_a_partial_run_is_refused_with_the_harness_own_reason(
                         env={"RTVI_EMU_MAX_STREAMS": "2"},
                         scenario="concurrent_live_streams_test",
                         mode="concurrent_live_streams")
-    assert done.returncode == 1 and facts["result"] == "FAIL", facts
+    assert done.returncode == 1, facts
+    assert facts["result"] == "FAIL", facts
     found = evidence(cli, "bench-partial", "evidence/benchmark.json")
-    assert found["exitCode"] == 0 and found["result"]["summary"]["overall_status"] == "PARTIAL"
+    assert found["exitCode"] == 0
+    assert found["result"]["summary"]["overall_status"] == "PARTIAL"
     assert "summary.overall_status is 'PARTIAL'" in found["problems"]
     bound = [c for c in found["executionSummary"]["test_cases"] if not c["success"]]
-    assert bound and bound[0]["resource_bound"] is True, found["executionSummary"]
+    assert bound, found["executionSummary"]
+    assert bound[0]["resource_bound"] is True, found["executionSummary"]
     assert any("3streams: 503 ServerBusy" in p for p in found["problems"]), found["problems"]
 
 
@@ -259,9 +277,10 @@ def test_a_bcd_config_keeps_its_guard_and_its_refusal_is_quoted(
     config = harness_config(tmp_path, rtsp, media, name="rtvi_vlm_bcd_3_3_test_config.yaml")
     done, facts = apply(cli, tmp_path, emulator_image, media, "bench-bcd", config,
                         scenario="single_live_stream_test", mode="single_live_stream")
-    assert done.returncode == 1 and facts["result"] == "FAIL", facts
-    assert "exited 1" in facts["reason"] and "BCD live-source validation failed" in facts[
-        "reason"], facts
+    assert done.returncode == 1, facts
+    assert facts["result"] == "FAIL", facts
+    assert "exited 1" in facts["reason"], facts
+    assert "BCD live-source validation failed" in facts["reason"], facts
 
 
 def test_a_log_quiet_beyond_its_window_is_inspected_never_killed_and_never_pass(
@@ -270,12 +289,14 @@ def test_a_log_quiet_beyond_its_window_is_inspected_never_killed_and_never_pass(
     done, facts = apply(cli, tmp_path, emulator_image, media, "bench-quiet", config,
                         scenario="concurrent_quiet", mode="concurrent_live_streams",
                         logStaleSeconds=5)
-    assert done.returncode == 1 and facts["result"] == "INCONCLUSIVE", facts
+    assert done.returncode == 1, facts
+    assert facts["result"] == "INCONCLUSIVE", facts
     assert "beyond logStaleSeconds 5 (inspected, left to finish)" in facts["reason"], facts
     found = evidence(cli, "bench-quiet", "evidence/benchmark.json")
-    assert found["exitCode"] == 0 and found["result"]["summary"]["overall_status"] == "PASS"
-    assert found["staleLog"][0]["harnessRunning"] is True and found["staleLog"][0][
-        "serviceModel"], found["staleLog"]
+    assert found["exitCode"] == 0
+    assert found["result"]["summary"]["overall_status"] == "PASS"
+    assert found["staleLog"][0]["harnessRunning"] is True, found["staleLog"]
+    assert found["staleLog"][0]["serviceModel"], found["staleLog"]
 
 
 def test_evs_runs_are_checked_against_their_service_and_paired_by_scenario(
@@ -321,9 +342,11 @@ def test_evs_runs_are_checked_against_their_service_and_paired_by_scenario(
         "reason"], facts
     done, facts = apply(cli, tmp_path, emulator_image, media, "evs-1", config, evs=True,
                         pairWith="base-1", env=evs_on)
-    assert done.returncode == 0 and facts["result"] == "PASS", facts
+    assert done.returncode == 0, facts
+    assert facts["result"] == "PASS", facts
     pair = evidence(cli, "evs-1", "gates/evs-pairing.json")["evidence"]
-    assert pair["passed"] and pair["promptTokens"] < pair["otherPromptTokens"], pair
+    assert pair["passed"], pair
+    assert pair["promptTokens"] < pair["otherPromptTokens"], pair
     # Paired by scenario: a baseline of another scenario is no pair.
     done, facts = apply(cli, tmp_path, emulator_image, media, "evs-2", config, evs=True,
                         pairWith="base-1", env=evs_on, scenario="file_burst_other")
@@ -359,12 +382,14 @@ def test_a_capacity_search_handed_to_the_harness_reads_its_boundary(
     record = status_of(cli, RESOURCE)
     assert record is not None, done.stdout + done.stderr
     facts = record["facts"]
-    assert done.returncode == 0 and facts["result"] == "PASS", (facts, done.stdout)
+    assert done.returncode == 0, (facts, done.stdout)
+    assert facts["result"] == "PASS", (facts, done.stdout)
     assert set(facts["gates"]) == {"scenario", "harness", "capacity-boundary", "cleanup"}
     capacity = evidence(cli, "cap-harness", "evidence/capacity.json")
     assert capacity["searchedBy"] == "harness"
     assert (capacity["highestStable"], capacity["firstUnstable"]) == (2, 3)
-    assert capacity["windows"] and {w["streams"] for w in capacity["windows"]} == {1, 2}
+    assert capacity["windows"]
+    assert {w["streams"] for w in capacity["windows"]} == {1, 2}
     report = (cli.state_dir / "evidence" / "cap-harness" / "report.md").read_text()
     assert "Searched by the VSS harness (scenario max_live_streams_test)" in report, report
     verified = cli("evidence", "cap-harness", "--verify")

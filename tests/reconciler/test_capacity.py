@@ -73,12 +73,14 @@ def test_the_search_finds_the_emulators_capacity_with_its_ledger(
     done = cli("apply", str(specs), "--timeout", "600", timeout=700)
     assert done.returncode == 0, done.stdout + done.stderr
     record = status_of(cli, RESOURCE)
-    assert record is not None and record["facts"]["result"] == "PASS", record
+    assert record is not None, record
+    assert record["facts"]["result"] == "PASS", record
     assert f"PASS: run {run_id} (highest stable {k}, first unstable {k + 1}" in verdict(cli)
     found = evidence(cli, run_id, "evidence/capacity.json")
     assert (found["highestStable"], found["firstUnstable"]) == (k, k + 1), found
     ledger = found["ledger"]
-    assert ledger[0]["streams"] == initial and ledger[0]["attempt"] == run_id, ledger
+    assert ledger[0]["streams"] == initial, ledger
+    assert ledger[0]["attempt"] == run_id, ledger
     for window in ledger:
         assert window["verdict"] == ("stable" if window["streams"] <= k else "unstable"), window
         detail = evidence(cli, run_id, window["file"])
@@ -94,7 +96,8 @@ def test_the_search_finds_the_emulators_capacity_with_its_ledger(
     assert len([n for n in logs if "-w" in n]) == len(ledger), logs  # one service per window
     boundary = json.loads((cli.state_dir / "evidence" / run_id / "gates" /
                            "capacity-boundary.json").read_text())
-    assert boundary["passed"] and f"first unstable {k + 1}" in boundary["reason"], boundary
+    assert boundary["passed"], boundary
+    assert f"first unstable {k + 1}" in boundary["reason"], boundary
     assert not run_containers(docker_client, cli.instance, RESOURCE)
     verified = cli("evidence", run_id, "--verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
@@ -112,7 +115,8 @@ def test_one_stream_unstable_ends_inconclusive_keeping_every_attempt(
     assert done.returncode == 1, done.stdout + done.stderr
     assert "INCONCLUSIVE: run cap-none (search stopped: even 1 stream is unstable" in verdict(cli)
     found = evidence(cli, run_id, "evidence/capacity.json")
-    assert found["highestStable"] is None and not found["found"], found
+    assert found["highestStable"] is None, found
+    assert not found["found"], found
     assert [(w["attempt"], w["streams"], w["verdict"]) for w in found["ledger"]] == [
         (run_id, 2, "unstable"), (f"{run_id}.r1", 1, "unstable")]
     boundary = json.loads((cli.state_dir / "evidence" / run_id / "gates" /

@@ -52,13 +52,16 @@ def test_saved_spec_is_acted_on_within_a_second_and_drift_is_repaired(
         assert time.monotonic() - saved < 2.0  # quiet period (0.5 s) + debounce + create
         wait_for("Ready", lambda: is_ready(cli, "Deployment/vlm"), 30)
         status = status_of(cli, "Deployment/vlm")
-        assert status is not None and str(status["applied_revision"]).startswith("sha256:")
+        assert status is not None
+        assert str(status["applied_revision"]).startswith("sha256:")
         # Strict: what a kind records is exactly its facts model, nothing untyped.
         assert DeploymentStatusFacts.model_validate(status["facts"]).container_id
         host = status_of(cli, "Host/local")
-        assert host is not None and host["facts"]["reachable"] is True
+        assert host is not None
+        assert host["facts"]["reachable"] is True
         assert HostStatusFacts.model_validate(host["facts"]).engine_version
-        assert host["facts"]["gpus"] == "none" and host["facts"]["engineVersion"].startswith("20.")
+        assert host["facts"]["gpus"] == "none"
+        assert host["facts"]["engineVersion"].startswith("20.")
 
         # Remove the container by hand: repaired from the Docker event, not a resync.
         [first] = running_ids(docker_client, instance)
@@ -67,7 +70,8 @@ def test_saved_spec_is_acted_on_within_a_second_and_drift_is_repaired(
         new_ids = wait_for("the container to be recreated",
                            lambda: [i for i in running_ids(docker_client, instance)
                                     if i != first], 10)
-        assert time.monotonic() - removed < 5.0 and len(new_ids) == 1
+        assert time.monotonic() - removed < 5.0
+        assert len(new_ids) == 1
         wait_for("Ready again", lambda: is_ready(cli, "Deployment/vlm"), 30)
 
         # Deleting the spec file of the only Deployment is held (it prunes all we own) until
@@ -99,7 +103,8 @@ def test_invalid_revision_keeps_last_good_snapshot(
             cond = condition(status_of(cli, "Source/specs"), "Stalled")
             return cond if cond and cond["status"] == "True" else None
         cond = wait_for("the source to report Stalled", stalled, 5)
-        assert f"{broken}:" in str(cond["message"]) and "spec.bogus: unknown field" in str(
+        assert f"{broken}:" in str(cond["message"])
+        assert "spec.bogus: unknown field" in str(
             cond["message"])
         assert running_ids(docker_client, instance) == [container]  # last good state kept
         write(specs, deployment("vlm", pinned(emulator_image), port, env={"X": 1}),
@@ -144,7 +149,8 @@ def test_second_daemon_refused_and_kill_9_recovers(
                             env={"RTVI_EMU_STARTUP_DELAY_S": 2}), name="vlm.yaml", host=False)
     first = _start(cli, tmp_path, "--specs", str(specs))
     second = cli("run", "--specs", str(specs), "--metrics-address", "off", timeout=30)
-    assert second.returncode == 1 and "locked by reconciler pid" in second.stderr
+    assert second.returncode == 1
+    assert "locked by reconciler pid" in second.stderr
     # Kill -9 mid-reconcile (the service is still "loading"), then start again.
     wait_for("a container", lambda: owned(docker_client, instance), 10)
     assert not is_ready(cli, "Deployment/vlm")
@@ -171,10 +177,12 @@ def test_metrics_sync_status_live_and_clean_sigterm(
         assert "rtvi_reconciler_queue_depth" in metrics
         calls = [line for line in metrics.splitlines()
                  if line.startswith('rtvi_reconciler_api_calls_total{target="docker:local"}')]
-        assert calls and float(calls[0].split()[-1]) > 0
+        assert calls
+        assert float(calls[0].split()[-1]) > 0
         assert cli("sync").returncode == 0
         live = cli("status", "--live")
-        assert live.returncode == 0 and "Deployment/vlm" in live.stdout
+        assert live.returncode == 0
+        assert "Deployment/vlm" in live.stdout
         assert "revision sha256:" in live.stderr
     finally:
         assert daemon.terminate() == 0, daemon.log()
@@ -215,7 +223,8 @@ def test_a_corrupt_source_record_is_moved_aside_and_the_next_revision_still_appl
         assert len(list(record.parent.glob("specs.json.corrupt-*"))) == 1
         source = status_of(cli, "Source/specs")
         ready = condition(source, "Ready")
-        assert ready is not None and ready["status"] == "True", source
+        assert ready is not None, source
+        assert ready["status"] == "True", source
         assert cli("health").returncode == 0
     finally:
         assert daemon.terminate() == 0, daemon.log()
@@ -237,11 +246,14 @@ def test_a_record_corrupted_while_running_is_moved_aside_and_the_container_repai
                  lambda: running_ids(docker_client, instance), 30)
         wait_for("Ready again", lambda: is_ready(cli, "Deployment/vlm"), 30)
         aside = list(record.parent.glob("vlm.json.corrupt-*"))
-        assert len(aside) == 1 and aside[0].read_text().endswith('"kind": ')
+        assert len(aside) == 1
+        assert aside[0].read_text().endswith('"kind": ')
         [warning] = [e for e in events_of(cli, "Deployment/vlm") if e.reason == "CorruptState"]
-        assert str(record) in warning.message and aside[0].name in warning.message
+        assert str(record) in warning.message
+        assert aside[0].name in warning.message
         live = cli("status", "--live")
-        assert live.returncode == 0 and "Deployment/vlm" in live.stdout, live.stderr
+        assert live.returncode == 0, live.stderr
+        assert "Deployment/vlm" in live.stdout, live.stderr
         assert cli("health").returncode == 0
     finally:
         assert daemon.terminate() == 0, daemon.log()

@@ -44,7 +44,8 @@ def test_git_commit_sync_broken_push_and_fix(
         assert time.monotonic() - committed <= INTERVAL_S * 1.1 + 3  # within one interval
         wait_for("Ready", lambda: is_ready(cli, "Deployment/vlm"), 30)
         record = status_of(cli, "Deployment/vlm")
-        assert record is not None and record["applied_revision"] == first
+        assert record is not None
+        assert record["applied_revision"] == first
 
     finally:
         assert daemon.terminate() == 0, daemon.log()
@@ -81,7 +82,8 @@ def test_git_commit_sync_broken_push_and_fix(
         cond = wait_for("the source to report Stalled", stalled, 5)
         line = broken_text.splitlines().index("  replicas: 2") + 1
         assert f"vlm.yaml:{line}:" in str(cond["message"]), cond["message"]
-        assert "spec.replicas" in str(cond["message"]) and bad[:12] in str(
+        assert "spec.replicas" in str(cond["message"])
+        assert bad[:12] in str(
             status_of(cli, "Source/specs"))
         assert running_ids(docker_client, instance) == [current]
         assert status_of(cli, "Deployment/vlm")["applied_revision"] == second

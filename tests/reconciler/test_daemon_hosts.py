@@ -64,8 +64,10 @@ def test_two_hosts_one_unreachable_then_back(
         assert near.labels["rtvi.reconciler/resource"] == "Deployment/near"
         assert far_container.labels["rtvi.reconciler/resource"] == "Deployment/far"
         edge = status_of(cli, "Host/edge")
-        assert edge is not None and edge["facts"]["reachable"] is True
-        assert edge["facts"]["docker"] == remote.url and edge["facts"]["gpus"] == "none"
+        assert edge is not None
+        assert edge["facts"]["reachable"] is True
+        assert edge["facts"]["docker"] == remote.url
+        assert edge["facts"]["gpus"] == "none"
         assert edge["facts"]["engineVersion"]
 
         remote.stop_sshd()
@@ -112,7 +114,8 @@ def test_unknown_host_key_is_refused_and_nothing_is_created(
     applied = cli("apply", str(specs), "--timeout", "30")
     assert applied.returncode == 1
     text = applied.stdout + applied.stderr
-    assert "host key" in text.lower() and "edge" in text, text
+    assert "host key" in text.lower(), text
+    assert "edge" in text, text
     assert _remote_owned(remote, instance) == []
 
     daemon = DaemonProcess(cli, ["--specs", str(specs), "--resync", "3600"],

@@ -59,7 +59,8 @@ def test_a_slow_deployment_does_not_delay_another(
               host=False)
         wait_for("the quick one Ready while the slow one loads",
                  lambda: is_ready(cli, "Deployment/quick"), 30)  # not after the slow one's 60 s
-        assert not is_ready(cli, "Deployment/slow") and _progressing(cli, "Deployment/slow")
+        assert not is_ready(cli, "Deployment/slow")
+        assert _progressing(cli, "Deployment/slow")
     finally:
         assert daemon.terminate() == 0, daemon.log()
 
@@ -185,6 +186,7 @@ def test_sigterm_during_a_stream_registration_ends_the_daemon_within_10_s(
         again = _daemon(cli, tmp_path, specs)  # adopts the sensors by their names
         try:
             wait_for("the StreamSet Ready", lambda: is_ready(cli, "StreamSet/cams"), 120)
-            assert len(vst.sensors()) == 2 and len(Rtvi(port).streams()) == 2
+            assert len(vst.sensors()) == 2
+            assert len(Rtvi(port).streams()) == 2
         finally:
             assert again.terminate() == 0, again.log()

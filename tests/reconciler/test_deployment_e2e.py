@@ -47,12 +47,14 @@ def test_apply_converges_and_repairs(cli: Cli, instance: str, emulator_image: st
 
     plan = cli("plan", str(specs))
     assert plan.returncode == 2, plan.stdout + plan.stderr
-    assert "create container " + name in plan.stdout and "new Deployment" in plan.stdout
+    assert "create container " + name in plan.stdout
+    assert "new Deployment" in plan.stdout
 
     first = cli("apply", str(specs))
     assert first.returncode == 0, first.stdout + first.stderr
     [container] = _ours(docker_client, instance)
-    assert container.name == name and container.status == "running"
+    assert container.name == name
+    assert container.status == "running"
     labels = container.labels
     assert labels["rtvi.reconciler/managed-by"] == "rtvi-reconciler"
     assert labels["rtvi.reconciler/resource"] == "Deployment/vlm"
@@ -63,13 +65,15 @@ def test_apply_converges_and_repairs(cli: Cli, instance: str, emulator_image: st
     assert _ready(status)["status"] == "True"
     facts = status["facts"]
     assert isinstance(facts, dict)
-    assert facts["imageId"] == emulator_image and facts["model"] == "vllm-compatible"
+    assert facts["imageId"] == emulator_image
+    assert facts["model"] == "vllm-compatible"
     assert facts["runtime"]["mode"] == "cuda-graph"
     assert status["observed_generation"] == labels["rtvi.reconciler/spec-hash"]
 
     # Again: no action, same container, plan says in sync.
     again = cli("apply", str(specs))
-    assert again.returncode == 0 and "(no changes)" in again.stdout
+    assert again.returncode == 0
+    assert "(no changes)" in again.stdout
     assert [c.id for c in _ours(docker_client, instance)] == [container.id]
     assert cli("plan", str(specs)).returncode == 0
 
@@ -89,21 +93,24 @@ def test_apply_converges_and_repairs(cli: Cli, instance: str, emulator_image: st
     # Remove the container by hand: the next apply recreates it and says why.
     recreated.remove(force=True)
     plan = cli("plan", str(specs))
-    assert plan.returncode == 2 and "removed outside the reconciler" in plan.stdout
+    assert plan.returncode == 2
+    assert "removed outside the reconciler" in plan.stdout
     assert cli("apply", str(specs)).returncode == 0
     assert len(_ours(docker_client, instance)) == 1
 
     # A stopped container is drift too.
     _ours(docker_client, instance)[0].stop(timeout=2)
     repaired = cli("apply", str(specs))
-    assert repaired.returncode == 0 and "exited with code" in repaired.stderr
+    assert repaired.returncode == 0
+    assert "exited with code" in repaired.stderr
     [final] = _ours(docker_client, instance)
     assert final.status == "running"
 
     events = cli("events", "vlm")
     assert events.returncode == 0
     # create, recreate (env), create (removed by hand), recreate (stopped)
-    assert events.stdout.count("Created:") == 2 and events.stdout.count("Recreated:") == 2
+    assert events.stdout.count("Created:") == 2
+    assert events.stdout.count("Recreated:") == 2
 
 
 def test_foreign_container_is_conflict_and_survives_delete(
@@ -116,11 +123,13 @@ def test_foreign_container_is_conflict_and_survives_delete(
                                            detach=True, init=True, labels={"rtvi.test": "1"})
     done = cli("apply", str(specs))
     assert done.returncode == 1
-    assert "Conflict" in done.stdout and "not ours" in done.stdout
+    assert "Conflict" in done.stdout
+    assert "not ours" in done.stdout
     assert _ready(_status(cli, "taken"))["reason"] == "Conflict"
     assert _ready(_status(cli, "mine"))["status"] == "True"
     foreign.reload()
-    assert foreign.status == "running" and not foreign.labels.get(LABEL_INSTANCE)
+    assert foreign.status == "running"
+    assert not foreign.labels.get(LABEL_INSTANCE)
 
     deleted = cli("delete", str(specs))
     assert deleted.returncode == 0, deleted.stdout + deleted.stderr
@@ -147,7 +156,8 @@ def test_startup_longer_than_timeout_fails_with_readiness_reason(
                             env={"RTVI_EMU_STARTUP_DELAY_S": 600}))
     done = cli("apply", str(specs), "--timeout", "3")
     assert done.returncode == 1
-    assert "ReadinessTimeout" in done.stdout and "/v1/health/ready answered 503" in done.stdout
+    assert "ReadinessTimeout" in done.stdout
+    assert "/v1/health/ready answered 503" in done.stdout
     assert "waiting for readiness" in done.stderr  # progress while waiting
     assert _ready(_status(cli, "slow"))["reason"] == "ReadinessTimeout"
 
@@ -179,14 +189,16 @@ def test_kill_9_mid_apply_then_apply_again(cli: Cli, instance: str, emulator_ima
     proc = cli.popen("apply", str(specs))
     deadline = time.monotonic() + 60
     while not _ours(docker_client, instance):
-        assert proc.poll() is None and time.monotonic() < deadline
+        assert proc.poll() is None
+        assert time.monotonic() < deadline
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     done = cli("apply", str(specs))
     assert done.returncode == 0, done.stdout + done.stderr
     containers = _ours(docker_client, instance)
-    assert len(containers) == 1 and containers[0].status == "running"
+    assert len(containers) == 1
+    assert containers[0].status == "running"
     assert _ready(_status(cli, "vlm"))["status"] == "True"
 
 
@@ -199,7 +211,8 @@ def test_second_writer_is_refused_while_lock_is_held(cli: Cli, state_dir: Path,
     store.instance(cli.instance)
     with store.lock():
         done = cli("apply", str(specs))
-    assert done.returncode == 1 and "locked" in done.stderr
+    assert done.returncode == 1
+    assert "locked" in done.stderr
 
 
 @pytest.mark.parametrize("case_id", ["unknown-field", "bad-digest", "eager-without-reasons",
@@ -214,9 +227,11 @@ def test_bad_input_changes_nothing(cli: Cli, instance: str, state_dir: Path, cas
     for command in ("validate", "plan", "apply"):
         done = cli(command, str(spec))
         assert done.returncode == 1
-        assert f"{spec}:{case.line}:" in done.stderr and case.rule in done.stderr
+        assert f"{spec}:{case.line}:" in done.stderr
+        assert case.rule in done.stderr
     assert _ours(docker_client, instance) == []
-    assert Store(state_dir).list() == [] and Store(state_dir).events.read() == []
+    assert Store(state_dir).list() == []
+    assert Store(state_dir).events.read() == []
 
 
 def test_gpu_the_host_lacks_is_refused_at_plan_time_and_changes_nothing(
@@ -233,10 +248,13 @@ def test_gpu_the_host_lacks_is_refused_at_plan_time_and_changes_nothing(
         done = cli(command, str(specs))
         assert done.returncode == 1
         text = done.stdout + done.stderr
-        assert f"{path}:{line}:" in text and "spec.gpus.0" in text and "rule 10" in text
+        assert f"{path}:{line}:" in text
+        assert "spec.gpus.0" in text
+        assert "rule 10" in text
         assert "has no GPU 0" in text
     assert _ours(docker_client, instance) == []
-    assert Store(state_dir).list() == [] and Store(state_dir).events.read() == []
+    assert Store(state_dir).list() == []
+    assert Store(state_dir).events.read() == []
 
 
 def test_absent_image_is_refused_at_plan_time(cli: Cli, tmp_path: Path) -> None:
@@ -244,7 +262,8 @@ def test_absent_image_is_refused_at_plan_time(cli: Cli, tmp_path: Path) -> None:
     missing = "rtvi-emulator@sha256:" + "0" * 64
     write(specs, deployment("vlm", missing, free_port()))
     done = cli("plan", str(specs))
-    assert done.returncode == 1 and "is not present on Host local" in done.stdout
+    assert done.returncode == 1
+    assert "is not present on Host local" in done.stdout
 
 
 def test_custom_model_implementation_must_exist_in_image(cli: Cli, emulator_image: str,
@@ -259,7 +278,9 @@ def test_custom_model_implementation_must_exist_in_image(cli: Cli, emulator_imag
     write(specs, deployment("vlm", pinned(emulator_image), free_port(),
                             model=dict(custom, implementationPath="/opt/not-there")))
     done = cli("plan", str(specs))
-    assert done.returncode == 1 and "rule 4" in done.stdout and "/opt/not-there" in done.stdout
+    assert done.returncode == 1
+    assert "rule 4" in done.stdout
+    assert "/opt/not-there" in done.stdout
     assert docker_client.containers.list(all=True, filters={"label": "rtvi.reconciler/probe"}) == []
     write(specs, deployment("vlm", pinned(emulator_image), free_port(),
                             model=dict(custom, implementationPath="/opt/impl/model.py"),

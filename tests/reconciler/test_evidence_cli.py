@@ -23,10 +23,12 @@ def test_summary_and_verify_of_an_intact_run(cli: Cli) -> None:
     _bundle(cli)
     shown = cli("evidence", "canary-001", "--verify")
     assert shown.returncode == 0, shown.stdout + shown.stderr
-    assert "result: PASS" in shown.stdout and "isolation" in shown.stdout
+    assert "result: PASS" in shown.stdout
+    assert "isolation" in shown.stdout
     assert "verified: every file matches checksums.sha256" in shown.stdout
     data = json.loads(cli("evidence", "canary-001", "--verify", "-o", "json").stdout)
-    assert data["result"] == "PASS" and data["verified"] is True
+    assert data["result"] == "PASS"
+    assert data["verified"] is True
     assert [g["gate"] for g in data["gates"]] == ["cleanup", "isolation"]
 
 
@@ -42,5 +44,6 @@ def test_one_changed_byte_fails_verify_naming_the_file(cli: Cli) -> None:
 def test_an_unknown_run_is_a_clear_error(cli: Cli) -> None:
     shown = cli("evidence", "no-such-run")
     assert shown.returncode == 1
-    assert "no evidence for run no-such-run under" in shown.stderr and "Traceback" not in (
+    assert "no evidence for run no-such-run under" in shown.stderr
+    assert "Traceback" not in (
         shown.stderr)

@@ -72,7 +72,8 @@ def test_a_four_colour_canary_passes_once_with_evidence_that_verifies(
     specs = specs_with(tmp_path, emulator_image, "four-1", smoke=True)
     planned = cli("plan", str(specs))
     assert f"create container {project_name('four-1')}" in planned.stdout, planned.stdout
-    assert "publish 4 source(s)" in planned.stdout and "budget 300s" in planned.stdout
+    assert "publish 4 source(s)" in planned.stdout
+    assert "budget 300s" in planned.stdout
     assert "GPU telemetry: nvml" in planned.stdout or "GPU telemetry: nvidia-smi" in planned.stdout
     done = cli("apply", str(specs), "--timeout", "240", timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -81,12 +82,15 @@ def test_a_four_colour_canary_passes_once_with_evidence_that_verifies(
     assert set(known["gates"]) == {"semantic-isolation", "probe-streams-deleted", "smoke",
                                    "performance", "cleanup"}
     smoke = gate(cli, "four-1", "smoke")["evidence"]
-    assert smoke["maxTokens"] == 1 and smoke["left"] == [] and smoke["chunks"], smoke
+    assert smoke["maxTokens"] == 1, smoke
+    assert smoke["left"] == [], smoke
+    assert smoke["chunks"], smoke
     assert all(v.startswith("PASS") for v in known["gates"].values()), known["gates"]
     assert not [c for c in run_containers(docker_client, cli.instance, RESOURCE)
                 if c.labels.get("rtvi.reconciler/instance") == cli.instance]
     table = cli("status")
-    assert "PHASE" in table.stdout and "PASS" in table.stdout, table.stdout
+    assert "PHASE" in table.stdout, table.stdout
+    assert "PASS" in table.stdout, table.stdout
     isolation = json.loads((evidence_dir(cli, "four-1") / "evidence" /
                             "semantic-isolation.json").read_text())
     assert {m["label"] for m in isolation["mapping"]} == {"red", "green", "blue", "yellow"}
@@ -99,27 +103,31 @@ def test_a_four_colour_canary_passes_once_with_evidence_that_verifies(
     assert "plots: plots/gpu-memory.png, plots/latency-by-streams.png" in verified.stdout
     telemetry = json.loads((evidence_dir(cli, "four-1") / "evidence" / "telemetry.json")
                            .read_text())
-    assert telemetry["required"] is False and telemetry["source"] in ("nvml", "nvidia-smi")
+    assert telemetry["required"] is False
+    assert telemetry["source"] in ("nvml", "nvidia-smi")
     if telemetry["source"] == "nvidia-smi":  # a machine without GPUs: why, never a zero
         assert telemetry["start"].startswith("not measured (nvidia-smi on Host local ")
         assert telemetry["window"] == telemetry["start"] == telemetry["end"]
     # Re-applying a terminal run does nothing: no new event in its evidence, same files.
     before = (evidence_dir(cli, "four-1") / "events.jsonl").read_bytes()
     again = cli("apply", str(specs), "--timeout", "60")
-    assert again.returncode == 0 and "PASS: run four-1" in again.stdout, again.stdout
+    assert again.returncode == 0, again.stdout
+    assert "PASS: run four-1" in again.stdout, again.stdout
     assert (evidence_dir(cli, "four-1") / "events.jsonl").read_bytes() == before
     # A changed spec under the same run ID is refused at plan time.
     doc = canary("four-1", free_port(), performanceSeconds=6)
     write(specs, *[d for d in _docs(specs) if d["kind"] != "Experiment"], doc, host=False)
     refused = cli("plan", str(specs))
-    assert refused.returncode == 1 and "a run ID is used once" in refused.stdout, refused.stdout
+    assert refused.returncode == 1, refused.stdout
+    assert "a run ID is used once" in refused.stdout, refused.stdout
     # One changed byte anywhere in the bundle fails --verify, naming the file.
     target = evidence_dir(cli, "four-1") / "gates" / "performance.json"
     data = bytearray(target.read_bytes())
     data[10] ^= 0x01
     target.write_bytes(bytes(data))
     broken = cli("evidence", "four-1", "--verify")
-    assert broken.returncode == 1 and "gates/performance.json" in broken.stdout + broken.stderr
+    assert broken.returncode == 1
+    assert "gates/performance.json" in broken.stdout + broken.stderr
 
 
 def _docs(specs: Path) -> list[dict[str, Any]]:
@@ -139,8 +147,10 @@ def test_swapped_streams_fail_the_isolation_gate_naming_both_and_cleanup_proves_
     assert facts(cli)["result"] == "FAIL"
     isolation = gate(cli, run_id, "semantic-isolation")
     assert not isolation["passed"]
-    assert "red (red)" in isolation["reason"] and "green (green)" in isolation["reason"]
-    assert "that is green" in isolation["reason"] and "that is red" in isolation["reason"]
+    assert "red (red)" in isolation["reason"]
+    assert "green (green)" in isolation["reason"]
+    assert "that is green" in isolation["reason"]
+    assert "that is red" in isolation["reason"]
     assert gate(cli, run_id, "cleanup")["passed"] is True
     assert not (evidence_dir(cli, run_id) / "gates" / "performance.json").exists()
     assert not run_containers(docker_client, cli.instance, RESOURCE)
@@ -163,7 +173,8 @@ def test_failed_work_behind_a_200_fails_the_canary_with_its_reason(
     known = facts(cli)
     assert known["result"] == "FAIL", known
     verdict = gate(cli, run_id, failed_gate)
-    assert not verdict["passed"] and reason in verdict["reason"], verdict
+    assert not verdict["passed"], verdict
+    assert reason in verdict["reason"], verdict
     assert reason in known["reason"], known["reason"]
     if fault == "stuck_delete":  # the stream never went: cleanup cannot prove zero
         assert "refused deletion" in gate(cli, run_id, "cleanup")["reason"]
@@ -191,7 +202,8 @@ def test_a_sixteen_stream_solid_and_border_canary_passes(
     isolation = json.loads((evidence_dir(cli, "sixteen-1") / "evidence" /
                             "semantic-isolation.json").read_text())
     labels = {m["label"] for m in isolation["mapping"]}
-    assert len(labels) == 16 and {"red solid", "red border", "white border"} <= labels
+    assert len(labels) == 16
+    assert {"red solid", "red border", "white border"} <= labels
     ledger = gate(cli, "sixteen-1", "performance")["evidence"]["ledger"]
     assert (ledger["offered"], ledger["completed"], ledger["active"]) == (16, 16, 16), ledger
     assert cli("evidence", "sixteen-1", "--verify").returncode == 0
@@ -213,10 +225,12 @@ def test_required_telemetry_that_cannot_be_read_fails_the_run_before_it_starts_a
                                       f"DCGM exporter at {url}: ConnectError"), known["reason"]
     assert not run_containers(docker_client, cli.instance, RESOURCE)
     events = (evidence_dir(cli, run_id) / "events.jsonl").read_text()
-    assert "ServiceReady" not in events and "TelemetryUnavailable" in events
+    assert "ServiceReady" not in events
+    assert "TelemetryUnavailable" in events
     telemetry = json.loads((evidence_dir(cli, run_id) / "evidence" / "telemetry.json")
                            .read_text())
-    assert telemetry["source"] == "dcgm" and telemetry["dcgmUrl"] == url
+    assert telemetry["source"] == "dcgm"
+    assert telemetry["dcgmUrl"] == url
     assert telemetry["start"].startswith(f"not measured (DCGM exporter at {url}: ")
     assert gate(cli, run_id, "cleanup")["passed"] is True
     assert cli("evidence", run_id, "--verify").returncode == 0
@@ -231,9 +245,11 @@ def test_a_foreign_container_with_the_runs_name_is_a_conflict_left_untouched(
     try:
         specs = specs_with(tmp_path, emulator_image, run_id)
         planned = cli("plan", str(specs))
-        assert "Conflict" in planned.stdout and "is not this run's" in planned.stdout
+        assert "Conflict" in planned.stdout
+        assert "is not this run's" in planned.stdout
         done = cli("apply", str(specs), "--timeout", "60")
-        assert done.returncode == 1 and "Conflict" in done.stdout, done.stdout + done.stderr
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "Conflict" in done.stdout, done.stdout + done.stderr
         foreign.reload()
         assert foreign.status == "created"  # untouched
         assert not evidence_dir(cli, run_id).exists()  # the run ID is not spent
@@ -287,8 +303,8 @@ def test_the_daemon_stops_runs_on_sigterm_and_on_spec_removal_and_cleans_up_afte
         wait_for("the interrupted run to be finished", lambda: facts(cli).get("result"), 120,
                  0.2)
         known = facts(cli)
-        assert known["result"] == "INCONCLUSIVE" and "interrupted during Running" in (
-            known["reason"]), known
+        assert known["result"] == "INCONCLUSIVE", known
+        assert "interrupted during Running" in known["reason"], known
         assert gate(cli, "daemon-1", "cleanup")["passed"] is True
         assert not run_containers(docker_client, cli.instance, RESOURCE)
         # A new run; then its spec goes away mid-run: the run is stopped and cleaned up, the
@@ -303,7 +319,8 @@ def test_the_daemon_stops_runs_on_sigterm_and_on_spec_removal_and_cleans_up_afte
     finally:
         assert second.terminate(timeout=20) == 0
     summary = json.loads((evidence_dir(cli, "daemon-2") / "status.json").read_text())
-    assert summary["result"] == "INCONCLUSIVE" and "its spec was removed" in summary["reason"]
+    assert summary["result"] == "INCONCLUSIVE"
+    assert "its spec was removed" in summary["reason"]
     assert not run_containers(docker_client, cli.instance, RESOURCE)
     assert cli("evidence", "daemon-2", "--verify").returncode == 0
 
@@ -324,7 +341,8 @@ def test_a_window_waits_for_every_streams_first_frame_before_it_measures(
     ledger = gate(cli, "late-1", "performance")["evidence"]["ledger"]
     assert (ledger["offered"], ledger["completed"]) == (1, 1), ledger
     report = json.loads((evidence_dir(cli, "late-1") / "evidence/performance.json").read_text())
-    assert report["freshWaitSeconds"] and min(report["freshWaitSeconds"]) > 1, report
+    assert report["freshWaitSeconds"], report
+    assert min(report["freshWaitSeconds"]) > 1, report
 
 
 def test_canary_latency_is_the_harness_measure_with_transport_and_queueing_in_it(
@@ -345,7 +363,9 @@ def test_canary_latency_is_the_harness_measure_with_transport_and_queueing_in_it
         latency = performance["evidence"]["chunkLatencyMs"]
         assert performance["evidence"]["latencySource"] == source
         if source == "ntp_timestamp":
-            assert not performance["passed"] and latency["p95"] >= 2000, performance
+            assert not performance["passed"], performance
+            assert latency["p95"] >= 2000, performance
             assert "p95 chunk latency" in performance["reason"], performance
         else:
-            assert performance["passed"] and latency["p95"] < 1500, performance
+            assert performance["passed"], performance
+            assert latency["p95"] < 1500, performance

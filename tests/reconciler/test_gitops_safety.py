@@ -173,7 +173,8 @@ def test_a_revision_that_prunes_everything_is_held_until_approved(
           host=False)
     wait_for("Deployment/a Ready again", lambda: is_ready(cli, "Deployment/a"), 60)
     history = [e["action"] for e in status_of(cli, "Deployment/a")["history"]]  # type: ignore
-    assert history[:len(created)] == created and "delete" in history
+    assert history[:len(created)] == created
+    assert "delete" in history
     assert history.index("delete") < len(history) - 1  # and the new life after it
 
     # The approval was used once: the very same content again is held again.
@@ -212,9 +213,11 @@ def test_a_dying_daemon_thread_makes_health_fail_and_ends_the_daemon(
         runner.join(timeout=30)
         assert result == [EXIT_THREAD_DIED]
         fatal = daemon.supervisor.fatal
-        assert fatal is not None and "thread source died 3 times" in fatal
+        assert fatal is not None
+        assert "thread source died 3 times" in fatal
         died = [e for e in events_of(cli) if e.reason == "ThreadDied"]
-        assert len(died) == 3 and "watcher broke" in died[0].message
+        assert len(died) == 3
+        assert "watcher broke" in died[0].message
     finally:
         daemon.stop.set()
         runner.join(timeout=30)

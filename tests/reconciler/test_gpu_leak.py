@@ -67,18 +67,21 @@ def test_gpu_memory_must_come_back_to_its_baseline_after_cleanup(
           experiment(run_id, free_port(), gpu_board, leak_mib))
     done = cli("apply", str(specs), "--timeout", "200", timeout=300)
     record = status_of(cli, "Experiment/gpu")
-    assert record is not None and record["facts"]["runId"] == run_id, done.stdout
+    assert record is not None, done.stdout
+    assert record["facts"]["runId"] == run_id, done.stdout
     folder = cli.state_dir / "evidence" / run_id
     cleanup = json.loads((folder / "gates" / "cleanup.json").read_text())
     telemetry = json.loads((folder / "evidence" / "telemetry.json").read_text())
     assert telemetry["start"]["gpus"][UUID]["memoryUsedMiB"] == 600  # the idle baseline
     assert telemetry["window"][UUID]["memory_max_mib"] == 16600  # loaded: measured, not assumed
     if leak_mib:
-        assert done.returncode == 1 and record["facts"]["result"] == "FAIL", record["facts"]
+        assert done.returncode == 1, record["facts"]
+        assert record["facts"]["result"] == "FAIL", record["facts"]
         assert not cleanup["passed"]
         assert (f"GPU {UUID}: 2648 MiB in use, 2048 MiB above its baseline of 600 MiB (512 "
                 "allowed)") in cleanup["reason"], cleanup
     else:
-        assert done.returncode == 0 and record["facts"]["result"] == "PASS", record["facts"]
+        assert done.returncode == 0, record["facts"]
+        assert record["facts"]["result"] == "PASS", record["facts"]
         assert cleanup["passed"], cleanup
         assert cleanup["evidence"]["gpuMemory"]["after"] == {UUID: 600}

@@ -91,15 +91,19 @@ def test_hostile_canaries_reach_no_output(state_dir: Path, instance: str, emulat
         done = runs[verb]
         text = done.stdout + done.stderr
         assert done.returncode == 1, text
-        assert f"{nul_path}:{secret_line}:" in text and "secret HF_TOKEN" in text
-        assert "control character(s) NUL" in text and str(nul_file) in text
+        assert f"{nul_path}:{secret_line}:" in text
+        assert "secret HF_TOKEN" in text
+        assert "control character(s) NUL" in text
+        assert str(nul_file) in text
     assert all(c.name != f"rtvi-{instance}-nul" for c in containers_of(docker_client, instance))
     # The fatal canary did reach an output path and was masked there: proof the resolved
     # value was registered with the redactor by the code under test.
     applied = runs["apply-fatal"]
-    assert applied.returncode == 1 and "FatalLogMarker" in applied.stdout, applied.stdout
+    assert applied.returncode == 1, applied.stdout
+    assert "FatalLogMarker" in applied.stdout, applied.stdout
     assert MASK in applied.stdout
-    assert runs["validate-nul"].returncode == 0 and runs["validate-fatal"].returncode == 0
+    assert runs["validate-nul"].returncode == 0
+    assert runs["validate-fatal"].returncode == 0
 
     texts = [_state_text(state_dir), *(r.stdout + r.stderr for r in runs.values())]
     for token, value in ((nul_token, nul_value), (quote_token, quote_value),
@@ -130,7 +134,8 @@ def test_odd_secret_file_is_refused_quickly_and_changes_nothing(
     elapsed = time.monotonic() - started
     assert done.returncode == 1
     text = done.stdout + done.stderr
-    assert f"secret HF_TOKEN: {path} {expected}" in text and "nothing was changed" in text
+    assert f"secret HF_TOKEN: {path} {expected}" in text
+    assert "nothing was changed" in text
     assert "Traceback" not in text
     assert elapsed < APPLY_TIMEOUT_S + TIMEOUT_SLACK_S
     assert containers_of(docker_client, instance) == []
@@ -148,9 +153,11 @@ def test_working_container_survives_a_replacement_the_engine_refuses(
     write(specs, deployment("vlm", pinned(emulator_image), port, mounts=[
         {"source": str(tmp_path / "no-such-dir"), "target": "/opt/data"}]))
     done = cli("apply", str(specs))
-    assert done.returncode == 1 and "container create failed" in done.stdout, done.stdout
+    assert done.returncode == 1, done.stdout
+    assert "container create failed" in done.stdout, done.stdout
     [after] = containers_of(docker_client, instance)
-    assert after.id == before.id and after.status == "running"
+    assert after.id == before.id
+    assert after.status == "running"
     status = json.loads(cli("status", "vlm", "-o", "json").stdout)
     assert [i["name"] for i in status["inventory"]] == [before.name]
 
@@ -171,16 +178,19 @@ def test_leftover_staged_container_is_cleaned_up_and_a_foreign_one_left_alone(
     done = cli("apply", str(specs))
     assert done.returncode == 0, done.stdout + done.stderr
     [final] = containers_of(docker_client, instance)
-    assert final.name == running.name and final.id not in (running.id, leftover.id)
+    assert final.name == running.name
+    assert final.id not in (running.id, leftover.id)
 
     foreign = docker_client.containers.create(emulator_image, name=staged,
                                               labels={"rtvi.test": "1"})
     try:
         write(specs, deployment("vlm", pinned(emulator_image), port, env={"X": "3"}))
         refused = cli("apply", str(specs))
-        assert refused.returncode == 1 and "is not ours" in refused.stdout, refused.stdout
+        assert refused.returncode == 1, refused.stdout
+        assert "is not ours" in refused.stdout, refused.stdout
         foreign.reload()
         [still] = containers_of(docker_client, instance)
-        assert still.id == final.id and still.status == "running"
+        assert still.id == final.id
+        assert still.status == "running"
     finally:
         foreign.remove(force=True)

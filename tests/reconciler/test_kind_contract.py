@@ -48,7 +48,8 @@ def test_a_toy_kind_is_planned_applied_and_deleted_by_the_cli(tmp_path: Path) ->
         deleted = _cli(state, "delete", str(specs))  # the Lamp's delete asserts it goes first
         assert deleted.exit_code == 0, deleted.output
         assert deleted.output.index("Lamp/desk") < deleted.output.index("Switch/hall")
-        assert not (world / "lamp-desk").exists() and not (world / "switch-hall").exists()
+        assert not (world / "lamp-desk").exists()
+        assert not (world / "switch-hall").exists()
 
 
 def test_an_exception_no_kind_expected_is_a_reported_failure_not_a_traceback(
@@ -123,7 +124,8 @@ def test_the_daemon_orders_wakes_and_prunes_a_toy_kind(tmp_path: Path) -> None:
 
             (specs / "toys.yaml").write_text(toy_specs().split("---")[0])  # the Lamp goes
             wait_for("the Lamp to be pruned", lambda: _record(daemon, "Lamp/desk") is None, 10)
-            assert not (world / "lamp-desk").exists() and (world / "switch-hall").exists()
+            assert not (world / "lamp-desk").exists()
+            assert (world / "switch-hall").exists()
 
 
 def test_a_pass_records_the_revision_it_started_from(tmp_path: Path) -> None:
@@ -167,4 +169,5 @@ def test_an_exception_in_the_daemon_is_a_reported_failure_and_the_worker_lives_o
             assert daemon.healthy()  # no thread died
             (specs / "toys.yaml").write_text(toy_specs(colour="amber"))  # the same workers
             lamp = wait_for("the Lamp lit after the fix", lambda: _lit(daemon, "Lamp/desk"), 10)
-            assert lamp is not None and (world / "lamp-desk").read_text() == "amber"
+            assert lamp is not None
+            assert (world / "lamp-desk").read_text() == "amber"

@@ -20,11 +20,14 @@ def test_source_rows_age_frames_and_captions() -> None:
     }
     now = datetime(2026, 12, 3, 10, 0, 10, tzinfo=UTC)
     rows = {r["source"]: r for r in source_rows(st, now)}
-    assert rows["red"]["registered"] == "yes" and rows["red"]["frames"] == "fresh (10s ago)"
+    assert rows["red"]["registered"] == "yes"
+    assert rows["red"]["frames"] == "fresh (10s ago)"
     assert rows["red"]["caption"] == "5s ago 'The frame shows solid RED.'"
     # Seen 70 s ago with a 15 s budget: stale, whatever the last pass concluded.
-    assert rows["blue"]["frames"] == "STALE (70s ago)" and rows["blue"]["registered"] == "no"
-    assert rows["blue"]["caption"] == "-" and rows["blue"]["error"] == "no fresh frames"
+    assert rows["blue"]["frames"] == "STALE (70s ago)"
+    assert rows["blue"]["registered"] == "no"
+    assert rows["blue"]["caption"] == "-"
+    assert rows["blue"]["error"] == "no fresh frames"
 
 
 def _reasons(st: ResourceStatus) -> tuple[str, str, str]:

@@ -31,7 +31,8 @@ def _owner_id(state_dir: Path) -> str:
 def test_is_owned_judges_by_owner_id() -> None:
     ours = Owner("inst", OURS)
     labels = ownership.labels_for(ours, RESOURCE, "hash")
-    assert labels[ownership.LABEL_OWNER] == OURS and labels[ownership.LABEL_INSTANCE] == "inst"
+    assert labels[ownership.LABEL_OWNER] == OURS
+    assert labels[ownership.LABEL_INSTANCE] == "inst"
     assert ownership.is_owned(labels, ours, RESOURCE)
     assert not ownership.is_owned(labels, Owner("inst", THEIRS), RESOURCE)
     assert not ownership.is_owned(labels, "inst", RESOURCE)  # no ID known: not provably ours
@@ -43,7 +44,8 @@ def test_is_owned_judges_by_owner_id() -> None:
 def test_instance_records_an_owner_id_and_migrates_old_files(tmp_path: Path) -> None:
     first, second = Store(tmp_path / "a"), Store(tmp_path / "b")
     a, b = first.instance("same"), second.instance("same")
-    assert a == b == "same" and a.owner_id != b.owner_id
+    assert a == b == "same"
+    assert a.owner_id != b.owner_id
     assert first.instance(None).owner_id == a.owner_id == _owner_id(tmp_path / "a")
 
     old = tmp_path / "old"
@@ -65,15 +67,18 @@ def test_second_state_dir_with_the_same_instance_conflicts_and_deletes_nothing(
 
     other = Cli(tmp_path / "other-state", instance, {})
     plan = other("plan", str(specs))
-    assert plan.returncode == 1 and "Conflict" in plan.stdout, plan.stdout + plan.stderr
+    assert plan.returncode == 1, plan.stdout + plan.stderr
+    assert "Conflict" in plan.stdout, plan.stdout + plan.stderr
     applied = other("apply", str(specs))
     assert applied.returncode == 1, applied.stdout + applied.stderr
-    assert "Conflict" in applied.stdout and "another state directory" in applied.stdout
+    assert "Conflict" in applied.stdout
+    assert "another state directory" in applied.stdout
     deleted = other("delete", str(specs))
     assert "removed container" not in deleted.stdout, deleted.stdout
 
     [still] = containers_of(docker_client, instance)
-    assert still.id == first.id and still.status == "running"
+    assert still.id == first.id
+    assert still.status == "running"
     assert cli("apply", str(specs)).returncode == 0  # the first directory still owns it
     assert [c.id for c in containers_of(docker_client, instance)] == [first.id]
 

@@ -77,20 +77,24 @@ def test_a_port_that_answers_well_passes_every_gate_and_starts_without_hf_token(
     done = cli("apply", str(specs), "--timeout", "300", timeout=400)
     assert done.returncode == 0, done.stdout + done.stderr
     record = status_of(cli, RESOURCE)
-    assert record is not None and record["facts"]["result"] == "PASS", record
+    assert record is not None, record
+    assert record["facts"]["result"] == "PASS", record
     folder = evidence_dir(cli, "port-ok")
     found = json.loads((folder / "evidence" / "port-validation.json").read_text())
-    assert found["overall"] == "PASS" and found["blockers"] == [], found
+    assert found["overall"] == "PASS", found
+    assert found["blockers"] == [], found
     assert [r["name"] for r in found["smoke"]] == ["text", "image", "video", "control"]
     assert all(r["passed"] and r["answer"] and r["raw"] for r in found["smoke"]), found["smoke"]
     assert "red" in found["smoke"][1]["answer"].lower()
     assert "blue" in found["smoke"][2]["answer"].lower()
     assert found["accuracy"] == {"correct": 3, "total": 3, "rate": 1.0, "minimum": 1.0}
     hf = json.loads((folder / "gates" / "hf-token-removed.json").read_text())
-    assert hf["passed"] and hf["evidence"]["restarted"] is True, hf
+    assert hf["passed"], hf
+    assert hf["evidence"]["restarted"] is True, hf
     assert "HF_TOKEN" not in hf["evidence"]["envNames"]
     report = (folder / "report.md").read_text()
-    assert "## Port validation" in report and REVISION in report, report
+    assert "## Port validation" in report, report
+    assert REVISION in report, report
     for file in folder.rglob("*"):  # the token's value reached no file of the evidence
         if file.is_file():
             assert canary.encode() not in file.read_bytes(), file
@@ -106,10 +110,12 @@ def test_ungrounded_answers_fail_naming_the_invented_facts_and_the_next_step(
                         "port-validation.json").read_text())
     assert found["overall"] == "FAIL"
     control = found["smoke"][-1]
-    assert control["name"] == "control" and not control["passed"]
+    assert control["name"] == "control"
+    assert not control["passed"]
     assert any("claims what the input does not show: elephant" in p
                for p in control["problems"]), control
     assert found["gates"]["smoke"]["passed"] is False
     assert found["gates"]["hf-token-removed"]["passed"] is True  # nothing to remove: said so
-    assert found["blockers"][0].startswith("smoke: ") and found["nextStep"].startswith(
+    assert found["blockers"][0].startswith("smoke: ")
+    assert found["nextStep"].startswith(
         "fix the first failing smoke row")

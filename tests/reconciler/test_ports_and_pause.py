@@ -75,7 +75,9 @@ def test_port_held_by_a_listening_socket_is_a_plan_error(
             assert done.returncode == 1, text
             assert f"host port {port} is taken on Host local" in text
             assert f"a process on the Host listens on 127.0.0.1:{port}" in text
-            assert R_PORT_FREE in text and f"{path}:" in text and "spec.port.host" in text
+            assert R_PORT_FREE in text
+            assert f"{path}:" in text
+            assert "spec.port.host" in text
     assert containers_of(docker_client, instance) == []
 
 
@@ -118,14 +120,16 @@ def test_paused_container_is_degraded_and_left_paused(
     container.pause()
 
     done = cli("apply", str(specs))
-    assert done.returncode == 1 and "Paused" in done.stdout, done.stdout
+    assert done.returncode == 1, done.stdout
+    assert "Paused" in done.stdout, done.stdout
     status = _status(cli, "vlm")
     ready, degraded = _condition(status, "Ready"), _condition(status, "Degraded")
     assert (ready["status"], ready["reason"]) == ("False", "Paused")
     assert (degraded["status"], degraded["reason"]) == ("True", "Paused")
     assert f"docker unpause {container.name}" in degraded["message"]
     [still] = containers_of(docker_client, instance)
-    assert still.id == container.id and still.status == "paused"  # not unpaused, not replaced
+    assert still.id == container.id
+    assert still.status == "paused"
 
     still.unpause()
     _wait_healthy(still)  # healthchecks failed while it was frozen; one pass clears that

@@ -27,12 +27,14 @@ def test_share_of_prunes(owned: int, kept: int, reason: str) -> None:
     desired = [*keys(kept), "Host/local", "Deployment/new"]
     verdict = judge(keys(owned), desired, "sha256:ab", DEFAULT)
     assert verdict.reason == reason
-    assert len(verdict.prunes) == owned - kept and verdict.owned == owned
+    assert len(verdict.prunes) == owned - kept
+    assert verdict.owned == owned
 
 
 def test_an_empty_revision_is_held_and_says_what_it_would_delete_and_how_to_allow() -> None:
     verdict = judge(keys(3), [], "sha256:ab", DEFAULT)
-    assert verdict.held and verdict.reason == R_EMPTY
+    assert verdict.held
+    assert verdict.reason == R_EMPTY
     assert "Deployment/d0, Deployment/d1, Deployment/d2" in verdict.message
     assert "reconciler sync --approve-prune sha256:ab" in verdict.message
     assert "--allow-empty" in verdict.message
@@ -53,7 +55,8 @@ def test_opt_ins() -> None:
 
 def test_long_lists_are_shortened() -> None:
     verdict = judge(keys(30), ["Host/local"], "r", DEFAULT)
-    assert "and 20 more" in verdict.message and len(verdict.prunes) == 30
+    assert "and 20 more" in verdict.message
+    assert len(verdict.prunes) == 30
 
 
 def test_verdicts_name_what_they_prune_and_of_how_many() -> None:

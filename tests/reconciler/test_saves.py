@@ -149,7 +149,8 @@ def test_an_invalid_rename_waits_the_quiet_period_then_is_refused(
     noticed(w, folder / "vlm.yaml", SPECS.replace("host: local", "host: nowhere"))
     with pytest.raises(SourceError) as info:
         source.load()
-    assert "nowhere" in str(info.value) and str(folder / "vlm.yaml") in str(info.value)
+    assert "nowhere" in str(info.value)
+    assert str(folder / "vlm.yaml") in str(info.value)
     assert source.settled_by == QUIET
 
 

@@ -48,9 +48,11 @@ def test_canary_secret_appears_only_in_container_env(
     attrs = container.attrs
     env = dict(item.split("=", 1) for item in attrs["Config"]["Env"])
     # The feature works: the container got both values...
-    assert env["NGC_API_KEY"] == env_canary and env["HF_TOKEN"] == file_canary
+    assert env["NGC_API_KEY"] == env_canary
+    assert env["HF_TOKEN"] == file_canary
     # ...and nothing from the reconciler's shell, and no EVS settings for a non-EVS service.
-    assert "LEAKY_SHELL_VAR" not in env and shell_leak not in json.dumps(attrs)
+    assert "LEAKY_SHELL_VAR" not in env
+    assert shell_leak not in json.dumps(attrs)
     assert not {"VIA_EVS_SESSION", "VLM_VIDEO_PRUNING_RATE", "VLLM_EVS_SIMILARITY_THRESHOLD",
                 "VIA_EVS_TOKEN_BUDGET"} & set(env)
     assert env["MODEL_PATH"] == "ngc:nim/nvidia/test-model:1.0"
@@ -94,6 +96,8 @@ def test_missing_secret_on_recreate_keeps_the_running_container(
     assert without("apply", str(specs)).returncode == 0  # nothing to recreate: no need for it
     write(specs, deployment("vlm", pinned(emulator_image), port, secrets=refs, env={"X": "2"}))
     failed = without("apply", str(specs))
-    assert failed.returncode == 1 and "MY_NGC_KEY is not set" in failed.stdout + failed.stderr
+    assert failed.returncode == 1
+    assert "MY_NGC_KEY is not set" in failed.stdout + failed.stderr
     [after] = docker_client.containers.list(filters={"label": f"{LABEL_INSTANCE}={instance}"})
-    assert after.id == before.id and after.status == "running"
+    assert after.id == before.id
+    assert after.status == "running"

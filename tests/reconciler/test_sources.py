@@ -105,7 +105,8 @@ def folder(tmp_path: Path) -> Path:
 def test_folder_revision_changes_iff_content_changes(folder: Path) -> None:
     source = FolderSource(folder)
     first = source.load()
-    assert first.revision.startswith("sha256:") and len(first.revision) == 7 + 64
+    assert first.revision.startswith("sha256:")
+    assert len(first.revision) == 7 + 64
     assert names(first) == ["Deployment/vlm", "Host/local"]
     assert first.root == folder
     assert source.load().revision == first.revision
@@ -141,11 +142,13 @@ def test_an_unchanged_folder_is_not_parsed_again(folder: Path) -> None:
     spec = folder / "team" / "vlm.yaml"
     spec.write_text(SPECS.replace("18000", "18001"))
     changed = source.load()
-    assert changed is not first and changed.spec_set.deployments[0].spec.port.host == 18001
+    assert changed is not first
+    assert changed.spec_set.deployments[0].spec.port.host == 18001
     assert source.load() is changed
     spec.write_text(SPECS)
     back = source.load()
-    assert back.revision == first.revision and back.spec_set.deployments[0].spec.port.host == (
+    assert back.revision == first.revision
+    assert back.spec_set.deployments[0].spec.port.host == (
         18000)
 
 
@@ -158,7 +161,8 @@ def test_folder_invalid_file_is_refused_naming_file_and_line(folder: Path) -> No
         source.load()
     assert str(info.value) == f"{bad}:{BROKEN_LINE}:3: spec.bogus: unknown field (schema)"
     assert [i.location.line for i in info.value.issues] == [BROKEN_LINE]
-    assert info.value.revision is not None and info.value.revision != good.revision
+    assert info.value.revision is not None
+    assert info.value.revision != good.revision
 
     bad.write_text(SPECS[:SPECS.index("local}")])  # half-written: inside a flow mapping
     with pytest.raises(SourceError) as info:
@@ -281,7 +285,8 @@ def test_git_path_restricts_loading_to_a_folder(repo: GitRepo, tmp_path: Path) -
     only = GitSource(repo.url, "main", tmp_path / "a", path="deploy/")
     assert only.name == f"git:{repo.url}#main:deploy"
     snapshot = only.load()
-    assert snapshot.revision == sha and names(snapshot) == ["Deployment/vlm", "Host/local"]
+    assert snapshot.revision == sha
+    assert names(snapshot) == ["Deployment/vlm", "Host/local"]
     assert snapshot.spec_set.source_file(snapshot.spec_set.hosts[0]) == "deploy/vlm.yaml"
 
     with pytest.raises(SourceError) as info:
@@ -290,7 +295,8 @@ def test_git_path_restricts_loading_to_a_folder(repo: GitRepo, tmp_path: Path) -
 
     with pytest.raises(SourceError) as info:
         GitSource(repo.url, "main", tmp_path / "c", path="nowhere").load()
-    assert "'nowhere' does not exist" in str(info.value) and sha in str(info.value)
+    assert "'nowhere' does not exist" in str(info.value)
+    assert sha in str(info.value)
 
     with pytest.raises(ValueError, match=r"without '\.\.'"):
         GitSource(repo.url, "main", tmp_path / "d", path="../etc")
@@ -302,7 +308,8 @@ def test_git_unknown_branch_or_unreachable_url_is_a_clear_error(repo: GitRepo,
     with pytest.raises(SourceError) as info:
         GitSource(repo.url, "nope", tmp_path / "a").load()
     assert str(info.value) == f"branch 'nope' does not exist in {repo.url}"
-    assert info.value.issues == [] and info.value.revision is None
+    assert info.value.issues == []
+    assert info.value.revision is None
 
     absent = (tmp_path / "absent.git").as_uri()
     with pytest.raises(SourceError) as info:
@@ -350,7 +357,8 @@ def test_git_snapshots_are_pruned_but_the_last_good_one_is_kept(repo: GitRepo,
         with pytest.raises(SourceError):
             source.load()
     snapshots = sorted(p.name for p in (tmp_path / "state" / "git" / SNAPSHOTS_DIR).iterdir())
-    assert good_root.is_dir() and good in snapshots
+    assert good_root.is_dir()
+    assert good in snapshots
     assert len(snapshots) == KEEP_SNAPSHOTS  # and no temp folders left behind
 
 
@@ -366,7 +374,8 @@ def test_git_symlinks_are_not_materialized_and_a_spec_link_refuses_the_revision(
     source = git_source(repo, tmp_path)
     with pytest.raises(SourceError) as info:
         source.load()
-    assert "deploy/link.yaml" in str(info.value) and "deploy/team.v2" in str(info.value)
+    assert "deploy/link.yaml" in str(info.value)
+    assert "deploy/team.v2" in str(info.value)
     assert "README" not in str(info.value)
     assert info.value.revision == sha
     assert not (tmp_path / "state" / "git" / SNAPSHOTS_DIR / sha / "deploy" / "link.yaml"

@@ -84,14 +84,17 @@ def test_eight_colours_through_vst_then_three_removed_then_deleted(
         per_source = sources(data)
         for colour in PALETTE8:
             fact = per_source[colour.lower()]
-            assert fact["framesFresh"] is True and fact["frame"] == f"solid {colour}", fact
+            assert fact["framesFresh"] is True, fact
+            assert fact["frame"] == f"solid {colour}", fact
             assert _named_colours(fact["lastCaption"]) == {colour}, fact
 
         # The human view: one row per source with registration, freshness and caption age.
         shown = cli("status", "StreamSet/cams")
-        assert shown.returncode == 0 and "LAST CAPTION" in shown.stdout, shown.stdout
+        assert shown.returncode == 0, shown.stdout
+        assert "LAST CAPTION" in shown.stdout, shown.stdout
         rows = [line for line in shown.stdout.splitlines() if " fresh (" in line]
-        assert len(rows) == 8 and all(" yes " in row for row in rows), shown.stdout
+        assert len(rows) == 8, shown.stdout
+        assert all(" yes " in row for row in rows), shown.stdout
 
         # Remove three: exactly those go, in one batch call; the other five stay registered.
         before = {s["id"]: s for s in rtvi.state()["streams"]}
@@ -102,7 +105,8 @@ def test_eight_colours_through_vst_then_three_removed_then_deleted(
               streamset(colours(keep), vst_url=vst.url, captions=CAPTIONS))
         plan = cli("plan", str(specs))
         assert plan.returncode == 2, plan.stdout + plan.stderr
-        assert plan.stdout.count("remove source") == 3 and "register" not in plan.stdout
+        assert plan.stdout.count("remove source") == 3
+        assert "register" not in plan.stdout
         _apply(cli, specs)
         after = {s["id"]: s for s in rtvi.state()["streams"]}
         assert len(after) == 5
@@ -140,7 +144,8 @@ def test_rtvi_restart_reregisters_and_a_dropped_vst_stream_degrades_by_name(
         service.restart(timeout=2)
         wait_for("the restarted service", lambda: _ready_empty(rtvi), 30)
         plan = cli("plan", str(specs))
-        assert plan.returncode == 2 and "no longer registered with RTVI" in plan.stdout, plan.stdout
+        assert plan.returncode == 2, plan.stdout
+        assert "no longer registered with RTVI" in plan.stdout, plan.stdout
         _apply(cli, specs)
         assert {s["id"] for s in rtvi.streams()} == ids  # deterministic IDs, same streams
 
@@ -174,8 +179,10 @@ def test_rtvi_restart_reregisters_and_a_dropped_vst_stream_degrades_by_name(
         assert "green: no fresh frames" in done.stdout
         data = status(cli, "StreamSet/cams")
         degraded = condition(data, "Degraded")
-        assert degraded["status"] == "True" and "green" in degraded["message"]
-        assert "red" not in degraded["message"] and "blue" not in degraded["message"]
+        assert degraded["status"] == "True"
+        assert "green" in degraded["message"]
+        assert "red" not in degraded["message"]
+        assert "blue" not in degraded["message"]
         assert condition(data, "Ready")["status"] == "False"
         vst.drop(green, restore=True)
         _apply(cli, specs)
@@ -254,7 +261,8 @@ def test_at_capacity_backs_off_reports_it_and_completes_when_capacity_frees(
                       for e in events_of(cli, "StreamSet/cams") if e.reason == "Backoff"]
             return delays if len(delays) >= 3 else None
         delays = wait_for("three retries at capacity", backoffs, 60)
-        assert delays == sorted(delays) and delays[-1] > delays[0], delays
+        assert delays == sorted(delays), delays
+        assert delays[-1] > delays[0], delays
         ready = (status_of(cli, "StreamSet/cams") or {}).get("conditions", [])
         assert any(c["type"] == "Ready" and c["reason"] == "AtCapacity" for c in ready), ready
         # No request storm: about one add per pass, not a tight loop.
@@ -280,8 +288,8 @@ def test_teardown_keeps_publishers_while_rtvi_cannot_confirm_and_deletes_in_orde
     service.stop(timeout=2)
     done = cli("delete", "StreamSet/cams")
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "not deleted" in done.stdout and "kept: its RTVI stream is still registered" in (
-        done.stdout), done.stdout
+    assert "not deleted" in done.stdout, done.stdout
+    assert "kept: its RTVI stream is still registered" in done.stdout, done.stdout
     assert set(_publishers(docker_client, instance)) == {"red", "green"}  # contract order
     service.start()
     # The whole spec set: the StreamSet goes first, while its service still answers.

@@ -46,11 +46,14 @@ def test_a_thread_that_keeps_dying_ends_the_daemon_and_one_that_recovers_does_no
 
     supervisor.spawn("flaky", flaky)
     wait_for("flaky to be restarted", lambda: runs["flaky"] == 2, 10, 0.01)
-    assert supervisor.healthy() and supervisor.states["flaky"] == "running"
+    assert supervisor.healthy()
+    assert supervisor.states["flaky"] == "running"
     supervisor.spawn("broken", broken)
     wait_for("the daemon to be stopped", stop.is_set, 10, 0.01)
-    assert supervisor.fatal is not None and "thread broken died 3 times" in supervisor.fatal
-    assert not supervisor.healthy() and supervisor.states["broken"] == "dead"
+    assert supervisor.fatal is not None
+    assert "thread broken died 3 times" in supervisor.fatal
+    assert not supervisor.healthy()
+    assert supervisor.states["broken"] == "dead"
     assert recorded[0] == ("flaky", "RuntimeError: first run fails")
     assert [name for name, _ in recorded].count("broken") == 3
     supervisor.join(deadline=0)

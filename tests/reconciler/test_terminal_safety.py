@@ -62,11 +62,14 @@ def test_planted_state_is_escaped_in_status_and_events(cli: Cli, state_dir: Path
         assert done.returncode == 0, done.stderr
         _assert_clean(where, done.stdout + done.stderr)
     # Escaped, visible and literal: the reader sees what was planted, markup not applied.
-    assert "\\x1b]0;pwned\\x07" in detail.stdout and "\\x9b2J" in detail.stdout
-    assert "[bold]lit[/bold]" in table.stdout and "[bold]lit[/bold]" in detail.stdout
+    assert "\\x1b]0;pwned\\x07" in detail.stdout
+    assert "\\x9b2J" in detail.stdout
+    assert "[bold]lit[/bold]" in table.stdout
+    assert "[bold]lit[/bold]" in detail.stdout
     # The forged line stays inside its own event: two events, two lines, both real.
     lines = text_events.stdout.splitlines()
-    assert len(lines) == 2 and all(EVENT_LINE.match(line) for line in lines), lines
+    assert len(lines) == 2, lines
+    assert all(EVENT_LINE.match(line) for line in lines), lines
     assert "\\n2026-12-04T00:00:00.000Z Normal  Deployment/other Deleted: forged" in lines[0]
 
     for args in (("status", "-o", "json"), ("status", "vlm", "-o", "json"),
@@ -143,7 +146,8 @@ def test_real_model_id_log_line_and_label_reach_no_terminal_raw(
     try:
         plan = cli("plan", str(specs))
         _assert_clean("plan", plan.stdout + plan.stderr)
-        assert "Conflict" in plan.stdout and "\\x1b]0;pwned\\x07" in plan.stdout
+        assert "Conflict" in plan.stdout
+        assert "\\x1b]0;pwned\\x07" in plan.stdout
 
         applied = cli("apply", str(specs))
         assert applied.returncode == 1

@@ -15,5 +15,6 @@ def yaml_loader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     if request.param == "python":
         monkeypatch.setattr(loader, "_Loader", loader._LimitedLoader)
     else:
-        assert yaml.__with_libyaml__ and loader._Loader is not loader._LimitedLoader
+        assert yaml.__with_libyaml__
+        assert loader._Loader is not loader._LimitedLoader
     return str(request.param)

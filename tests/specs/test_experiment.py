@@ -51,7 +51,8 @@ def _template(profile: str = "standard", port: int = 18000) -> Deployment:
 def test_a_plain_four_stream_canary_is_valid() -> None:
     assert _rules() == []
     exp = Experiment.model_validate(_experiment())
-    assert exp.spec.canary is not None and exp.spec.canary.semanticIsolation is True
+    assert exp.spec.canary is not None
+    assert exp.spec.canary.semanticIsolation is True
     assert exp.spec.measurement.metrics == ["chunk_latency_ms", "dropped_chunks"]
     assert check_template(exp, _template()) == []
 
@@ -134,7 +135,8 @@ def test_template_rules() -> None:
     assert rules == {"spec.measurement.published", "spec.service.hostPort"}
     assert check_template(exp, _template(profile="perf")) == []
     [missing] = check_template(exp, None)
-    assert missing.path == ("spec", "template") and "not defined" in missing.message
+    assert missing.path == ("spec", "template")
+    assert "not defined" in missing.message
 
 
 def test_probe_labels_are_distinct_and_none_contains_another() -> None:
@@ -351,7 +353,8 @@ def test_latency_is_measured_the_harness_way_by_default_and_plan_warns_of_the_se
     server = Experiment.model_validate(_experiment(measurement={
         "claim": "c", "latencySource": "processing_latency"}))
     [warning] = measure_warnings(server.spec, {})
-    assert "ENABLE_REQUEST_PROFILING=true" in warning and "not measured" in warning
+    assert "ENABLE_REQUEST_PROFILING=true" in warning
+    assert "not measured" in warning
     assert measure_warnings(server.spec, {"ENABLE_REQUEST_PROFILING": "true"}) == []
     with pytest.raises(ValidationError):
         Experiment.model_validate(_experiment(measurement={"claim": "c",

@@ -74,7 +74,8 @@ def test_hostile_yaml_is_refused_fast_with_file_line_and_rule(name: str, yaml_lo
     elapsed = time.monotonic() - started
     [issue] = info.value.issues
     assert issue.rule == rule, str(issue)
-    assert str(issue).startswith("specs/hostile.yaml:") and issue.location.line >= 1
+    assert str(issue).startswith("specs/hostile.yaml:")
+    assert issue.location.line >= 1
     if yaml_loader == "libyaml":  # the fallback refuses alike, at pure-Python speed
         assert elapsed < FAST_S, f"{name} took {elapsed:.2f}s"
 
@@ -87,7 +88,8 @@ def test_a_file_over_the_size_limit_is_refused_before_it_is_read(tmp_path: Path)
         load_paths([tmp_path])
     assert time.monotonic() - started < FAST_S
     [issue] = info.value.issues
-    assert issue.rule == LIMIT_FILE_SIZE and str(issue).startswith(f"{big}:1:1:")
+    assert issue.rule == LIMIT_FILE_SIZE
+    assert str(issue).startswith(f"{big}:1:1:")
     # The limit is configurable: the same file passes a larger one (it is only a comment).
     assert load_paths([tmp_path], limits=LoaderLimits(max_file_bytes=3 * 1024 * 1024)) == []
 

@@ -187,7 +187,9 @@ def test_the_log_rotates_at_its_size_limit_and_reads_as_one(tmp_path: Path) -> N
     assert all(p.stat().st_size <= 600 for p in path.parent.iterdir())
     events = log.read()
     seqs = [e.seq for e in events]
-    assert seqs == sorted(seqs) and seqs[-1] == 40 and len(seqs) < 40  # oldest dropped
+    assert seqs == sorted(seqs)
+    assert seqs[-1] == 40
+    assert len(seqs) < 40
     assert [e.seq for e in log.read(limit=3)] == [38, 39, 40]
     # A new writer (a restart) numbers on from the files, even with no current file.
     assert EventLog(path, Redactor(), max_bytes=600, keep=2).append(

@@ -29,7 +29,8 @@ def test_a_sealed_bundle_verifies(tmp_path: Path) -> None:
     ev = _sealed(tmp_path)
     assert verify(ev.folder) == []
     status = json.loads((ev.folder / "status.json").read_text())
-    assert status["result"] == "PASS" and status["phase"] == "Done"
+    assert status["result"] == "PASS"
+    assert status["phase"] == "Done"
     listed = (ev.folder / CHECKSUMS).read_text().splitlines()
     assert [line.split("  ")[1] for line in listed] == [
         "events.jsonl", "gates/isolation.json", "logs/service.log", "manifest.json",
@@ -123,7 +124,8 @@ def test_run_ids_are_plain_folder_names(tmp_path: Path, run_id: str) -> None:
         Evidence.create(tmp_path / "root", run_id)
     with pytest.raises(EvidenceError, match="is not a run ID"):
         Evidence.open(tmp_path / "root", run_id)
-    assert not (tmp_path / "x").exists() and not (tmp_path / "root").exists()
+    assert not (tmp_path / "x").exists()
+    assert not (tmp_path / "root").exists()
 
 
 def test_the_spec_and_the_folder_agree_on_run_ids() -> None:

@@ -37,7 +37,8 @@ def test_lock_held_by_other_process_then_recovered_after_kill9(tmp_path: Path) -
         with pytest.raises(LockHeld) as err:
             StateLock(root).acquire()
         assert err.value.pid == holder.pid
-        assert err.value.since is not None and err.value.since.endswith("Z")
+        assert err.value.since is not None
+        assert err.value.since.endswith("Z")
         assert err.value.path == root
         assert f"locked by reconciler pid {holder.pid}" in str(err.value)
         assert "another apply or daemon is running" in str(err.value)

@@ -60,7 +60,9 @@ def test_unknown_fields_are_refused() -> None:
 
 def test_utc_now_format() -> None:
     stamp = utc_now()
-    assert len(stamp) == len(T0) and stamp.endswith("Z") and stamp[10] == "T"
+    assert len(stamp) == len(T0)
+    assert stamp.endswith("Z")
+    assert stamp[10] == "T"
 
 
 def test_transition_time_moves_only_when_status_changes() -> None:
@@ -71,7 +73,8 @@ def test_transition_time_moves_only_when_status_changes() -> None:
     assert status.set_condition("Ready", "False", "Connecting", "ssh retry 2", now=T1) is True
     ready = status.condition("Ready")
     assert ready is not None
-    assert ready.last_transition_time == T0 and ready.message == "ssh retry 2"
+    assert ready.last_transition_time == T0
+    assert ready.message == "ssh retry 2"
     # Nothing different at all: no change reported.
     assert status.set_condition("Ready", "False", "Connecting", "ssh retry 2", now=T2) is False
     # Status flips: the transition time follows.
@@ -107,7 +110,8 @@ def test_inventory_upsert_and_remove() -> None:
     )
     assert len(status.inventory) == 2
     item = status.inventory_item("stream", "a")
-    assert item is not None and (item.id, item.state) == ("uuid-1", "created")
+    assert item is not None
+    assert (item.id, item.state) == ("uuid-1", "created")
     status.remove_inventory("stream", "a")
     status.remove_inventory("stream", "missing")
     assert status.inventory_item("stream", "a") is None

@@ -70,7 +70,8 @@ def test_atomic_replace_replaces_a_link_not_its_target(state_dir: Path, outside:
     link = state_dir / "status.json"
     link.symlink_to(outside)
     write_atomic(link, b"new\n")
-    assert not link.is_symlink() and link.read_bytes() == b"new\n"
+    assert not link.is_symlink()
+    assert link.read_bytes() == b"new\n"
     assert outside.read_bytes() == OUTSIDE_CONTENT
     assert _mode(link) == 0o600
 
@@ -82,7 +83,8 @@ def test_cli_refuses_planted_links_and_leaves_their_targets(cli: Cli, state_dir:
     (state_dir / "events.jsonl").symlink_to(outside)
     done = cli("delete", "vlm")
     assert done.returncode == 1
-    assert f"{state_dir / 'reconciler.log'}" in done.stderr and "symbolic link" in done.stderr
+    assert f"{state_dir / 'reconciler.log'}" in done.stderr
+    assert "symbolic link" in done.stderr
     assert outside.read_bytes() == OUTSIDE_CONTENT
 
 
@@ -108,7 +110,8 @@ def test_a_state_dir_others_can_write_is_refused(cli: Cli, state_dir: Path,
     os.chmod(state_dir, 0o777)
     done = cli(*args)
     assert done.returncode == 1
-    assert f"chmod 700 {state_dir}" in done.stderr and "writable by group or others" in (
+    assert f"chmod 700 {state_dir}" in done.stderr
+    assert "writable by group or others" in (
         done.stderr)
     assert not (state_dir / "reconciler.log").exists()
 

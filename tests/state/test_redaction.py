@@ -79,7 +79,8 @@ def test_canary_never_reaches_state_dir(tmp_path: Path) -> None:
     joined = b"".join(p.read_bytes() for p in files)
     assert MASK.encode() in joined  # the secret was there, and was masked
     loaded = store.load("Deployment/vlm")
-    assert loaded is not None and loaded.facts["env"]["NGC_API_KEY"] == MASK
+    assert loaded is not None
+    assert loaded.facts["env"]["NGC_API_KEY"] == MASK
 
 
 # What Docker (runc) answered, verbatim, when asked to start a container whose env carried the
@@ -117,7 +118,8 @@ def test_every_encoded_form_of_a_hostile_value_is_masked() -> None:
 def test_go_quoting_matches_go_for_every_class_of_character() -> None:
     """Go's %q keeps printable runes and escapes the rest; %+q escapes all non-ASCII too."""
     assert go_quoted('a"\\\n\x00\x7f') == 'a\\"\\\\\\n\\x00\\x7f'
-    assert go_quoted("é") == "é" and go_quoted("é", ascii_only=True) == "\\u00e9"
+    assert go_quoted("é") == "é"
+    assert go_quoted("é", ascii_only=True) == "\\u00e9"
     assert go_quoted("\u200b") == "\\u200b"  # a format character: not printable
     assert go_quoted("\U00010000") == "\U00010000"
     assert go_quoted("\U00010000", ascii_only=True) == "\\U00010000"
@@ -126,7 +128,8 @@ def test_go_quoting_matches_go_for_every_class_of_character() -> None:
 
 def test_json_forms_are_the_inside_of_the_quotes() -> None:
     assert _json_inner("abc", True) == "abc"
-    assert _json_inner("é\n", False) == "é\\n" and _json_inner("é\n", True) == "\\u00e9\\n"
+    assert _json_inner("é\n", False) == "é\\n"
+    assert _json_inner("é\n", True) == "\\u00e9\\n"
 
 
 def test_a_secret_inside_a_longer_one_does_not_leave_the_longer_one_s_ends() -> None:

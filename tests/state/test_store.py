@@ -64,7 +64,8 @@ def test_update_creates_then_modifies(tmp_path: Path) -> None:
     assert first.facts == {"n": 1}
     store.update("Host/h", "Host", "h", lambda s: s.facts.update(n=s.facts["n"] + 1))
     again = Store(tmp_path / "state").load("Host/h")
-    assert again is not None and again.facts == {"n": 2}
+    assert again is not None
+    assert again.facts == {"n": 2}
     with pytest.raises(StateError):
         store.update("Host/h", "Host", "other", lambda s: None)
 
@@ -188,7 +189,8 @@ def test_concurrent_updates_lose_nothing(tmp_path: Path) -> None:
         thread.join()
     assert errors == []
     final = Store(tmp_path / "state").load("Deployment/d")
-    assert final is not None and final.facts["n"] == THREADS * INCREMENTS
+    assert final is not None
+    assert final.facts["n"] == THREADS * INCREMENTS
 
 
 def test_an_update_of_one_resource_does_not_wait_for_another(tmp_path: Path) -> None:
@@ -218,15 +220,18 @@ def test_an_update_of_one_resource_does_not_wait_for_another(tmp_path: Path) -> 
         assert not other.is_alive(), "b's update waited for a's"
         same = update("a", lambda st: order.append("same"))
         same.join(0.2)  # it cannot get in while a's update holds the record
-        assert same.is_alive() and order == []
+        assert same.is_alive()
+        assert order == []
     finally:
         release.set()
     holder.join(30)
     same.join(30)
     assert order == ["slow", "same"]
     a, b = store.load("StreamSet/a"), store.load("StreamSet/b")
-    assert a is not None and a.facts["slow"] is True
-    assert b is not None and b.facts["other"] is True
+    assert a is not None
+    assert a.facts["slow"] is True
+    assert b is not None
+    assert b.facts["other"] is True
 
 
 def test_history_survives_delete_and_recreate(tmp_path: Path) -> None:
@@ -289,9 +294,11 @@ def test_an_update_the_known_record_lacks_is_made_on_the_record_as_it_is_now(
     assert store.update_unless_known("Deployment/vlm", "Deployment", "vlm", degraded,
                                      known) is True
     record = store.load("Deployment/vlm")
-    assert record is not None and record.facts == {"seen": 1}
+    assert record is not None
+    assert record.facts == {"seen": 1}
     cond = record.condition("Degraded")
-    assert cond is not None and cond.reason == "Slow"
+    assert cond is not None
+    assert cond.reason == "Slow"
     # Without a known record it is a plain update.
     assert store.update_unless_known("Deployment/vlm", "Deployment", "vlm", degraded,
                                      None) is True
