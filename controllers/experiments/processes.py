@@ -57,24 +57,15 @@ def end(name: str, interrupt_s: float = 0.0) -> str | None:
     pid = alive(name)
     if pid is None:
         return None
-    if interrupt_s > 0:
-        try:
-            os.killpg(pid, signal.SIGINT)
-        except ProcessLookupError:
-            return None
-        except PermissionError as exc:
-            return f"process {name}: cannot signal it: {exc.strerror}"
-        if until(lambda: True if alive(name) is None else None, timeout_s=interrupt_s,
-                 pace=0.2, stop=None) is not None:
-            return None
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    steps = [(signal.SIGINT, interrupt_s)] if interrupt_s > 0 else []
+    for sig, grace_s in [*steps, (signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, TERM_GRACE_S)]:
         try:
             os.killpg(pid, sig)  # started with its own session: its group is its pid
         except ProcessLookupError:
             return None
         except PermissionError as exc:
             return f"process {name}: cannot signal it: {exc.strerror}"
-        if until(lambda: True if alive(name) is None else None, timeout_s=TERM_GRACE_S,
+        if until(lambda: True if alive(name) is None else None, timeout_s=grace_s,
                  pace=0.2, stop=None) is not None:
             return None
     return f"process {name} did not end after SIGKILL"
