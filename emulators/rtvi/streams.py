@@ -237,8 +237,9 @@ class StreamTable:
 
     def start_drain(self, stream_id: str, window_s: float) -> tuple[int, str, str] | float:
         """Mark draining; the monotonic deadline, or (status, code, message) when refused.
-        A caption request holding the stream is ended first, unless the ``delete_in_use``
-        knob says ``refuse`` (then: 409)."""
+        A caption request holding the stream is ended once the stream is marked draining
+        (so none can start on it meanwhile), unless the ``delete_in_use`` knob says
+        ``refuse`` (then: 409)."""
         end_requests = self._knobs.values.delete_in_use == "end"
         with self._lock:
             stream = self._streams.get(stream_id)
