@@ -53,7 +53,7 @@ from controllers.experiments import benchreport, harnessreport, processes
 from controllers.experiments.benchreport import BENCH_FILE
 from controllers.experiments.driver import GATE_SMOKE, ONE_FRAME_ONE_TOKEN
 from controllers.experiments.filechat import PinnedFile, ask
-from controllers.experiments.reportparts import Section
+from controllers.experiments.reportparts import Section, load_json
 from controllers.experiments.runtype import PlannedStep, Result, RunContext
 from controllers.experiments.service import RunService
 from controllers.waiting import Stopped, until
@@ -112,10 +112,8 @@ def scenario_problem(bench: BenchmarkSpec, listed: dict[str, str] | None, why: s
     return ""
 
 
-def derived_config(bench: BenchmarkSpec, report_dir: Path, url: str) -> str:
-    """The CONFIG handle's text: the user's config with the report directory, the service's
-    API base (``<url>/v1``) and, when ``apiMode`` is set, the scenario's ``vlm_api_mode`` (on
-    the scenario and on any video entry that sets its own) changed; nothing else."""
+def user_config(bench: BenchmarkSpec) -> dict[str, Any]:
+    """The user's harness config, read once per run (HarnessError when it cannot be)."""
     try:
         data = yaml.safe_load(harness_config_path(bench).read_text("utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
@@ -123,6 +121,16 @@ def derived_config(bench: BenchmarkSpec, report_dir: Path, url: str) -> str:
                            f"{exc}") from None
     if not isinstance(data, dict):
         raise HarnessError(f"the harness config {harness_config_path(bench)} is not a mapping")
+    return data
+
+
+def derived_config(bench: BenchmarkSpec, report_dir: Path, url: str,
+                   data: dict[str, Any] | None = None) -> str:
+    """The CONFIG handle's text: the user's config (``data``, else read now) with the report
+    directory, the service's API base (``<url>/v1``) and, when ``apiMode`` is set, the
+    scenario's ``vlm_api_mode`` (on the scenario and on any video entry that sets its own)
+    changed; nothing else."""
+    data = user_config(bench) if data is None else data
     _set(data, bench.harness.outputDirKey, str(report_dir))
     _set(data, bench.harness.serviceUrlKey, api_base(url))
     scenarios = data.get("test_scenarios")
@@ -135,13 +143,9 @@ def derived_config(bench: BenchmarkSpec, report_dir: Path, url: str) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
-def bcd_suffix(bench: BenchmarkSpec) -> str:
+def bcd_suffix(bench: BenchmarkSpec, data: dict[str, Any]) -> str:
     """``-bcd`` when the user's ``output_dir`` turned the harness's BCD live-source guard on
     (it contains ``bcd``): the run's report folder keeps it on."""
-    try:
-        data = yaml.safe_load(harness_config_path(bench).read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return ""
     node: Any = data
     for key in bench.harness.outputDirKey.split("."):
         node = node.get(key) if isinstance(node, dict) else None
@@ -323,11 +327,12 @@ class Benchmark:
     def run_harness(self, service: RunService) -> tuple[harnessreport.Outcome, dict[str, str]]:
         ctx, bench = self.ctx, self.bench
         evidence = ctx.evidence
-        report_dir = evidence.path(REPORT_HANDLE + bcd_suffix(bench))
+        data = user_config(bench)
+        report_dir = evidence.path(REPORT_HANDLE + bcd_suffix(bench, data))
         report_dir.mkdir(parents=True, exist_ok=True)
         name = Path(bench.harness.config).name  # kept: the BCD guard reads the file name
         config = evidence.write_text(f"{CONFIG_FOLDER}/{name}",
-                                     derived_config(bench, report_dir, service.url))
+                                     derived_config(bench, report_dir, service.url, data))
         log_path = evidence.path(LOG_HANDLE)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         output_json = report_dir / RESULT_JSON
@@ -454,11 +459,7 @@ class Benchmark:
         variables included): with the end-of-sequence honoured, output lengths differ and the
         pair measures something else than EVS."""
         def setting(folder: Path) -> str:
-            try:
-                manifest = json.loads((folder / MANIFEST).read_text("utf-8"))
-            except (OSError, ValueError):
-                return "unknown"
-            runtime = manifest.get("runtime") if isinstance(manifest, dict) else None
+            runtime = load_json(Evidence(folder), MANIFEST).get("runtime")
             env = runtime.get("environment") if isinstance(runtime, dict) else None
             value = env.get("VLLM_IGNORE_EOS") if isinstance(env, dict) else None
             return str(value) if value is not None else "unknown"

@@ -35,6 +35,7 @@ from controllers.errors import ControllerError
 from controllers.experiments import gpumemory, processes
 from controllers.experiments import report as bundle_report
 from controllers.experiments.cleanup import CleanupReport, GpuProof, clean
+from controllers.experiments.reportparts import load_json
 from controllers.experiments.runtype import RunContext
 from controllers.experiments.service import STOP_GRACE_CAP_S, RunService, guard, launch
 from controllers.experiments.streams import CanarySource, publish, stream_id
@@ -437,11 +438,8 @@ def _record_runtime(evidence: Evidence, service: RunService, without: list[str],
     except (OSError, ValueError):
         starts = []
     evidence.write_json(RUNTIME_FILE, [*starts, record] if isinstance(starts, list) else [record])
-    try:
-        manifest = json.loads(evidence.path(MANIFEST).read_text("utf-8"))
-    except (OSError, ValueError):
-        return
-    if isinstance(manifest, dict) and "runtime" not in manifest:
+    manifest = load_json(evidence, MANIFEST)
+    if manifest and "runtime" not in manifest:
         manifest["runtime"] = {**record, "source": "the service's start-up log"}
         evidence.write_json(MANIFEST, manifest)
 
