@@ -268,9 +268,8 @@ class CaptionService:
     """Active caption requests, their chunk loop and counters."""
 
     def __init__(self, streams: StreamTable, knobs: Knobs, faults: FaultTable) -> None:
-        self._streams = streams
-        self._knobs = knobs
-        self.streams, self.knobs = streams, knobs  # for file captions (``filecaptions``)
+        self.streams = streams  # public: file captions (``filecaptions``) read them too
+        self.knobs = knobs
         self._faults = faults
         self._lock = threading.Lock()
         self._sessions: dict[str, Session] = {}
@@ -291,11 +290,11 @@ class CaptionService:
     def open(self, params: CaptionParams) -> Session | Response:
         """Admit a request, or the error response that refuses it."""
         for stream_id in params.stream_ids:
-            stream = self._streams.get(stream_id)
+            stream = self.streams.get(stream_id)
             if stream is None or stream.draining:
                 return no_such_stream()
-        limit = self._knobs.values.max_streams
-        live = self._streams.live_count()
+        limit = self.knobs.values.max_streams
+        live = self.streams.live_count()
         with self._lock:
             captioned = {i for s in self._sessions.values() for i in s.params.stream_ids}
             wanted = captioned | set(params.stream_ids)
@@ -313,11 +312,11 @@ class CaptionService:
                     )
             session = Session(params)
             self._sessions[session.request_id] = session
-        if any((s := self._streams.get(i)) is None or s.draining for i in params.stream_ids):
+        if any((s := self.streams.get(i)) is None or s.draining for i in params.stream_ids):
             self.close(session)  # a delete began meanwhile: it would not see this request
             return no_such_stream()
         for stream_id in params.stream_ids:
-            stream = self._streams.get(stream_id)
+            stream = self.streams.get(stream_id)
             if stream is not None:
                 stream.chunk_duration = params.chunk_s
                 stream.chunk_overlap_duration = params.overlap_s
@@ -337,7 +336,7 @@ class CaptionService:
             self._sessions.pop(session.request_id, None)
             remaining = {i for s in self._sessions.values() for i in s.params.stream_ids}
         for stream_id in session.params.stream_ids:
-            stream = self._streams.get(stream_id)
+            stream = self.streams.get(stream_id)
             if stream is not None and stream_id not in remaining:
                 stream.chunk_duration = 0
                 stream.chunk_overlap_duration = 0
@@ -385,13 +384,13 @@ class CaptionService:
         origin_mono, origin_unix = origin
         params = session.params
         begun = time.monotonic()
-        source = self._streams.get(self._faults.frames_source(stream_id, index))
+        source = self.streams.get(self._faults.frames_source(stream_id, index))
         frames = (
             [] if source is None else source.decoder.frames_between(start - params.overlap_s, end)
         )
         tally = Counter(frame.description for frame in frames)
         decoded = time.monotonic()
-        session.stop.wait(self._knobs.vlm_latency_s(self._streams.live_count()))
+        session.stop.wait(self.knobs.vlm_latency_s(self.streams.live_count()))
         answered = time.monotonic()
         content = NO_FRAME_CONTENT
         if frames:
@@ -465,7 +464,7 @@ class CaptionService:
 
     def event(self, session: Session, chunk: Chunk) -> dict[str, object]:
         """One SSE event in the shape the ``caption_shape`` knob selects."""
-        if self._knobs.values.caption_shape == "wrapped":
+        if self.knobs.values.caption_shape == "wrapped":
             event = self._wrapper(session, chunk.media_info, [chunk.body])
         else:
             event = dict(chunk.body)
@@ -497,7 +496,7 @@ class CaptionService:
 
     def completion(self, session: Session, chunks: list[Chunk]) -> dict[str, object]:
         """The non-streaming body (see the module docstring for the flat case)."""
-        if self._knobs.values.caption_shape == "flat" and len(chunks) == 1:
+        if self.knobs.values.caption_shape == "flat" and len(chunks) == 1:
             return self.event(session, chunks[0])
         wrapper = self._wrapper(
             session,

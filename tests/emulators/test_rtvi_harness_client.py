@@ -7,9 +7,10 @@ from ``media_info.end_timestamp`` includes a delay injected between the source a
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import httpx
 
@@ -42,20 +43,29 @@ def _body(stream_id: str, chunk_s: int = 1) -> dict[str, object]:
                            stream_options={"include_usage": True})
 
 
-def test_a_stream_deleted_while_captioned_ends_its_caption_stream_and_is_gone(
-        start_emulator: StartEmulator, rtsp_source: RtspSource) -> None:
-    emulator, stream_id = _one_stream(start_emulator, rtsp_source, RTVI_EMU_LATENCY_MS="0")
+@contextlib.contextmanager
+def _captioning(emulator: EmulatorProcess, stream_id: str) -> Iterator[
+        tuple[Iterator[dict[str, object] | str], httpx.Client]]:
+    """One streamed caption request on ``stream_id``, its first event read; yields the rest
+    of its events and a second client to act with while the request is open."""
     with rc.client(emulator) as http, http.stream(
             "POST", "/v1/generate_captions", json=_body(stream_id)) as response:
         assert response.status_code == 200
         events = rc.sse_events(response)
         first = next(events)
-        assert isinstance(first, dict)
-        assert first["chunk_responses"]
-        with rc.client(emulator) as other:  # as single_live_stream does: captions still open
-            deleted = other.delete(f"/v1/streams/delete/{stream_id}")
-            assert deleted.status_code == 200, deleted.text
-            assert stream_id not in rc.listed_ids(other)
+        assert isinstance(first, dict), first
+        assert first["chunk_responses"], first
+        with rc.client(emulator) as other:
+            yield events, other
+
+
+def test_a_stream_deleted_while_captioned_ends_its_caption_stream_and_is_gone(
+        start_emulator: StartEmulator, rtsp_source: RtspSource) -> None:
+    emulator, stream_id = _one_stream(start_emulator, rtsp_source, RTVI_EMU_LATENCY_MS="0")
+    with _captioning(emulator, stream_id) as (events, other):
+        deleted = other.delete(f"/v1/streams/delete/{stream_id}")  # captions still open,
+        assert deleted.status_code == 200, deleted.text  # as single_live_stream does it
+        assert stream_id not in rc.listed_ids(other)
         tail = list(events)
     assert tail[-1] == "[DONE]", tail
     usage = [e for e in tail if isinstance(e, dict) and "usage" in e]
@@ -71,14 +81,10 @@ def test_a_stream_deleted_while_captioned_ends_its_caption_stream_and_is_gone(
 def test_a_batch_delete_of_captioned_streams_ends_their_requests(
         start_emulator: StartEmulator, rtsp_source: RtspSource) -> None:
     emulator, stream_id = _one_stream(start_emulator, rtsp_source, RTVI_EMU_LATENCY_MS="0")
-    with rc.client(emulator) as http, http.stream(
-            "POST", "/v1/generate_captions", json=_body(stream_id)) as response:
-        events = rc.sse_events(response)
-        next(events)
-        with rc.client(emulator) as other:
-            batch = other.request("DELETE", "/v1/streams/delete-batch",
-                                  json={"stream_ids": [stream_id], "blocking": True})
-            assert batch.json() == {"deleted": [stream_id], "errors": []}, batch.text
+    with _captioning(emulator, stream_id) as (events, other):
+        batch = other.request("DELETE", "/v1/streams/delete-batch",
+                              json={"stream_ids": [stream_id], "blocking": True})
+        assert batch.json() == {"deleted": [stream_id], "errors": []}, batch.text
         assert list(events)[-1] == "[DONE]"
 
 
@@ -86,13 +92,9 @@ def test_a_stopped_request_behind_schedule_ends_within_a_second(
         start_emulator: StartEmulator, rtsp_source: RtspSource) -> None:
     # Each chunk takes 3 s of model time on a 1 s chunk: the request falls behind at once.
     emulator, stream_id = _one_stream(start_emulator, rtsp_source, RTVI_EMU_LATENCY_MS="3000")
-    with rc.client(emulator) as http, http.stream(
-            "POST", "/v1/generate_captions", json=_body(stream_id)) as response:
-        events = rc.sse_events(response)
-        next(events)  # one chunk answered; the next is already late
-        with rc.client(emulator) as other:
-            stopped_at = time.monotonic()
-            assert other.delete(f"/v1/generate_captions/{stream_id}").status_code == 200
+    with _captioning(emulator, stream_id) as (events, other):  # the next chunk is late
+        stopped_at = time.monotonic()
+        assert other.delete(f"/v1/generate_captions/{stream_id}").status_code == 200
         tail = list(events)
         ended_in = time.monotonic() - stopped_at
     assert tail[-1] == "[DONE]"
