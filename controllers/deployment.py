@@ -213,28 +213,22 @@ class DeploymentController:
                      else self.engine.container(desired.container_name))
         if container is None:
             raise TemporaryError(f"container {desired.container_name} vanished after apply")
-        if not the_plan.changes and (
-                proven := self._proven(desired, container, the_plan.record)) is not None:
-            return proven
-        result = self._wait_ready(desired, container, timeout_s, phased)
+        # The steady state: proven ready at this spec in this very container, still serving.
+        # ``the_plan.record``: as this pass read it (only this pass writes the verdict).
+        proven = not the_plan.changes and _proven_at(desired, container, the_plan.record)
+        if proven and still_serving(container, desired.probe_url,
+                                    api_token(desired.deployment.spec)):
+            assert the_plan.record is not None
+            return ReadinessResult(DeploymentStatusFacts.of(the_plan.record).model or "", 0.0)
+        # A proven service whose one health check failed (a blip, a slow answer under load)
+        # is proven again before anything is said: if it is ready at once, the record already
+        # says all there is and nothing is written.
+        result = self._wait_ready(desired, container, timeout_s, phased, announce=not proven)
         self._record_ready(desired, container, result, revision)
         return result
 
-    def _proven(self, desired: Desired, container: ContainerInfo,
-                record: ResourceStatus | None) -> ReadinessResult | None:
-        """The steady state: proven ready at this spec in this very container, still serving.
-        ``record``: as this pass read it (only this pass writes the verdict)."""
-        ready = record.condition("Ready") if record is not None else None
-        if (record is None or ready is None or ready.status != "True"
-                or record.observed_generation != desired.spec_hash
-                or DeploymentStatusFacts.of(record).container_id != container.id
-                or not still_serving(container, desired.probe_url,
-                                     api_token(desired.deployment.spec))):
-            return None
-        return ReadinessResult(DeploymentStatusFacts.of(record).model or "", 0.0)
-
     def _wait_ready(self, desired: Desired, container: ContainerInfo, timeout_s: float | None,
-                    phased: bool) -> ReadinessResult:
+                    phased: bool, announce: bool = True) -> ReadinessResult:
         resource = desired.resource
         readiness = desired.deployment.spec.readiness
         budget = float(readiness.timeoutSeconds)
@@ -248,8 +242,9 @@ class DeploymentController:
             elapsed = max(0.0, time.time() - started) if started is not None else 0.0
         left = max(0.0, budget - elapsed)
         window = min(left, READINESS_SLICE_S) if phased else left
-        self._set(resource, "Progressing", "True", "WaitingForReadiness",
-                  f"waiting up to {budget:g}s for {desired.url}")
+        if announce:
+            self._set(resource, "Progressing", "True", "WaitingForReadiness",
+                      f"waiting up to {budget:g}s for {desired.url}")
         try:
             return wait_ready(self.engine, container.id, desired.probe_url, window,
                               readiness.pollSeconds, lambda msg: self._progress(resource, msg),
@@ -377,11 +372,15 @@ class DeploymentController:
             st.set_condition("Degraded", "False", "Healthy", "")
             st.set_condition("Stalled", "False", "Converged", "")
             known = DeploymentStatusFacts.of(st)
+            # this container's logs only add facts: a read that came back before the log
+            # follower caught up must not drop what an earlier read of them saw
+            kept = (known.runtime.model_dump(exclude_none=True)
+                    if known.runtime is not None and known.container_id == container.id else {})
             known.host, known.container = self.facts.name, desired.container_name
             known.container_id, known.image = container.id, desired.deployment.spec.image
             known.image_id, known.url, known.model = desired.image_id, desired.url, result.model_id
-            if result.runtime:
-                known.runtime = RuntimeFacts.model_validate(result.runtime)
+            if result.runtime or kept:
+                known.runtime = RuntimeFacts.model_validate({**kept, **result.runtime})
             if was_ready is None or was_ready.status != "True":
                 known.ready_since = utc_now()
             known.put(st)
@@ -438,3 +437,12 @@ __all__ = [
     "container_request",
     "resolve_desired",
 ]
+
+
+def _proven_at(desired: Desired, container: ContainerInfo, record: ResourceStatus | None
+               ) -> bool:
+    """The record says this very container was proven ready at this spec."""
+    ready = record.condition("Ready") if record is not None else None
+    return (record is not None and ready is not None and ready.status == "True"
+            and record.observed_generation == desired.spec_hash
+            and DeploymentStatusFacts.of(record).container_id == container.id)

@@ -46,6 +46,9 @@ class Metrics:
         depth = Gauge("rtvi_reconciler_queue_depth", "Keys waiting in the work queue",
                       registry=self.registry)
         depth.set_function(lambda: daemon.queue.stats().depth)
+        processing = Gauge("rtvi_reconciler_queue_processing",
+                           "Keys whose pass is running now", registry=self.registry)
+        processing.set_function(lambda: daemon.queue.stats().processing)
         self.registry.register(_ApiCalls(daemon))
         self._server: WSGIServer | None = None
 

@@ -175,6 +175,7 @@ def test_metrics_sync_status_live_and_clean_sigterm(
         metrics = httpx.get(f"http://127.0.0.1:{port}/metrics").text
         assert 'rtvi_reconciler_reconcile_duration_seconds_count{kind="Deployment"}' in metrics
         assert "rtvi_reconciler_queue_depth" in metrics
+        assert "rtvi_reconciler_queue_processing" in metrics
         calls = [line for line in metrics.splitlines()
                  if line.startswith('rtvi_reconciler_api_calls_total{target="docker:local"}')]
         assert calls

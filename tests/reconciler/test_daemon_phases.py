@@ -99,6 +99,12 @@ def _metric(port: int, name: str, **labels: str) -> float:
     return 0.0
 
 
+def _idle(port: int) -> bool:
+    """Nothing queued and no pass running (a Ready record may be one write from its last)."""
+    return (_metric(port, "rtvi_reconciler_queue_depth") == 0
+            and _metric(port, "rtvi_reconciler_queue_processing") == 0)
+
+
 def test_a_no_op_pass_writes_no_state_file_and_makes_at_most_2_api_calls_per_host(
         cli: Cli, instance: str, emulator_image: str, tmp_path: Path) -> None:
     specs = tmp_path / "specs"
@@ -109,8 +115,7 @@ def test_a_no_op_pass_writes_no_state_file_and_makes_at_most_2_api_calls_per_hos
     try:
         for name in ("a", "b", "c"):
             wait_for(f"{name} Ready", lambda n=name: is_ready(cli, f"Deployment/{n}"), 60)
-        wait_for("the queue to drain", lambda: _metric(
-            port, "rtvi_reconciler_queue_depth") == 0, 10)
+        wait_for("the queue to drain and no pass in flight", lambda: _idle(port), 10)
         files = [p for p in cli.state_dir.rglob("*") if p.is_file() and p.suffix != ".log"]
         before = {p: p.stat().st_mtime_ns for p in files}
         done = _metric(port, passes, kind="Deployment")
@@ -121,6 +126,7 @@ def test_a_no_op_pass_writes_no_state_file_and_makes_at_most_2_api_calls_per_hos
         wait_for("a pass over each Deployment",
                  lambda: _metric(port, passes, kind="Deployment") >= done + 3, 30)
         wait_for("the Host pass too", lambda: _metric(port, passes, kind="Host") > hosts, 30)
+        wait_for("the passes to end", lambda: _idle(port), 10)
         changed = [str(p) for p in files if p.stat().st_mtime_ns != before[p]]
         assert changed == [], changed
         made = _metric(port, "rtvi_reconciler_api_calls_total", target="docker:local") - calls
@@ -145,8 +151,7 @@ def test_a_stream_set_is_planned_once_per_pass_from_the_shared_host_view(
     calls = "rtvi_reconciler_api_calls_total"
     try:
         wait_for("the StreamSet Ready", lambda: is_ready(cli, "StreamSet/cams"), 120)
-        wait_for("the queue to drain", lambda: _metric(
-            metrics, "rtvi_reconciler_queue_depth") == 0, 10)
+        wait_for("the queue to drain and no pass in flight", lambda: _idle(metrics), 10)
         done = _metric(metrics, passes, kind="StreamSet")
         docker_before = _metric(metrics, calls, target="docker:local")
         lists_before = _metric(metrics, calls, target="http:list streams")
@@ -156,8 +161,7 @@ def test_a_stream_set_is_planned_once_per_pass_from_the_shared_host_view(
         assert cli("sync").returncode == 0
         wait_for("a pass over the StreamSet",
                  lambda: _metric(metrics, passes, kind="StreamSet") > done, 60)
-        wait_for("the queue to drain", lambda: _metric(
-            metrics, "rtvi_reconciler_queue_depth") == 0, 10)
+        wait_for("the queue to drain and no pass in flight", lambda: _idle(metrics), 10)
         lists = _metric(metrics, calls, target="http:list streams") - lists_before
         assert lists == 1, f"{lists} stream lists for one no-op StreamSet pass"
         made = _metric(metrics, calls, target="docker:local") - docker_before

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import docker
+import httpx
 import pytest
 
 from state.store import Store
@@ -311,3 +312,26 @@ def test_tag_moving_to_a_new_image_recreates_with_digest_cause(
         for container in _ours(docker_client, instance):
             container.remove(force=True)
         docker_client.images.remove(tag, force=True)
+
+
+def test_a_health_blip_on_a_proven_service_writes_nothing(
+        cli: Cli, instance: str, emulator_image: str, tmp_path: Path) -> None:
+    """A converged service whose one steady-state health check fails (a slow answer under
+    load) is proven ready again before anything is said: no Progressing flap, no rewrite of
+    its record, no runtime facts lost to a log follower that had not caught up."""
+    port = free_port()
+    specs = tmp_path / "specs"
+    write(specs, deployment("vlm", pinned(emulator_image), port))
+    assert cli("apply", str(specs)).returncode == 0
+    record = cli.state_dir / "resources" / "Deployment" / "vlm.json"
+    before = record.read_bytes()
+    fault = {"path_prefix": "/v1/health/ready", "status": 503, "count": 2}
+    answer = httpx.post(f"http://127.0.0.1:{port}/emulator/faults", json=fault, timeout=5)
+    assert answer.status_code == 200, answer.text
+
+    again = cli("apply", str(specs))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "(no changes)" in again.stdout
+    state = httpx.get(f"http://127.0.0.1:{port}/emulator/state", timeout=5).json()
+    assert state["requests"]["GET /v1/health/ready"] >= 2  # the blip was met, then re-proven
+    assert record.read_bytes() == before
