@@ -16,15 +16,13 @@ import socketserver
 import threading
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
 from state.errors import StateError
-
-if TYPE_CHECKING:
-    from reconciler.daemon import Daemon
+from state.models import ResourceStatus
 
 SOCKET_NAME = "control.sock"
 CLIENT_TIMEOUT_S = 10.0
@@ -34,9 +32,26 @@ class ControlUnavailable(Exception):
     """No daemon answers on the control socket."""
 
 
+class Controlled(Protocol):
+    """What the endpoint asks of the daemon (a protocol, so that this module does not import
+    the daemon that owns it)."""
+
+    def healthy(self) -> bool: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def records(self) -> list[ResourceStatus]:
+        """Every recorded resource (StateError when the state directory cannot be read)."""
+        ...
+
+    def approve_prune(self, revision: str) -> None: ...
+
+    def sync(self) -> None: ...
+
+
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
-    reconciler: Daemon
+    reconciler: Controlled
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -49,7 +64,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200 if ok else 503, {"ok": ok, **daemon.describe()})
         elif self.path == "/status":
             try:
-                records = [r.model_dump(mode="json") for r in daemon.store.list()]
+                records = [r.model_dump(mode="json") for r in daemon.records()]
             except StateError as exc:  # say what is wrong rather than drop the connection
                 self._send(500, {"code": "StateError", "message": str(exc)})
                 return
@@ -84,7 +99,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class ControlServer:
-    def __init__(self, state_dir: Path, daemon: Daemon) -> None:
+    def __init__(self, state_dir: Path, daemon: Controlled) -> None:
         self.path = state_dir / SOCKET_NAME
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()  # a stale socket of a killed daemon (we hold the lock)

@@ -28,7 +28,7 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -37,7 +37,6 @@ import structlog
 from pydantic import BaseModel
 
 from controllers.framewatch import FrameWatch
-from controllers.statusfacts import SourceRecordFacts
 from controllers.waiting import Stopped
 from reconciler.control import ControlServer
 from reconciler.engine import Engine
@@ -45,16 +44,16 @@ from reconciler.kinds import REGISTRY, PassContext, Result
 from reconciler.metrics import Metrics
 from reconciler.pruneguard import PrunePolicy, judge
 from reconciler.sources import Snapshot, Source, SourceError
+from reconciler.sources.record import SourceRecord
 from reconciler.supervisor import RestartPolicy, Supervisor
 from reconciler.watchers import HostWatchers
-from reconciler.workqueue import Priority, WorkQueue, jittered
+from reconciler.workqueue import Priority, QueueStats, WorkQueue, jittered
 from specs.models import Host
 from specs.validate import spec_hash
 from state.errors import CorruptState, StateError
 from state.models import ResourceStatus
 from state.store import Store
 
-SOURCE_RESOURCE = "Source/specs"
 # SIGTERM → exit within this long (``docker stop`` kills after 10 s): every wait of a pass
 # ends at once (controllers.waiting.Stopped); what a pass had done is recorded write-ahead.
 SHUTDOWN_TIMEOUT_S = 10.0
@@ -93,6 +92,7 @@ class Daemon:
                                max_backoff_s=options.max_backoff_s)
         self.engine = Engine(store, instance, self._progress, stop=self.stop)
         self.snapshot: Snapshot | None = None
+        self.source_record = SourceRecord(store, source.name, self._quarantine)
         self._hashes: dict[str, str] = {}
         self._snapshot_lock = threading.Lock()
         self.supervisor = Supervisor(self.stop, options.restart_policy, self._thread_died)
@@ -228,7 +228,7 @@ class Daemon:
             # The revision in force, read again (`sync`, a poke, a save that changed nothing,
             # a bad revision undone): nothing to judge or enqueue. Hashing every resource and
             # reading every record for the guard cost a `sync` at 1,000 resources ~0.1 s.
-            self._record_source_ready(snapshot, snapshot.revision)
+            self.source_record.loaded(snapshot, snapshot.revision)
             return
         new = {f"{r.kind}/{r.metadata.name}": spec_hash(r) for r in snapshot.spec_set.resources}
         held = self._guard(snapshot, new)
@@ -240,7 +240,7 @@ class Daemon:
             old_revision = self.snapshot.revision if self.snapshot else None
             old = self._hashes
             self.snapshot, self._hashes = snapshot, new
-        self._record_source_ready(snapshot, old_revision)
+        self.source_record.loaded(snapshot, old_revision)
         if old_revision is None:  # the first revision in force: prune what it left out
             self._enqueue_recorded()
         changed = {k for k in set(old) | set(new) if old.get(k) != new.get(k)}
@@ -272,55 +272,10 @@ class Daemon:
             if key.split("/", 1)[0] in REGISTRY and key not in self._hashes:
                 self.queue.add(key, Priority.CHANGE)
 
-    def _record_source_ready(self, snapshot: Snapshot, old_revision: str | None) -> None:
-        def mutate(st: ResourceStatus) -> None:
-            st.applied_revision = snapshot.revision
-            known = SourceRecordFacts.of(st)
-            known.source, known.resources = self.source.name, len(snapshot.spec_set.resources)
-            known.put(st)
-            st.set_condition("Ready", "True", "Loaded", f"revision {snapshot.revision}")
-            st.set_condition("Stalled", "False", "Loaded", "")
-        self._update_source(mutate)
-        if snapshot.revision != old_revision:
-            self.store.events.append(SOURCE_RESOURCE, "Normal", "Revision",
-                                     f"loaded revision {snapshot.revision} "
-                                     f"({len(snapshot.spec_set.resources)} resources)")
-
     def _record_source_failure(self, exc: SourceError) -> None:
-        message = str(exc)
         keep = self.snapshot.revision if self.snapshot else "none"
-        reason = exc.reason_code
-
-        def mutate(st: ResourceStatus) -> None:
-            known = SourceRecordFacts.of(st)
-            known.source, known.rejected_revision = self.source.name, exc.revision
-            known.put(st)
-            st.set_condition("Stalled", "True", reason, f"keeping revision {keep}: {message}")
-            st.set_condition("Ready", "False", reason, message)
-        before = self._update_source(None)
-        stalled = before is not None and (c := before.condition("Stalled")) is not None and (
-            c.status == "True" and c.message.endswith(message))
-        self._update_source(mutate)
-        if not stalled:
-            self.store.events.append(SOURCE_RESOURCE, "Warning", reason,
-                                     f"revision {exc.revision or '?'} refused, keeping {keep}: "
-                                     f"{message}")
-        self.say(f"source refused (keeping revision {keep}):\n{message}")
-
-    def _update_source(self, mutate: Callable[[ResourceStatus], None] | None
-                       ) -> ResourceStatus | None:
-        """Read (``mutate`` None) or update the Source record. It holds only facts about the
-        source, nothing we own, so a corrupt one is moved aside and started afresh rather
-        than killing the thread that watches the source."""
-        try:
-            if mutate is None:
-                return self.store.load(SOURCE_RESOURCE)
-            return self.store.update(SOURCE_RESOURCE, "Source", "specs", mutate)
-        except CorruptState as exc:
-            self._quarantine(SOURCE_RESOURCE, exc)
-            if mutate is None:
-                return None
-            return self.store.update(SOURCE_RESOURCE, "Source", "specs", mutate)
+        self.source_record.refused(exc, keep)
+        self.say(f"source refused (keeping revision {keep}):\n{exc}")
 
     # --- work --------------------------------------------------------------------------------
 
@@ -470,6 +425,19 @@ class Daemon:
         self._wake(key)
 
     # --- introspection (control socket) ------------------------------------------------------
+
+    def records(self) -> list[ResourceStatus]:
+        return self.store.list()
+
+    def queue_stats(self) -> QueueStats:
+        return self.queue.stats()
+
+    def api_calls(self) -> Iterable[tuple[str, float]]:
+        services = self.engine.services
+        for name, session in list(services.sessions.items()):
+            yield f"docker:{name}", session.api_calls
+        for what, calls in list(services.http_calls.items()):
+            yield f"http:{what}", calls
 
     def describe(self) -> dict[str, Any]:
         stats = self.queue.stats()

@@ -7,36 +7,44 @@ threading a counter through the clients.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator
+from typing import Protocol
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-if TYPE_CHECKING:
-    from reconciler.daemon import Daemon
+from reconciler.workqueue import QueueStats
 
 DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
 
 
+class Scraped(Protocol):
+    """What a scrape reads from the daemon (a protocol, so that this module does not import
+    the daemon that owns it)."""
+
+    def queue_stats(self) -> QueueStats: ...
+
+    def api_calls(self) -> Iterable[tuple[str, float]]:
+        """(target, calls so far): ``docker:<host>`` and ``http:<call>``."""
+        ...
+
+
 class _ApiCalls(Collector):
-    def __init__(self, daemon: Daemon) -> None:
+    def __init__(self, daemon: Scraped) -> None:
         self.daemon = daemon
 
     def collect(self) -> Iterator[Metric]:
         family = CounterMetricFamily("rtvi_reconciler_api_calls",
                                      "API calls made, per target", labels=["target"])
-        for name, session in list(self.daemon.engine.services.sessions.items()):
-            family.add_metric([f"docker:{name}"], session.api_calls)
-        for what, calls in list(self.daemon.engine.services.http_calls.items()):
-            family.add_metric([f"http:{what}"], calls)
+        for target, calls in self.daemon.api_calls():
+            family.add_metric([target], calls)
         yield family
 
 
 class Metrics:
-    def __init__(self, daemon: Daemon) -> None:
+    def __init__(self, daemon: Scraped) -> None:
         self.registry = CollectorRegistry()
         self.duration = Histogram("rtvi_reconciler_reconcile_duration_seconds",
                                   "Time of one reconcile pass", ["kind"],
@@ -45,10 +53,10 @@ class Metrics:
                               ["kind", "reason"], registry=self.registry)
         depth = Gauge("rtvi_reconciler_queue_depth", "Keys waiting in the work queue",
                       registry=self.registry)
-        depth.set_function(lambda: daemon.queue.stats().depth)
+        depth.set_function(lambda: daemon.queue_stats().depth)
         processing = Gauge("rtvi_reconciler_queue_processing",
                            "Keys whose pass is running now", registry=self.registry)
-        processing.set_function(lambda: daemon.queue.stats().processing)
+        processing.set_function(lambda: daemon.queue_stats().processing)
         self.registry.register(_ApiCalls(daemon))
         self._server: WSGIServer | None = None
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Set up, then run the checks CI runs: ruff, mypy (strict), then the tests in two layers: the
-# fast layer first (pure rules, planners, loader limits, redaction, ownership, store, prune
+# Set up, then run the checks CI runs: ruff, mypy (strict), the import contracts, then the
+# tests in two layers: the fast layer first (pure rules, planners, loader limits, redaction, ownership, store, prune
 # guard: no Docker, no emulator process; under a minute), so a broken rule fails in seconds;
 # then everything that uses the Docker engine, emulators or RTSP servers. Extra arguments go to
 # pytest in both layers (e.g. -k conflict, -x).
@@ -10,6 +10,9 @@ cd "$ROOT"
 bash scripts/setup.sh
 .venv/bin/ruff check .
 .venv/bin/mypy
+# the layering (pyproject.toml [tool.importlinter]): the summary, or all of it when broken
+contracts="$(.venv/bin/lint-imports --no-cache --no-logo)" || { echo "$contracts"; exit 1; }
+echo "$contracts" | tail -n 8
 layer() {  # pytest exits 5 when a layer selects nothing (e.g. -k matches only the other one)
   local code=0
   .venv/bin/pytest "$@" || code=$?

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import watchfiles
 
-from reconciler.saves import FileSig, ReplacedFiles, signature
 from reconciler.sources import FolderSource, SourceError
+from reconciler.sources.saves import FileSig, ReplacedFiles, signature
 from tests.reconciler.test_sources import OTHER_HOST, SPECS, Watching, names, watching
 
 QUIET_S = 0.2

@@ -16,8 +16,6 @@ import pytest
 import watchfiles
 
 from reconciler.sources import (
-    KEEP_SNAPSHOTS,
-    SNAPSHOTS_DIR,
     FolderSource,
     GitSource,
     Snapshot,
@@ -25,6 +23,7 @@ from reconciler.sources import (
     SourceError,
     redact_url,
 )
+from reconciler.sources.git import KEEP_SNAPSHOTS, SNAPSHOTS_DIR
 from tests.reconciler.daemon_helpers import wait_for
 from tests.reconciler.gitrepo_helpers import GitRepo
 
