@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from controllers import host as host_probe
 from controllers.docker_client import DockerEngine
@@ -24,9 +25,11 @@ from controllers.gputelemetry import (
 )
 from controllers.hostview import VIEW_MAX_AGE_S, HostView, view_from_rows
 from controllers.readiness import service_url
-from controllers.ssh import SshTunnel, remote_gpus
 from specs.facts import HostFacts
 from specs.models import Host
+
+if TYPE_CHECKING:  # asyncssh costs ~0.1 s at start-up; only SSH Hosts need it
+    from controllers.ssh import SshTunnel
 
 
 class HostSession:
@@ -71,6 +74,8 @@ class HostSession:
             raise PermanentError(f"Host {self.name}: ssh:// engines need spec.ssh with keyFile "
                                  "and knownHostsFile (host keys are never auto-accepted)")
         if self._tunnel is None:
+            from controllers.ssh import SshTunnel
+
             self._runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             self._tunnel = SshTunnel(self.name, self.host.spec.docker, ssh.keyFile,
                                      ssh.knownHostsFile, ssh.socket, self._runtime_dir)
@@ -86,6 +91,8 @@ class HostSession:
                 self._drop_engine()
             raise
         if self._tunnel is not None:
+            from controllers.ssh import remote_gpus
+
             gpus, probe = remote_gpus(self._tunnel)
         else:
             gpus, probe = host_probe.local_gpus()

@@ -14,30 +14,23 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-from rich.console import Console
 
-from reconciler import logsetup as rlog
-from reconciler.output import (
-    print_plan,
-    print_status_detail,
-    print_status_table,
-    safe,
-    safe_block,
-    safe_json,
-)
-from specs.errors import SpecError
-from specs.loader import LoaderLimits
-from specs.validate import SpecSet, json_schema, load_spec_set
-from state.errors import CorruptState, StateError
-from state.models import ResourceStatus
-from state.store import Store
+from reconciler.textsafe import safe, safe_block, safe_json
 
-if TYPE_CHECKING:  # the engine pulls in Docker, SSH and the controllers: ~0.6 s that
-    from reconciler.engine import Engine  # `sync`, `health` and `status` need not pay
+# Everything else is imported where it is used: `--help`, `status` and `events` must not pay
+# for the engine (Docker, SSH, every controller: ~0.5 s), the spec models or rich's tables.
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from reconciler.engine import Engine
+    from specs.validate import SpecSet
+    from state.errors import CorruptState
+    from state.store import Store
 
 EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
 ENV_STATE_DIR = "RECONCILER_STATE_DIR"
@@ -55,14 +48,27 @@ class Context:
         self.state_dir = state_dir
         self.requested_instance = instance
         self.verbose = verbose
+
+    @cached_property
+    def out(self) -> Console:
+        from rich.console import Console
+
         # Piped output gets a wide console: tables stay one row per resource for grep/awk.
         width = None if sys.stdout.isatty() else PIPE_WIDTH
         # emoji=False: a ":smile:" in a value stays literal, like markup does.
-        self.out = Console(highlight=False, soft_wrap=True, width=width, emoji=False)
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+        return Console(highlight=False, soft_wrap=True, width=width, emoji=False)
+
+    @cached_property
+    def err(self) -> Console:
+        from rich.console import Console
+
+        return Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
     def store(self) -> Store:
         """The store of ``--state-dir``; fails (exit 1) unless the directory is private to us."""
+        from state.errors import StateError
+        from state.store import Store
+
         store = Store(self.state_dir)
         try:
             store.check_root()
@@ -114,6 +120,10 @@ def main(ctx: click.Context, state_dir: Path, instance: str | None, verbose: boo
 
 
 def _load(ctx: Context, paths: tuple[Path, ...]) -> SpecSet:
+    from specs.errors import SpecError
+    from specs.loader import LoaderLimits
+    from specs.validate import load_spec_set
+
     try:
         spec_set = load_spec_set(list(paths), limits=LoaderLimits.from_env())
     except SpecError as exc:
@@ -136,8 +146,11 @@ def _report_broken(ctx: Context, broken: list[CorruptState]) -> None:
 def _preflight(ctx: Context, store: Store) -> None:
     """Refuse to act on a state directory whose fixed files are links, folders or other
     non-files: fail before the first action, naming each, rather than halfway through."""
+    from state.errors import StateError
+    from state.store import LOG_FILE_NAME
+
     try:
-        broken = store.check_layout((rlog.LOG_FILE_NAME,))
+        broken = store.check_layout((LOG_FILE_NAME,))
     except StateError as exc:
         ctx.fail(str(exc))
     if broken:
@@ -149,12 +162,14 @@ def _preflight(ctx: Context, store: Store) -> None:
 @contextmanager
 def _engine(ctx: Context, lock: bool) -> Iterator[Engine]:
     """An engine bound to the store; ``lock`` takes the single-writer lock for mutations."""
+    from reconciler import logsetup
     from reconciler.engine import Engine
+    from state.errors import StateError
 
     store = ctx.store()
     _preflight(ctx, store)
     try:
-        rlog.configure(ctx.state_dir, ctx.verbose)
+        logsetup.configure(ctx.state_dir, ctx.verbose)
         instance = store.instance(ctx.requested_instance)
         state_lock = store.lock() if lock else None
         if state_lock is not None:
@@ -188,6 +203,8 @@ def validate(ctx: Context, paths: tuple[Path, ...]) -> None:
 @main.command()
 def schema() -> None:
     """Print the JSON Schema of all kinds (for editors, e.g. yaml-language-server)."""
+    from specs.validate import json_schema
+
     click.echo(json.dumps(json_schema(), indent=2))
 
 
@@ -196,6 +213,8 @@ def schema() -> None:
 @pass_ctx
 def plan(ctx: Context, paths: tuple[Path, ...]) -> None:
     """Show what apply would change, and why. Exit 0 no changes, 2 changes, 1 error."""
+    from reconciler.output import print_plan
+
     spec_set = _load(ctx, paths)
     with _engine(ctx, lock=False) as engine:
         plans = engine.plan(spec_set)
@@ -293,9 +312,13 @@ def run(ctx: Context, specs_dir: Path | None, git_url: str | None, branch: str,
     in force. Exit status: 0 after SIGTERM/SIGINT, 1 on a start-up error, 3 when a daemon
     thread kept dying.
     """
+    from reconciler import logsetup
     from reconciler.daemon import Daemon, DaemonOptions
     from reconciler.pruneguard import PrunePolicy
     from reconciler.sources import FolderSource, GitSource, Source
+    from specs.errors import SpecError
+    from specs.loader import LoaderLimits
+    from state.errors import StateError
 
     if (specs_dir is None) == (git_url is None):
         ctx.fail("give exactly one of --specs DIR or --git URL")
@@ -325,7 +348,7 @@ def run(ctx: Context, specs_dir: Path | None, git_url: str | None, branch: str,
     store = ctx.store()
     _preflight(ctx, store)
     try:
-        rlog.configure(ctx.state_dir, ctx.verbose)
+        logsetup.configure(ctx.state_dir, ctx.verbose)
         instance = store.instance(ctx.requested_instance)
         with store.lock():
             daemon = Daemon(store, instance, source, options, ctx.say)
@@ -391,6 +414,11 @@ def status(ctx: Context, name: str | None, output: str, live: bool) -> None:
     Unreadable state files are listed on stderr with why, after the readable records; the exit
     status is then 1.
     """
+    from reconciler.output import print_status_detail, print_status_table
+    from state.errors import StateError
+    from state.models import ResourceStatus
+    from state.store import LOG_FILE_NAME
+
     store = ctx.store()
     broken: list[CorruptState] = []
     if live:
@@ -407,7 +435,7 @@ def status(ctx: Context, name: str | None, output: str, live: bool) -> None:
         records = [ResourceStatus.model_validate(r) for r in answer["resources"]]
     else:
         try:
-            broken = store.check_layout((rlog.LOG_FILE_NAME,))
+            broken = store.check_layout((LOG_FILE_NAME,))
             records, unreadable = store.scan()
         except StateError as exc:
             ctx.fail(str(exc))
@@ -478,6 +506,8 @@ def delete(ctx: Context, targets: tuple[str, ...]) -> None:
 @pass_ctx
 def events(ctx: Context, name: str | None, follow: bool, output: str) -> None:
     """Print the event log (optionally of one resource)."""
+    from state.errors import StateError
+
     resource = None if name is None else (name if "/" in name else f"Deployment/{name}")
     log = ctx.store().events
     try:

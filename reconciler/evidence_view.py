@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from reconciler.output import safe
+from reconciler.textsafe import safe
 from state.evidence import PLOTS_DIR, REPORT, STATUS, Evidence
 
 

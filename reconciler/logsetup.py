@@ -23,8 +23,7 @@ import structlog
 from state.atomic import DIR_MODE, ensure_dir, open_private, os_reason
 from state.errors import StateError
 from state.redaction import DEFAULT_REDACTOR
-
-LOG_FILE_NAME = "reconciler.log"
+from state.store import LOG_FILE_NAME
 
 
 def _redact(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> Mapping[str, Any]:

@@ -1,18 +1,13 @@
 """Human output: plan listings and the status table (rich), all through the redactor.
 
-Every value printed for a person also passes :func:`escape_control`: model IDs, container log
-lines, condition messages and hand-edited state files are text from outside, and a raw ESC, CSI
-(``\\x9b``) or OSC sequence in them would drive the reader's terminal (retitle it, clear it, hide
-lines, forge colours), a bidi override would reorder what is shown, and an embedded newline
-would forge a line that looks like another event. Control characters are shown as visible
-escapes (``\\x1b``, ``\\n``) instead. Values are never parsed as rich markup: they are printed
+Every value printed for a person passes ``reconciler.textsafe`` (secrets redacted, terminal
+control characters shown as escapes). Values are never parsed as rich markup: they are printed
 with ``markup=False`` or wrapped in :class:`~rich.text.Text`.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -21,8 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from controllers.statusfacts import StreamSetStatusFacts
+from reconciler.textsafe import safe, safe_block
 from state.models import Condition, ResourceStatus
-from state.redaction import DEFAULT_REDACTOR
 
 if TYPE_CHECKING:
     from reconciler.kinds import ResourcePlan
@@ -30,61 +25,6 @@ if TYPE_CHECKING:
 VERB_MARK = {"create": "+", "recreate": "~", "publish": "+", "register": "+",
              "register-sensor": "+", "replace": "~", "remove": "-", "run": ">"}
 ADDING = ("create", "publish", "register", "register-sensor")
-
-_INVISIBLE = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-"""Bidi marks, embeddings, overrides and isolates (they reorder the rest of the line) and the
-Unicode line/paragraph separators (some viewers break lines at them)."""
-
-UNSAFE_IN_LINE = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f{_INVISIBLE}]")
-"""C0 except tab, DEL, C1 (``\\x9b`` is a one-byte CSI) and the invisible reorderers."""
-
-UNSAFE_IN_BLOCK = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_INVISIBLE}]")
-"""The same but newline, for multi-line text whose line structure is kept."""
-
-UNSAFE_IN_JSON = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_INVISIBLE}]")
-"""What may still be raw in encoded JSON (encoders escape C0 inside strings but leave DEL, C1
-and bidi raw); the whitespace between JSON tokens is kept."""
-
-NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\x1b": "\\x1b"}
-
-
-def _visible(match: re.Match[str]) -> str:
-    char = match.group()
-    named = NAMED_ESCAPES.get(char)
-    if named is not None:
-        return named
-    code = ord(char)
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
-
-
-def _json_escape(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
-
-
-def escape_control(text: str, keep_newlines: bool = False) -> str:
-    """``text`` with every terminal control character shown as a visible escape.
-
-    With ``keep_newlines`` a newline stays a line break (multi-line messages keep their shape);
-    otherwise it becomes ``\\n`` so one record can never print as two.
-    """
-    return (UNSAFE_IN_BLOCK if keep_newlines else UNSAFE_IN_LINE).sub(_visible, text)
-
-
-def safe(text: object) -> str:
-    """One line for a terminal: secrets redacted, control characters escaped."""
-    return escape_control(DEFAULT_REDACTOR.scrub_text(str(text)))
-
-
-def safe_block(text: object) -> str:
-    """Like :func:`safe` but keeping line breaks, for multi-line messages."""
-    return escape_control(DEFAULT_REDACTOR.scrub_text(str(text)), keep_newlines=True)
-
-
-def safe_json(encoded: str) -> str:
-    """Encoded JSON with secrets redacted and every control character still raw in it written as
-    a ``\\uXXXX`` escape: still valid JSON that decodes to the same values."""
-    return UNSAFE_IN_JSON.sub(_json_escape, DEFAULT_REDACTOR.scrub_text(encoded))
-
 
 def print_plan(console: Console, plans: list[ResourcePlan]) -> None:
     creates = recreates = removes = in_sync = 0

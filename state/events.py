@@ -25,7 +25,6 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Literal
 
-import watchfiles
 from pydantic import ValidationError
 
 from state.atomic import (
@@ -252,6 +251,8 @@ class EventLog:
         ``poll_s``: a change the watch misses (a network filesystem) is seen then. Where the
         folder cannot be watched (no inotify left), it simply ticks every ``poll_s``."""
         with contextlib.suppress(OSError, RuntimeError):
+            import watchfiles  # only a follower needs it (and it costs every CLI start)
+
             yield from watchfiles.watch(self.path.parent, recursive=False, debounce=50, step=5,
                                         rust_timeout=max(1, int(poll_s * 1000)),
                                         yield_on_timeout=True)  # Ctrl-C ends events -f

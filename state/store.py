@@ -61,6 +61,7 @@ EVENTS_FILE = "events.jsonl"
 INSTANCE_FILE = "instance.json"
 STATUS_SUFFIX = ".json"
 DEFAULT_INSTANCE = "default"
+LOG_FILE_NAME = "reconciler.log"  # structured logs (reconciler.logsetup)
 FIXED_FILES = (EVENTS_FILE, INSTANCE_FILE, LOCK_FILE)
 """Files at the top of the state directory; each must be a regular file when it exists."""
 

@@ -18,7 +18,8 @@ from rich.console import Console
 
 from reconciler.cli import Context
 from reconciler.kinds import ResourcePlan
-from reconciler.output import escape_control, print_plan, print_status_detail, safe_json
+from reconciler.output import print_plan, print_status_detail
+from reconciler.textsafe import escape_control, safe_json
 from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
 from state.store import Store
 from tests.conftest import Cli, free_port
