@@ -40,7 +40,13 @@ from controllers.framewatch import FrameWatch
 from controllers.waiting import Stopped
 from reconciler.control import ControlServer
 from reconciler.engine import Engine
-from reconciler.kinds import REGISTRY, PassContext, Result
+from reconciler.kinds import (
+    REGISTRY,
+    Outcome,
+    PassContext,
+    Result,
+    retry,
+)
 from reconciler.metrics import Metrics
 from reconciler.pruneguard import PrunePolicy, judge
 from reconciler.sources import Snapshot, Source, SourceError
@@ -308,11 +314,11 @@ class Daemon:
         try:
             result = self.reconcile(key)
         except CorruptState as exc:
-            result = Result(key, False, str(exc), "CorruptState")
+            result = retry(key, str(exc), "CorruptState")
             self._quarantine(key, exc)
         except Exception as exc:  # guarded() already turns a kind's errors into results
             log.exception("reconcile.crashed", key=key)
-            result = Result(key, False, f"{type(exc).__name__}: {exc}", type(exc).__name__)
+            result = retry(key, f"{type(exc).__name__}: {exc}", type(exc).__name__)
         finally:
             self.metrics.observe(kind, time.monotonic() - started)
         self._follow_up(key, result)
@@ -320,7 +326,7 @@ class Daemon:
     def _follow_up(self, key: str, result: Result) -> None:
         """What a pass's result asks for: forget its backoff, back off, re-check later, or
         wait to be woken; and wake what depends on it when it changed or its state flipped."""
-        if result.reason == "Stopped":
+        if result.outcome is Outcome.STOPPED:
             return  # ended early on purpose (shutdown, or a newer spec re-runs it at once)
         for other in result.wake:
             self.queue.add(other, Priority.CHANGE)
@@ -334,13 +340,13 @@ class Daemon:
             if key not in self._hashes:  # pruned: nothing more to remember of it
                 self._last_ok.pop(key, None)
             return
-        if result.waiting:
+        if result.outcome is Outcome.WAIT:
             return  # its dependency's success (or deletion) wakes it; no backoff
-        if result.requeue_after is not None:
-            self.queue.add(key, Priority.CHANGE, delay_s=result.requeue_after)
+        if result.outcome is Outcome.RECHECK:
+            self.queue.add(key, Priority.CHANGE, delay_s=result.after_s)
             return
         self.metrics.error(key.split("/", 1)[0], result.reason or "Failed")
-        if result.retry and not self.stop.is_set():
+        if result.outcome is Outcome.RETRY and not self.stop.is_set():
             delay = self.queue.retry(key)
             self.store.events.append(key, "Normal", "Backoff",
                                      f"retrying in {delay:.1f}s (attempt "

@@ -25,8 +25,11 @@ from reconciler.kinds import (
     Result,
     Services,
     SpecResource,
+    done,
     guarded,
     key_of,
+    terminal,
+    wait,
 )
 from specs.validate import SpecSet
 from state.errors import StateError
@@ -115,26 +118,24 @@ class Engine:
         if resource is not None:
             return self._act(ctx, self._plan_one(ctx, resource))
         if spec_set is None:  # nothing loaded yet: never prune on no information
-            return Result(key, True, "no revision loaded yet")
+            return done(key, "no revision loaded yet")
         users = self.registry.recorded_dependents(self.store, key)
         if users:  # dependents first: their deletion wakes this key
-            return Result(key, False, f"waiting for {', '.join(users)} to be deleted first",
-                          "WaitingForDependents", waiting=True)
+            return wait(key, f"waiting for {', '.join(users)} to be deleted first",
+                        "WaitingForDependents")
         return self.delete_one(ctx, key)
 
     def delete_one(self, ctx: PassContext, key: str) -> Result:
         record = self.store.load(key)
         if record is None:
-            return Result(key, True, "nothing recorded; nothing to delete")
+            return done(key, "nothing recorded; nothing to delete")
         kind = self.registry.get(record.kind)
         if kind is None:
-            return Result(key, False, f"unknown kind {record.kind}; left alone", "UnknownKind",
-                          terminal=True)
+            return terminal(key, f"unknown kind {record.kind}; left alone", "UnknownKind")
         result = guarded(key, lambda: kind.delete(ctx, record))
         if result.ok:  # what it depended on may be waiting for it to go
-            return Result(result.resource, True, result.message, result.reason,
-                          changed=result.changed,
-                          wake=result.wake + tuple(kind.recorded_references(record)))
+            return done(result.resource, result.message, result.reason, changed=result.changed,
+                        wake=result.wake + tuple(kind.recorded_references(record)))
         return result
 
     def _plan_one(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
@@ -146,10 +147,7 @@ class Engine:
         except StateError:
             raise  # the state directory, not the kind: the caller names the file
         except Exception as exc:  # a bug in a kind: one failed plan, never a traceback
-            log.exception("plan.crashed", resource=key)
-            name = key.split("/", 1)[1]
-            return ResourcePlan(key, name, error=f"{type(exc).__name__}: {exc} (a bug: please "
-                                "report it)", error_reason="InternalError", permanent=False)
+            return ResourcePlan(key, resource.metadata.name).failed(exc)
 
     def _act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
         kind = self.registry.get(rp.resource.split("/", 1)[0])

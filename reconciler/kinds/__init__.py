@@ -10,12 +10,19 @@ from reconciler.kinds.contract import (
     Hooks,
     Kind,
     NoHooks,
+    Outcome,
     PassContext,
     ResourcePlan,
     Result,
     SpecResource,
+    done,
     guarded,
     key_of,
+    recheck,
+    retry,
+    stopped,
+    terminal,
+    wait,
 )
 from reconciler.kinds.deployment import DeploymentKind
 from reconciler.kinds.experiment import ExperimentKind
@@ -29,5 +36,6 @@ REGISTRY = Registry()
 for _kind in (HostKind(), DeploymentKind(), StreamSetKind(), ExperimentKind()):
     REGISTRY.register(_kind, KINDS)
 
-__all__ = ["REGISTRY", "Hooks", "Kind", "NoHooks", "PassContext", "Registry", "RegistryError",
-           "ResourcePlan", "Result", "Services", "SpecResource", "guarded", "key_of"]
+__all__ = ["REGISTRY", "Hooks", "Kind", "NoHooks", "Outcome", "PassContext", "Registry",
+           "RegistryError", "ResourcePlan", "Result", "Services", "SpecResource", "done",
+           "guarded", "key_of", "recheck", "retry", "stopped", "terminal", "wait"]

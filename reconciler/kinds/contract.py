@@ -6,9 +6,10 @@ and resources it depends on. The daemon, ``plan``, ``apply``, ``delete`` and ``s
 ever talk to this protocol through the registry (``reconciler.kinds.registry``), so a new kind
 is a new implementation, never a new branch elsewhere.
 
-A pass ends in a ``Result`` — ok, or a reason with what to do next: back off and retry, wait
-for a dependency (woken by it, no backoff), re-check after a delay (a phase still under way,
-such as a model loading), or stop until the spec changes (terminal). ``guarded`` is the one
+A pass ends in a ``Result`` with one ``Outcome``: done, retry with backoff, wait for a
+dependency (woken by it, no backoff), re-check after a delay (a phase still under way, such as
+a model loading), terminal (Stalled until the spec changes) or stopped (shutdown: nothing
+failed). ``guarded`` is the one
 place where exceptions become results, as controller-runtime's ``Result``/``TerminalError``
 and kopf's ``TemporaryError(delay=)`` do.
 """
@@ -16,8 +17,10 @@ and kopf's ``TemporaryError(delay=)`` do.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
@@ -26,6 +29,7 @@ from pydantic import BaseModel
 from controllers.errors import (
     ControllerError,
     PermanentError,
+    PlanError,
     ReadinessFailed,
     StillProgressing,
 )
@@ -104,33 +108,96 @@ class ResourcePlan:
     def changes(self) -> bool:
         return self.plan is not None and self.plan.changes
 
+    def failed(self, exc: Exception) -> ResourcePlan:
+        """Write why planning failed into this plan (and return it): the one place where
+        plan-time exceptions become plan errors. A refusal by a rule that needed observed facts
+        (PlanError) carries its issues; a failed observation (ControllerError) is retried
+        unless permanent; anything else is a bug in a kind, retried with backoff."""
+        if isinstance(exc, PlanError):
+            self.issues, self.error, self.error_reason = exc.issues, str(exc), "PlanRejected"
+            self.permanent = True
+        elif isinstance(exc, ControllerError):
+            self.error, self.error_reason = str(exc), "ObserveFailed"
+            self.permanent = isinstance(exc, PermanentError)
+        else:
+            log.error("plan.crashed", resource=self.resource, exc_info=exc)
+            self.error = f"{type(exc).__name__}: {exc} (a bug: please report it)"
+            self.error_reason, self.permanent = "InternalError", False
+        return self
+
+    @contextmanager
+    def observing(self) -> Iterator[ResourcePlan]:
+        """Planning steps run inside: a refusal or a failed observation is written into this
+        plan (:meth:`failed`) instead of raised; the steps done before it stay (``desired``)."""
+        try:
+            yield self
+        except ControllerError as exc:
+            self.failed(exc)
+
+
+class Outcome(Enum):
+    """How one pass over a resource ended, and so what comes next."""
+
+    DONE = "done"  # converged (or deleted); ``changed``: something was done
+    RETRY = "retry"  # failed: back off and try again
+    WAIT = "wait"  # a dependency is not ready: its change wakes this resource, no backoff
+    RECHECK = "recheck"  # a phase under way (a model loading): look again after ``after_s``
+    TERMINAL = "terminal"  # Stalled until the spec or the world changes: no retry
+    STOPPED = "stopped"  # ended early on purpose (shutdown, a newer spec): nothing failed
+
 
 @dataclass(frozen=True)
 class Result:
-    """How one pass over a resource ended.
+    """How one pass over a resource ended (made with :func:`done`, :func:`retry`,
+    :func:`wait`, :func:`recheck`, :func:`terminal` or :func:`stopped`).
 
-    - ``ok``: converged (or deleted). ``changed``: something was done (dependents re-check).
-    - not ok, ``terminal``: Stalled until the spec or the world changes; no backoff retry.
-    - not ok, ``waiting``: a dependency is not ready; its success wakes this resource.
-    - ``requeue_after``: look again after this many seconds (a phase under way); no backoff.
-    - otherwise: retry with backoff.
-    ``wake``: other resources to look at now (e.g. a GPU this one held is free).
+    ``changed``: something was done (dependents re-check). ``wake``: other resources to look
+    at now (e.g. a GPU this one held is free).
     """
 
     resource: str
-    ok: bool
+    outcome: Outcome
     message: str
     reason: str = ""
     changed: bool = False
-    terminal: bool = False
-    waiting: bool = False
-    requeue_after: float | None = None
+    after_s: float = 0.0  # RECHECK only: seconds until the next look
     wake: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        if self.after_s and self.outcome is not Outcome.RECHECK:
+            raise ValueError("after_s goes with a RECHECK outcome only")
+
     @property
-    def retry(self) -> bool:
-        """Worth another try with backoff."""
-        return not (self.ok or self.terminal or self.waiting or self.requeue_after is not None)
+    def ok(self) -> bool:
+        return self.outcome is Outcome.DONE
+
+
+def done(resource: str, message: str, reason: str = "", *, changed: bool = False,
+         wake: tuple[str, ...] = ()) -> Result:
+    return Result(resource, Outcome.DONE, message, reason, changed, 0.0, wake)
+
+
+def retry(resource: str, message: str, reason: str, *, changed: bool = False,
+          wake: tuple[str, ...] = ()) -> Result:
+    return Result(resource, Outcome.RETRY, message, reason, changed, 0.0, wake)
+
+
+def wait(resource: str, message: str, reason: str) -> Result:
+    return Result(resource, Outcome.WAIT, message, reason)
+
+
+def recheck(resource: str, message: str, reason: str, after_s: float, *,
+            changed: bool = False) -> Result:
+    return Result(resource, Outcome.RECHECK, message, reason, changed, after_s)
+
+
+def terminal(resource: str, message: str, reason: str, *, changed: bool = False,
+             wake: tuple[str, ...] = ()) -> Result:
+    return Result(resource, Outcome.TERMINAL, message, reason, changed, 0.0, wake)
+
+
+def stopped(resource: str, message: str) -> Result:
+    return Result(resource, Outcome.STOPPED, message, "Stopped")
 
 
 class Hooks(Protocol):
@@ -227,20 +294,20 @@ def guarded(resource: str, step: Callable[[], Result],
     except StateError:
         raise  # the state directory, not the resource: the caller names the file
     except Stopped as exc:  # shutting down: nothing failed, the next run resumes it
-        return Result(resource, False, f"Stopped: {exc}", "Stopped", terminal=True)
+        return stopped(resource, f"Stopped: {exc}")
     except StillProgressing as exc:  # recorded as Progressing by whoever raised it
-        return Result(resource, False, str(exc), "Progressing", requeue_after=exc.after_s)
+        return recheck(resource, str(exc), "Progressing", exc.after_s)
     except ControllerError as exc:
         # Stalled: a person must look. A service that failed to become ready is Stalled but
         # still retried with backoff (a crashed load may get its GPU memory back).
         stalled = isinstance(exc, PermanentError)
-        retry = not stalled or isinstance(exc, ReadinessFailed)
+        again = not stalled or isinstance(exc, ReadinessFailed)
         reason = exc.reason if isinstance(exc, ReadinessFailed) else (
             "ApplyFailed" if stalled else "TemporaryFailure")
         message = str(exc)
     except Exception as exc:
         log.exception("pass.crashed", resource=resource)
-        stalled, retry, reason = False, True, "InternalError"
+        stalled, again, reason = False, True, "InternalError"
         message = f"{type(exc).__name__}: {exc} (a bug: please report it)"
     if on_failure is not None:
         try:
@@ -249,7 +316,7 @@ def guarded(resource: str, step: Callable[[], Result],
             raise
         except Exception:
             log.exception("pass.failure_unrecorded", resource=resource)
-    return Result(resource, False, f"{reason}: {message}", reason, terminal=not retry)
+    return (retry if again else terminal)(resource, f"{reason}: {message}", reason)
 
 
 def unplanned(ctx: PassContext, rp: ResourcePlan, digest: str | None) -> Result:
@@ -257,4 +324,4 @@ def unplanned(ctx: PassContext, rp: ResourcePlan, digest: str | None) -> Result:
     message = rp.error or "not planned"
     reason = rp.error_reason or "Error"
     ctx.services.record_failure(rp.resource, reason, message, rp.permanent, digest)
-    return Result(rp.resource, False, message, reason, terminal=rp.permanent)
+    return (terminal if rp.permanent else retry)(rp.resource, message, reason)

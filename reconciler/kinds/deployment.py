@@ -13,14 +13,17 @@ import structlog
 from controllers.deployment import DeploymentController, resolve_desired
 from controllers.deploymentplan import Desired, Plan
 from controllers.deploymentremoval import remove_owned
-from controllers.errors import ControllerError, PermanentError, PlanError
 from controllers.statusfacts import DeploymentStatusFacts
 from reconciler.kinds.contract import (
+    Outcome,
     PassContext,
     ResourcePlan,
     Result,
     SpecResource,
+    done,
     guarded,
+    retry,
+    terminal,
     unplanned,
 )
 from specs.models import Deployment, Strict
@@ -53,15 +56,10 @@ class DeploymentKind:
             rp.error_reason, rp.permanent = "HostUnavailable", False
             return rp
         session = services.session(ctx.spec_set.host(host_name))
-        try:
+        with rp.observing():
             rp.desired = resolve_desired(resource, ctx.spec_set, session, services.instance,
                                          services.store)
             rp.plan = _controller(ctx, host_name).plan(rp.desired)
-        except PlanError as exc:
-            rp.issues, rp.error, rp.error_reason = exc.issues, str(exc), "PlanRejected"
-        except ControllerError as exc:
-            rp.error, rp.error_reason = str(exc), "ObserveFailed"
-            rp.permanent = isinstance(exc, PermanentError)
         return rp
 
     def act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
@@ -76,8 +74,7 @@ class DeploymentKind:
         ctx.hooks.conflict(rp.resource, host, plan.conflict is not None)
         if plan.conflict is not None:
             failed("Conflict", plan.conflict, True)
-            return Result(rp.resource, False, f"Conflict: {plan.conflict}", "Conflict",
-                          terminal=True)
+            return terminal(rp.resource, f"Conflict: {plan.conflict}", "Conflict")
         return guarded(rp.resource, lambda: _apply(ctx, desired, plan), failed)
 
     def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
@@ -100,13 +97,14 @@ class DeploymentKind:
             neighbours = tuple(f"Deployment/{d.metadata.name}" for d in
                                (ctx.spec_set.deployments if ctx.spec_set else [])
                                if d.spec.host == host_name)
-            return Result(record.resource, not left, f"deleted: {detail}",
-                          "" if not left else "LeftAlone", terminal=bool(left),
-                          changed=bool(removed), wake=neighbours)
+            if left:
+                return terminal(record.resource, f"deleted: {detail}", "LeftAlone",
+                                changed=bool(removed), wake=neighbours)
+            return done(record.resource, f"deleted: {detail}", changed=bool(removed),
+                        wake=neighbours)
         result = guarded(record.resource, remove)
-        if not result.ok and not result.terminal:
-            return Result(record.resource, False, f"cannot prune yet: {result.message}",
-                          "PruneFailed")
+        if not result.ok and result.outcome not in (Outcome.TERMINAL, Outcome.STOPPED):
+            return retry(record.resource, f"cannot prune yet: {result.message}", "PruneFailed")
         return result
 
 
@@ -133,7 +131,7 @@ def _apply(ctx: PassContext, desired: Desired, plan: Plan) -> Result:
     else:
         ctx.services.store.events.append(resource, "Normal", "Ready",
                                          f"ready after {result.waited_s:.1f}s")
-    return Result(resource, True, message, changed=plan.changes)
+    return done(resource, message, changed=plan.changes)
 
 
 def _host_of(record: ResourceStatus) -> str:

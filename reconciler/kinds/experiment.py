@@ -48,7 +48,12 @@ from reconciler.kinds.contract import (
     ResourcePlan,
     Result,
     SpecResource,
+    done,
     guarded,
+    recheck,
+    retry,
+    stopped,
+    terminal,
     unplanned,
 )
 from specs.experiment import Experiment, TelemetrySpec, measure_warnings
@@ -138,13 +143,8 @@ class ExperimentKind:
         if record is not None and known.run_id and known.result is None:
             rp.plan = view  # the previous run is finished (or recovered) first
             return rp
-        try:
+        with rp.observing():
             desired.launch = self._launch_plan(ctx, resource, view)
-        except PlanError as exc:
-            rp.issues, rp.error, rp.error_reason = exc.issues, str(exc), "PlanRejected"
-        except ControllerError as exc:
-            rp.error, rp.error_reason = str(exc), "ObserveFailed"
-            rp.permanent = isinstance(exc, PermanentError)
         rp.plan = view
         return rp
 
@@ -232,7 +232,7 @@ class ExperimentKind:
         ctx.hooks.conflict(key, host, conflict is not None)
         if conflict is not None:
             services.record_failure(key, "Conflict", conflict, True)
-            return Result(key, False, f"Conflict: {conflict}", "Conflict", terminal=True)
+            return terminal(key, f"Conflict: {conflict}", "Conflict")
         plan = desired.launch
         runs.launch_record(services.store, plan)
         session = services.session(ctx.spec_set.host(host))  # type: ignore[union-attr]
@@ -254,8 +254,8 @@ class ExperimentKind:
         services, known = ctx.services, ExperimentStatusFacts.of(record)
         assert known.run_id is not None
         if services.experiments.running(known.run_id):
-            return Result(record.resource, False, f"{known.phase}: run {known.run_id} under way",
-                          known.phase or "Running", requeue_after=RUN_POLL_S)
+            return recheck(record.resource, f"{known.phase}: run {known.run_id} under way",
+                           known.phase or "Running", RUN_POLL_S)
         session = self._session(ctx, record)
         engine = session.engine()
         telemetry = session.telemetry(_recorded_dcgm_url(record))
@@ -284,25 +284,21 @@ class ExperimentKind:
             return self._verdict(record, desired)
         if not board.start(run_id, work, budget_s, on_overrun,
                            on_end=lambda: ctx.hooks.wake(key)):
-            return Result(key, False, f"run {run_id} cannot start now (shutting down)",
-                          "Stopped", terminal=True)
-        return Result(key, False, f"run {run_id} started", "Running", changed=True,
-                      requeue_after=RUN_POLL_S)
+            return stopped(key, f"run {run_id} cannot start now (shutting down)")
+        return recheck(key, f"run {run_id} started", "Running", RUN_POLL_S, changed=True)
 
     def _verdict(self, record: ResourceStatus | None, desired: ExperimentDesired | None
                  ) -> Result:
         known = ExperimentStatusFacts.of(record)
         key = record.resource if record is not None else "Experiment/?"
         if desired is not None and desired.refused is not None:
-            return Result(key, False, f"RunIdReused: {desired.refused}", "RunIdReused",
-                          terminal=True)
+            return terminal(key, f"RunIdReused: {desired.refused}", "RunIdReused")
         if known.result is None:
-            return Result(key, False, f"{known.phase}: run {known.run_id} under way",
-                          known.phase or "Running", requeue_after=RUN_POLL_S)
+            return recheck(key, f"{known.phase}: run {known.run_id} under way",
+                           known.phase or "Running", RUN_POLL_S)
         message = f"{known.result}: run {known.run_id} ({known.reason}); evidence in " \
                   f"{known.evidence}"
-        return Result(key, known.result == "PASS", message, known.result,
-                      terminal=known.result != "PASS")
+        return (done if known.result == "PASS" else terminal)(key, message, known.result)
 
     def _engine(self, ctx: PassContext, record: ResourceStatus) -> DockerEngine:
         return self._session(ctx, record).engine()
@@ -329,25 +325,23 @@ class ExperimentKind:
         if known.run_id and services.experiments.running(known.run_id):
             _note_reason(services.store, record.resource, "its spec was removed while it ran")
             services.experiments.abort(known.run_id)
-            return Result(record.resource, False, f"stopping run {known.run_id}: its spec was "
-                          "removed; pruned once it has cleaned up", "RunUnderWay",
-                          requeue_after=RUN_POLL_S)
+            return recheck(record.resource, f"stopping run {known.run_id}: its spec was "
+                           "removed; pruned once it has cleaned up", "RunUnderWay", RUN_POLL_S)
         if known.run_id and known.result is None:
             self._under_way(ctx, record)  # interrupted: recover (INCONCLUSIVE + cleanup) first
             if services.experiments.running(known.run_id):
-                return Result(record.resource, False, "cleaning up an interrupted run",
-                              "RunUnderWay", requeue_after=RUN_POLL_S)
+                return recheck(record.resource, "cleaning up an interrupted run",
+                               "RunUnderWay", RUN_POLL_S)
         _, names = runs.inventory_of(services.store.load(record.resource))
         left = remove_containers(self._engine(ctx, record), services.instance, record.resource,
                                  names, 10)
         if left:
-            return Result(record.resource, False, "left behind: " + "; ".join(left),
-                          "LeftBehind")
+            return retry(record.resource, "left behind: " + "; ".join(left), "LeftBehind")
         services.store.delete(record.resource)
         where = f"; evidence kept in {known.evidence}" if known.evidence else ""
         services.store.events.append(record.resource, "Normal", "Deleted",
                                      f"record removed{where}")
-        return Result(record.resource, True, f"deleted{where}", changed=True)
+        return done(record.resource, f"deleted{where}", changed=True)
 
 
 def _note_reason(store: Store, key: str, reason: str, unless_cleaning: bool = False) -> bool:

@@ -11,7 +11,15 @@ import time
 
 from controllers.errors import ControllerError, PermanentError
 from controllers.statusfacts import HostStatusFacts
-from reconciler.kinds.contract import PassContext, ResourcePlan, Result, SpecResource
+from reconciler.kinds.contract import (
+    PassContext,
+    ResourcePlan,
+    Result,
+    SpecResource,
+    done,
+    retry,
+    terminal,
+)
 from reconciler.kinds.services import Services
 from specs.facts import HostFacts
 from specs.models import Host, Strict
@@ -51,15 +59,15 @@ class HostKind:
             refused = name in services.hosts_refused
             _record(ctx, host, None, message, refused)
             reason = "Refused" if refused else "HostUnreachable"
-            return Result(rp.resource, False, f"{reason}: {message}", reason, terminal=refused)
+            return (terminal if refused else retry)(rp.resource, f"{reason}: {message}", reason)
         _record(ctx, host, session.facts, "", False)
         ctx.hooks.watch_host(host)
-        return Result(rp.resource, True, f"Docker {session.facts.engine_version} answers")
+        return done(rp.resource, f"Docker {session.facts.engine_version} answers")
 
     def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
         ctx.services.store.delete(record.resource)
         ctx.hooks.unwatch_host(record.name)
-        return Result(record.resource, True, "forgot the Host (nothing of it is ours to delete)")
+        return done(record.resource, "forgot the Host (nothing of it is ours to delete)")
 
 
 def observe(services: Services, host: Host) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import structlog
 from pydantic import ValidationError
 
-from controllers.errors import ControllerError, PermanentError
+from controllers.errors import ControllerError
 from controllers.secrets import api_token
 from controllers.session import HostSession
 from controllers.statusfacts import StreamSetStatusFacts
@@ -29,8 +29,11 @@ from reconciler.kinds.contract import (
     ResourcePlan,
     Result,
     SpecResource,
+    done,
     guarded,
+    retry,
     unplanned,
+    wait,
 )
 from specs.models import DeploymentSpec, StreamSet, Strict, TeardownSpec
 from specs.validate import SpecSet, spec_hash
@@ -64,7 +67,7 @@ class StreamSetKind:
                    else deployment_ready(ctx, resource, ctx.spec_set))
         rp = ResourcePlan(f"StreamSet/{resource.metadata.name}", resource.metadata.name,
                           waiting=waiting)
-        try:
+        with rp.observing():
             desired = _resolve(ctx, resource, ctx.spec_set)
             rp.desired = desired
             ctx.clients.authorize(desired.rtvi_url, api_token(desired.deployment.spec))
@@ -73,9 +76,6 @@ class StreamSetKind:
                 rp.plan = _pending_plan(desired, record, waiting)
                 return rp
             rp.plan = _controller(ctx).plan(desired)
-        except ControllerError as exc:
-            rp.error, rp.error_reason = str(exc), "ObserveFailed"
-            rp.permanent = isinstance(exc, PermanentError)
         return rp
 
     def act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
@@ -89,7 +89,7 @@ class StreamSetKind:
         waiting = deployment_ready(ctx, desired.streamset, ctx.spec_set)  # again: it may be now
         if waiting is not None:
             failed("WaitingForDeployment", waiting, False)
-            return Result(rp.resource, False, waiting, "WaitingForDeployment", waiting=True)
+            return wait(rp.resource, waiting, "WaitingForDeployment")
         # Planned once per pass: the plan made against the Deployment as it is now is acted on;
         # one made while the Deployment was still pending is made again, now that it is Ready.
         planned = rp.plan if rp.waiting is None and isinstance(rp.plan, StreamPlan) else None
@@ -161,7 +161,7 @@ def _apply(ctx: PassContext, desired: StreamSetDesired, planned: StreamPlan | No
         reason = "SourcesDegraded" if isinstance(exc, SourcesDegraded) else "AtCapacity"
         ctx.services.record_failure(resource, reason, str(exc), False, desired.spec_hash,
                                     ready="False")
-        return Result(resource, False, f"{reason}: {exc}", reason)
+        return retry(resource, f"{reason}: {exc}", reason)
     if the_plan.changes:  # as for a Deployment: no line per resource per no-op resync
         log.info("resource.ready", resource=resource, sources=len(result.sources),
                  actions=[str(a) for a in the_plan.actions], waited_s=round(result.waited_s, 2))
@@ -173,7 +173,7 @@ def _apply(ctx: PassContext, desired: StreamSetDesired, planned: StreamPlan | No
                                          f"ready after {result.waited_s:.1f}s")
     else:
         message += " (no changes)"
-    return Result(resource, True, message, changed=the_plan.changes)
+    return done(resource, message, changed=the_plan.changes)
 
 
 def _teardown(ctx: PassContext, record: ResourceStatus) -> Result:
@@ -198,11 +198,11 @@ def _teardown(ctx: PassContext, record: ResourceStatus) -> Result:
     for line in left:
         store.events.append(record.resource, "Warning", "LeftBehind", line)
     if left:
-        return Result(record.resource, False, "left behind: " + "; ".join(left), "LeftBehind")
+        return retry(record.resource, "left behind: " + "; ".join(left), "LeftBehind")
     store.delete(record.resource)
     store.events.append(record.resource, "Normal", "Deleted", f"removed {len(names)} source(s)")
-    return Result(record.resource, True, f"deleted {len(names)} source(s): streams, sensors "
-                                         "and publishers", changed=True)
+    return done(record.resource, f"deleted {len(names)} source(s): streams, sensors and "
+                "publishers", changed=True)
 
 
 def _recorded_token(dep: ResourceStatus) -> str | None:

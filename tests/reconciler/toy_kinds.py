@@ -14,7 +14,16 @@ from pathlib import Path
 from typing import Literal
 
 from controllers.waiting import until
-from reconciler.kinds import REGISTRY, PassContext, ResourcePlan, Result, SpecResource
+from reconciler.kinds import (
+    REGISTRY,
+    PassContext,
+    ResourcePlan,
+    Result,
+    SpecResource,
+    done,
+    retry,
+    wait,
+)
 from specs.models import KINDS, Metadata, Strict
 from state.models import ResourceStatus
 
@@ -88,16 +97,16 @@ class SwitchKind:
 
     def act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
         if not (self.world / "power").exists():
-            return Result(rp.resource, False, "no power yet", "NoPower")  # backoff retry
+            return retry(rp.resource, "no power yet", "NoPower")  # backoff retry
         changed = rp.changes
         (self.world / f"switch-{rp.name}").write_text("on")
         _ready(ctx, rp.resource, "switched on")
-        return Result(rp.resource, True, "on", changed=changed)
+        return done(rp.resource, "on", changed=changed)
 
     def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
         (self.world / f"switch-{record.name}").unlink(missing_ok=True)
         ctx.services.store.delete(record.resource)
-        return Result(record.resource, True, "switched off", changed=True)
+        return done(record.resource, "switched off", changed=True)
 
 
 class LampKind:
@@ -137,24 +146,23 @@ class LampKind:
         switch = ctx.services.store.load(f"Switch/{lamp.spec.switch}")
         ready = switch.condition("Ready") if switch is not None else None
         if ready is None or ready.status != "True":
-            return Result(rp.resource, False, "waiting for its Switch", "WaitingForSwitch",
-                          waiting=True)
+            return wait(rp.resource, "waiting for its Switch", "WaitingForSwitch")
         if not rp.changes:
-            return Result(rp.resource, True, f"lit {lamp.spec.colour} (no changes)")
+            return done(rp.resource, f"lit {lamp.spec.colour} (no changes)")
         (self.world / f"lamp-{rp.name}").write_text(lamp.spec.colour)
 
         def mutate(st: ResourceStatus) -> None:
             st.facts["switch"] = lamp.spec.switch
         ctx.services.store.update(rp.resource, "Lamp", rp.name, mutate)
         _ready(ctx, rp.resource, f"lit {lamp.spec.colour}")
-        return Result(rp.resource, True, f"lit {lamp.spec.colour}", changed=rp.changes)
+        return done(rp.resource, f"lit {lamp.spec.colour}", changed=rp.changes)
 
     def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
         if not (self.world / f"switch-{record.facts.get('switch')}").exists():
             raise AssertionError("a Lamp must be deleted before its Switch")
         (self.world / f"lamp-{record.name}").unlink(missing_ok=True)
         ctx.services.store.delete(record.resource)
-        return Result(record.resource, True, "unplugged", changed=True)
+        return done(record.resource, "unplugged", changed=True)
 
 
 @contextmanager

@@ -1,0 +1,115 @@
+"""One outcome type, and the one place where exceptions become outcomes (``guarded``).
+
+The daemon reads nothing but ``Result.outcome`` to decide what comes next (forget, back off,
+re-check later, wait to be woken, stall, or nothing at all on shutdown), so each exception a
+kind may raise must land on the right one.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from controllers.errors import (
+    PermanentError,
+    PlanError,
+    ReadinessFailed,
+    StillProgressing,
+    TemporaryError,
+)
+from controllers.waiting import Stopped
+from reconciler.kinds import (
+    Outcome,
+    ResourcePlan,
+    Result,
+    done,
+    guarded,
+    recheck,
+    retry,
+    stopped,
+    terminal,
+    wait,
+)
+from specs.errors import Location, SpecIssue
+from state.errors import StateError
+
+
+def _raising(exc: BaseException) -> Result:
+    raise exc
+
+
+@pytest.mark.parametrize(("exc", "outcome", "reason", "stalled"), [
+    (Stopped("shutting down"), Outcome.STOPPED, "Stopped", None),
+    (StillProgressing("model loading", 2.5), Outcome.RECHECK, "Progressing", None),
+    (TemporaryError("engine busy"), Outcome.RETRY, "TemporaryFailure", False),
+    (PermanentError("bad image"), Outcome.TERMINAL, "ApplyFailed", True),
+    (ReadinessFailed("ContainerExited", "exit 1"), Outcome.RETRY, "ContainerExited", True),
+    (KeyError("oops"), Outcome.RETRY, "InternalError", False),
+])
+def test_each_exception_becomes_its_outcome(exc: Exception, outcome: Outcome, reason: str,
+                                            stalled: bool | None) -> None:
+    recorded: list[tuple[str, str, bool]] = []
+    result = guarded("Toy/a", lambda: _raising(exc),
+                     lambda r, m, s: recorded.append((r, m, s)))
+    assert result.outcome is outcome
+    assert result.reason == reason
+    assert not result.ok
+    if stalled is None:  # not a failure: nothing is recorded as one
+        assert recorded == []
+    else:
+        assert [(r, s) for r, _, s in recorded] == [(reason, stalled)]
+    if outcome is Outcome.RECHECK:
+        assert result.after_s == 2.5
+
+
+def test_a_state_directory_error_is_not_an_outcome() -> None:
+    """The caller names the file (the CLI) or moves it aside (the daemon)."""
+    with pytest.raises(StateError):
+        guarded("Toy/a", lambda: _raising(StateError("unreadable")))
+
+
+def test_a_recorder_that_fails_does_not_change_the_outcome() -> None:
+    def broken(reason: str, message: str, stalled: bool) -> None:
+        raise OSError("disk gone")
+    result = guarded("Toy/a", lambda: _raising(TemporaryError("busy")), broken)
+    assert result.outcome is Outcome.RETRY
+
+
+def test_the_constructors_say_one_outcome_each() -> None:
+    made = [done("K/a", "ok"), retry("K/a", "no", "R"), wait("K/a", "later", "W"),
+            recheck("K/a", "loading", "P", 1.0), terminal("K/a", "stuck", "T"),
+            stopped("K/a", "bye")]
+    assert [r.outcome for r in made] == list(Outcome)
+    assert [r.ok for r in made] == [True, False, False, False, False, False]
+    assert made[-1].reason == "Stopped"
+
+
+def test_a_delay_belongs_to_a_recheck_only() -> None:
+    with pytest.raises(ValueError, match="RECHECK"):
+        Result("K/a", Outcome.RETRY, "no", "R", after_s=3.0)
+
+
+@pytest.mark.parametrize(("exc", "reason", "permanent", "issues"), [
+    (PlanError([SpecIssue(Location("a.yaml", 3, 1), "spec.gpus", "no such GPU", "gpu")]),
+     "PlanRejected", True, 1),
+    (PermanentError("unknown host key"), "ObserveFailed", True, 0),
+    (TemporaryError("engine busy"), "ObserveFailed", False, 0),
+    (KeyError("oops"), "InternalError", False, 0),
+])
+def test_each_plan_time_exception_becomes_a_plan_error(exc: Exception, reason: str,
+                                                       permanent: bool, issues: int) -> None:
+    rp = ResourcePlan("Toy/a", "a").failed(exc)
+    assert rp.error is not None
+    assert rp.error_reason == reason
+    assert rp.permanent is permanent
+    assert len(rp.issues) == issues
+
+
+def test_observing_keeps_what_was_planned_before_the_failure() -> None:
+    rp = ResourcePlan("Toy/a", "a")
+    with rp.observing():
+        rp.desired = "resolved"
+        raise TemporaryError("engine busy")
+    assert rp.desired == "resolved"
+    assert rp.error_reason == "ObserveFailed"
+    with pytest.raises(KeyError), rp.observing():  # a bug is not an observation: it rises
+        raise KeyError("oops")
