@@ -56,6 +56,7 @@ from specs.hostrules import R_IMAGE_PRESENT, check_against_host, check_gpu_exclu
 from specs.models import Deployment
 from specs.rules import R4, R10, R_PORT_FREE, R_SECRET_VALUE, Finding, covering_mount
 from specs.validate import SpecSet, spec_hash
+from state.keys import Key
 from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
 from state.store import Store
 
@@ -93,7 +94,7 @@ def resolve_desired(dep: Deployment, spec_set: SpecSet, session: HostSession,
     if findings:
         raise PlanError([spec_set.issue(dep, f) for f in findings])
     assert image is not None
-    resource = f"Deployment/{dep.metadata.name}"
+    resource = Key("Deployment", dep.metadata.name)
     digest = spec_hash(dep)
     return Desired(
         deployment=dep,
@@ -146,7 +147,7 @@ def gpus_held_by_others(dep: Deployment, spec_set: SpecSet, store: Store,
     wanted = {g.uuid: i for i, ref in enumerate(dep.spec.gpus) if (g := facts.gpu(ref))}
     if not wanted:
         return []
-    in_set = {f"Deployment/{d.metadata.name}" for d in spec_set.deployments}
+    in_set = {Key("Deployment", d.metadata.name) for d in spec_set.deployments}
     findings = []
     for record in store.list():
         if (record.kind != "Deployment" or record.resource in in_set or not record.inventory
@@ -316,11 +317,11 @@ class DeploymentController:
         item = InventoryItem(kind=KIND_CONTAINER, name=name, host=self.facts.name,
                              id=container_id, state="created" if container_id else "pending",
                              created_at=utc_now())
-        self.store.update(desired.resource, "Deployment", desired.deployment.metadata.name,
+        self.store.update(desired.resource,
                           lambda st: st.upsert_inventory(item))
 
     def _forget_item(self, desired: Desired, name: str) -> None:
-        self.store.update(desired.resource, "Deployment", desired.deployment.metadata.name,
+        self.store.update(desired.resource,
                           lambda st: st.remove_inventory(KIND_CONTAINER, name))
 
     def _remove(self, desired: Desired, container: ContainerInfo) -> None:
@@ -356,8 +357,7 @@ class DeploymentController:
             known = DeploymentStatusFacts.of(st)
             known.host, known.docker_url = self.facts.name, self.engine.url
             known.put(st)
-        self.store.update_unless_known(desired.resource, "Deployment",
-                                       desired.deployment.metadata.name, mutate, record)
+        self.store.update_unless_known(desired.resource, mutate, record)
 
     def _record_ready(self, desired: Desired, container: ContainerInfo,
                       result: ReadinessResult, revision: str | None) -> None:
@@ -384,7 +384,7 @@ class DeploymentController:
             if was_ready is None or was_ready.status != "True":
                 known.ready_since = utc_now()
             known.put(st)
-        self.store.update(desired.resource, "Deployment", desired.deployment.metadata.name, mutate)
+        self.store.update(desired.resource, mutate)
 
     def _record_paused(self, desired: Desired, message: str) -> None:
         """Degraded (reason Paused) with how to resume. The engine records the failed pass
@@ -392,22 +392,20 @@ class DeploymentController:
         def mutate(st: ResourceStatus) -> None:
             st.desired_generation = desired.spec_hash
             st.set_condition("Degraded", "True", ContainerPaused.REASON, message)
-        self.store.update(desired.resource, "Deployment", desired.deployment.metadata.name, mutate)
+        self.store.update(desired.resource, mutate)
 
-    def _set(self, resource: str, ctype: Literal["Progressing"], status: Literal["True"],
+    def _set(self, resource: Key, ctype: Literal["Progressing"], status: Literal["True"],
              reason: str, message: str) -> None:
-        name = resource.split("/", 1)[1]
 
         def mutate(st: ResourceStatus) -> None:
             st.set_condition(ctype, status, reason, message)
-        self.store.update(resource, "Deployment", name, mutate)
+        self.store.update(resource, mutate)
 
-    def _history(self, resource: str, action: Action, result: Literal["ok", "error"],
+    def _history(self, resource: Key, action: Action, result: Literal["ok", "error"],
                  detail: str = "") -> None:
-        name = resource.split("/", 1)[1]
         entry = HistoryEntry(time=utc_now(), action=action.verb, target=action.target,
                              cause=action.cause, result=result, detail=detail)
-        self.store.update(resource, "Deployment", name, lambda st: st.add_history(entry))
+        self.store.update(resource, lambda st: st.add_history(entry))
 
 
 def container_request(desired: Desired, name: str, secret_env: dict[str, str],

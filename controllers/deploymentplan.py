@@ -19,6 +19,7 @@ from controllers.errors import PlanError
 from controllers.readiness import paused_message
 from specs.errors import SpecIssue
 from specs.models import Deployment
+from state.keys import Key
 from state.models import ResourceStatus
 
 Verb = Literal["create", "recreate"]
@@ -44,7 +45,7 @@ class Desired:
     """What one Deployment asks for, resolved against its Host (image ID, container name)."""
 
     deployment: Deployment
-    resource: str
+    resource: Key
     spec_hash: str
     container_name: str
     image_id: str
@@ -60,7 +61,7 @@ class Desired:
 
 @dataclass
 class Plan:
-    resource: str
+    resource: Key
     actions: list[Action] = field(default_factory=list)
     conflict: str | None = None
     container: ContainerInfo | None = None

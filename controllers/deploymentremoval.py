@@ -87,4 +87,4 @@ def forget(store: Store, record: ResourceStatus, item: InventoryItem) -> None:
     """Drop one inventory entry of ``record``'s resource (its other entries stay)."""
     def mutate(st: ResourceStatus) -> None:
         st.remove_inventory(item.kind, item.name)
-    store.update(record.resource, record.kind, record.name, mutate)
+    store.update(record.key, mutate)

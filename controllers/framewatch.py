@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from controllers.errors import ControllerError
 from controllers.frames import ProbeSlotsBusy, probe_many
 from controllers.statusfacts import SourceFacts, StreamSetStatusFacts
+from state.keys import Key
 from state.models import ResourceStatus, utc_now
 from state.store import Store
 
@@ -84,7 +85,7 @@ def due(records: list[ResourceStatus], now: float) -> list[tuple[str, str, str]]
 class FrameWatch:
     """Runs in the daemon (``run`` until ``stop``); ``wake`` re-queues a StreamSet."""
 
-    def __init__(self, store: Store, wake: Callable[[str], None]) -> None:
+    def __init__(self, store: Store, wake: Callable[[Key], None]) -> None:
         self.store, self.wake = store, wake
 
     def run(self, stop: threading.Event) -> None:
@@ -102,9 +103,9 @@ class FrameWatch:
         batch = due(records, time.time())
         if not batch:
             return idle_s(records, time.time())
-        by_set: dict[str, list[tuple[str, str]]] = {}
+        by_set: dict[Key, list[tuple[str, str]]] = {}
         for resource, name, url in batch:
-            by_set.setdefault(resource, []).append((name, url))
+            by_set.setdefault(Key.parse(resource), []).append((name, url))
         for resource, sources in by_set.items():
             if stop is not None and stop.is_set():
                 break
@@ -125,7 +126,7 @@ class FrameWatch:
                 self.wake(resource)
         return 0.0
 
-    def _record(self, resource: str, found: dict[tuple[str, str], SourceFacts]) -> bool:
+    def _record(self, resource: Key, found: dict[tuple[str, str], SourceFacts]) -> bool:
         """Merge what the round learnt; True when a source it recorded has stopped. A source
         removed or re-registered (another URL) since it was probed is left to its pass."""
         stopped = False
@@ -139,5 +140,5 @@ class FrameWatch:
                     known.sources[name] = old.merged(new)
                     stopped = stopped or new.frames_fresh is False
             known.put(st)
-        self.store.update(resource, "StreamSet", resource.split("/", 1)[1], mutate, create=False)
+        self.store.update(resource, mutate, create=False)
         return stopped

@@ -23,6 +23,7 @@ from controllers.rtvi_client import StreamInfo
 from controllers.statusfacts import SourceFacts, StreamSetStatusFacts
 from controllers.vst_client import Sensor
 from specs.models import Deployment, SourceSpec, StreamSet
+from state.keys import Key
 from state.models import ResourceStatus
 
 KIND_PUBLISHER = "publisher"
@@ -57,7 +58,7 @@ class DesiredSource:
 class StreamSetDesired:
     streamset: StreamSet
     deployment: Deployment
-    resource: str
+    resource: Key
     spec_hash: str
     rtvi_url: str  # how this process reaches the Deployment's service
     publisher_host: str
@@ -89,7 +90,7 @@ class StreamAction:
 
 @dataclass
 class StreamPlan:
-    resource: str
+    resource: Key
     actions: list[StreamAction] = field(default_factory=list)
     conflict: str | None = None
     # RTVI's streams as the plan saw them: a pass that acts on this plan without removing
@@ -108,7 +109,7 @@ class StreamPlan:
 
 
 def desired_sources(ss: StreamSet, instance: str) -> dict[str, DesiredSource]:
-    resource = f"StreamSet/{ss.metadata.name}"
+    resource = Key("StreamSet", ss.metadata.name)
     publisher = ss.spec.publisher.model_dump(mode="json", exclude={"host"})
     # A moved VST or publisher Host re-creates the source there (and removes the old one where
     # the inventory says it lives), so both are part of the source's hash.

@@ -55,6 +55,7 @@ from controllers.streamplan import (
 from controllers.streamteardown import Teardown, adoptable
 from controllers.vst_client import VstClient
 from controllers.waiting import until
+from state.keys import Key
 from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
 from state.store import Store
 
@@ -482,7 +483,7 @@ class StreamSetController:
 
     # --- teardown ------------------------------------------------------------------------------
 
-    def teardown(self, resource: str, names: list[str], rtvi_url: str | None,
+    def teardown(self, resource: Key, names: list[str], rtvi_url: str | None,
                  drain_timeout_s: int, deadline_s: int) -> list[str]:
         """Remove the named sources in contract order; returns what is left, with reasons."""
         return self._teardown.sources(resource, names, rtvi_url, drain_timeout_s, deadline_s)
@@ -498,11 +499,11 @@ class StreamSetController:
     def _vst(self, url: str) -> VstClient:
         return self._clients.get(VstClient, url, self._count)
 
-    def _update(self, resource: str, mutate: Callable[[ResourceStatus], None],
+    def _update(self, resource: Key, mutate: Callable[[ResourceStatus], None],
                 known: ResourceStatus | None = None) -> None:
         """One write of this StreamSet's record; none when ``known`` already says it (see
         ``Store.update_unless_known``)."""
-        self.store.update_unless_known(resource, "StreamSet", resource.split("/", 1)[1], mutate,
+        self.store.update_unless_known(resource, mutate,
                                        known)
 
     def _inventory(self, desired: StreamSetDesired, item: InventoryItem) -> None:

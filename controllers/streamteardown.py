@@ -30,6 +30,7 @@ from controllers.statusfacts import StreamSetStatusFacts
 from controllers.streamplan import KIND_PUBLISHER, KIND_SENSOR, KIND_STREAM, sensor_name
 from controllers.vst_client import VstClient
 from controllers.waiting import Stopped, until
+from state.keys import Key
 from state.models import InventoryItem, ResourceStatus
 from state.store import Store
 
@@ -52,7 +53,7 @@ class Teardown:
         self._engine_for, self._progress = engine_for, progress
         self._rtvi, self._vst = rtvi, vst
 
-    def sources(self, resource: str, names: list[str], rtvi_url: str | None,
+    def sources(self, resource: Key, names: list[str], rtvi_url: str | None,
                 drain_timeout_s: int, deadline_s: int) -> list[str]:
         """Remove the named sources; returns what is left, one line each, naming the source.
         ``rtvi_url`` None: the service is gone, and its streams went with it."""
@@ -73,7 +74,7 @@ class Teardown:
                                     if not any(line.startswith(f"{n}:") for line in left)])
         return left
 
-    def streams(self, resource: str, streams: list[InventoryItem], rtvi_url: str | None,
+    def streams(self, resource: Key, streams: list[InventoryItem], rtvi_url: str | None,
                 drain_timeout_s: int, deadline: float) -> list[str]:
         """Stop captions, then delete the streams; forget those confirmed gone."""
         for item in streams:
@@ -107,7 +108,7 @@ class Teardown:
         return [f"{i.name}: RTVI stream {i.id} still listed after the deadline"
                 for i in streams if i.id in still]
 
-    def _sensors(self, resource: str, sensors: list[InventoryItem]) -> list[str]:
+    def _sensors(self, resource: Key, sensors: list[InventoryItem]) -> list[str]:
         left = []
         for item in sensors:
             vst = self._vst(item.host)  # the VST it was registered with
@@ -124,7 +125,7 @@ class Teardown:
                 vst.close()
         return left
 
-    def _publishers(self, resource: str, publishers: list[InventoryItem]) -> list[str]:
+    def _publishers(self, resource: Key, publishers: list[InventoryItem]) -> list[str]:
         def remove(item: InventoryItem) -> str | None:
             try:
                 return publishing.remove(self._engine_for(item.host), self.instance, resource,
@@ -141,13 +142,13 @@ class Teardown:
                 self._forget(resource, item)
         return left
 
-    def _update(self, resource: str, mutate: Callable[[ResourceStatus], None]) -> None:
-        self.store.update(resource, "StreamSet", resource.split("/", 1)[1], mutate)
+    def _update(self, resource: Key, mutate: Callable[[ResourceStatus], None]) -> None:
+        self.store.update(resource, mutate)
 
-    def _forget(self, resource: str, item: InventoryItem) -> None:
+    def _forget(self, resource: Key, item: InventoryItem) -> None:
         self._update(resource, lambda st: st.remove_inventory(item.kind, item.name))
 
-    def _drop_facts(self, resource: str, names: list[str]) -> None:
+    def _drop_facts(self, resource: Key, names: list[str]) -> None:
         def mutate(st: ResourceStatus) -> None:
             known = StreamSetStatusFacts.of(st)
             if any(name in known.sources for name in names):
@@ -156,8 +157,8 @@ class Teardown:
         self._update(resource, mutate)
 
 
-def sensor_name_of(resource: str, item: InventoryItem, instance: str) -> str:
-    return sensor_name(instance, resource.split("/", 1)[1], item.name)
+def sensor_name_of(resource: Key, item: InventoryItem, instance: str) -> str:
+    return sensor_name(instance, resource.name, item.name)
 
 
 def adoptable(vst: VstClient, name: str) -> list[str]:

@@ -474,9 +474,10 @@ def delete(ctx: Context, targets: tuple[str, ...]) -> None:
     else with a matching name is left untouched and reported.
     """
     from reconciler.kinds import REGISTRY, key_of
+    from state.keys import InvalidKey, Key
 
     spec_set = None
-    names: list[str] = []
+    names: list[Key] = []
     paths = [Path(t) for t in targets if Path(t).exists()]
     if paths:
         spec_set = _load(ctx, tuple(paths))
@@ -489,7 +490,10 @@ def delete(ctx: Context, targets: tuple[str, ...]) -> None:
                      f"KIND/NAME, KIND one of {', '.join(REGISTRY.names)}); nothing was deleted")
         if target.endswith((".yaml", ".yml")):
             ctx.fail(f"{target}: no such file; nothing was deleted")
-        names.append(target if kind else f"Deployment/{target}")
+        try:
+            names.append(Key(kind, rest) if kind else Key("Deployment", target))
+        except InvalidKey as exc:
+            ctx.fail(f"{target}: {exc}; nothing was deleted")
     with _engine(ctx, lock=True) as engine:  # it deletes dependents before what they use
         outcomes = engine.delete(spec_set, names)
     for outcome in outcomes:

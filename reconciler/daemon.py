@@ -24,6 +24,7 @@ exits 0 within ``--shutdown-timeout``.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import signal
 import threading
@@ -45,6 +46,7 @@ from reconciler.kinds import (
     Outcome,
     PassContext,
     Result,
+    key_of,
     retry,
 )
 from reconciler.metrics import Metrics
@@ -57,6 +59,7 @@ from reconciler.workqueue import Priority, QueueStats, WorkQueue, jittered
 from specs.models import Host
 from specs.validate import spec_hash
 from state.errors import CorruptState, StateError
+from state.keys import InvalidKey, Key
 from state.models import ResourceStatus
 from state.store import Store
 
@@ -99,13 +102,13 @@ class Daemon:
         self.engine = Engine(store, instance, self._progress, stop=self.stop)
         self.snapshot: Snapshot | None = None
         self.source_record = SourceRecord(store, source.name, self._quarantine)
-        self._hashes: dict[str, str] = {}
+        self._hashes: dict[Key, str] = {}
         self._snapshot_lock = threading.Lock()
         self.supervisor = Supervisor(self.stop, options.restart_policy, self._thread_died)
         self.watchers = HostWatchers(self.engine.services, self.supervisor, self.stop,
                                      self._wake, self._wake_host)
-        self._inflight: dict[str, threading.Event] = {}  # each running pass's own stop
-        self._last_ok: dict[str, bool] = {}  # each key's last pass: dependents wake on a flip
+        self._inflight: dict[Key, threading.Event] = {}  # each running pass's own stop
+        self._last_ok: dict[Key, bool] = {}  # each key's last pass: dependents wake on a flip
         # Revisions a person approved once (``sync --approve-prune``) despite the prune guard.
         self._approved: set[str] = set()
         self.metrics = Metrics(self)
@@ -197,24 +200,26 @@ class Daemon:
         self._approved.add(revision)
         self.source.poke()
 
-    def _recorded(self) -> list[str]:
+    def _recorded(self) -> list[Key]:
         """Every resource with a status file, readable or not: a record that cannot be parsed
         still stands for something we may own (it is moved aside when its key is worked)."""
         records, broken = self.store.scan()
-        keys = [r.resource for r in records]
-        keys += [f"{b.path.parent.name}/{b.path.name.removesuffix('.json')}" for b in broken
-                 if b.path.name.endswith(".json") and b.path.parent.parent.name == "resources"]
+        keys = [r.key for r in records]
+        for b in broken:
+            if b.path.name.endswith(".json") and b.path.parent.parent.name == "resources":
+                with contextlib.suppress(InvalidKey):  # no kind of ours, nothing we own
+                    keys.append(Key(b.path.parent.name, b.path.name.removesuffix(".json")))
         return keys
 
-    def _owned(self) -> list[str]:
+    def _owned(self) -> list[Key]:
         """What the guard protects: recorded resources of owning kinds, and those of the
         revision in force (a create may be in flight before its record exists)."""
         with self._snapshot_lock:
             in_force = list(self._hashes)
         owning = REGISTRY.owning()
-        return sorted({k for k in self._recorded() + in_force if k.split("/", 1)[0] in owning})
+        return sorted({k for k in self._recorded() + in_force if k.kind in owning})
 
-    def _guard(self, snapshot: Snapshot, new: dict[str, str]) -> SourceError | None:
+    def _guard(self, snapshot: Snapshot, new: dict[Key, str]) -> SourceError | None:
         """Hold a revision that would delete too much of what we own (pruneguard)."""
         try:
             owned = self._owned()
@@ -236,7 +241,7 @@ class Daemon:
             # reading every record for the guard cost a `sync` at 1,000 resources ~0.1 s.
             self.source_record.loaded(snapshot, snapshot.revision)
             return
-        new = {f"{r.kind}/{r.metadata.name}": spec_hash(r) for r in snapshot.spec_set.resources}
+        new = {key_of(r): spec_hash(r) for r in snapshot.spec_set.resources}
         held = self._guard(snapshot, new)
         if held is not None:
             self._record_source_failure(held)
@@ -261,7 +266,7 @@ class Daemon:
                 self.queue.add(key, Priority.CHANGE)
                 self._interrupt(key)  # a pass still on the old spec ends its wait now
 
-    def _converged(self, key: str, digest: str | None) -> bool:
+    def _converged(self, key: Key, digest: str | None) -> bool:
         try:
             record = self.store.load(key)
         except StateError:
@@ -275,7 +280,7 @@ class Daemon:
     def _enqueue_recorded(self) -> None:
         """Resources recorded by an earlier run but absent now must be pruned."""
         for key in self._recorded():
-            if key.split("/", 1)[0] in REGISTRY and key not in self._hashes:
+            if key.kind in REGISTRY and key not in self._hashes:
                 self.queue.add(key, Priority.CHANGE)
 
     def _record_source_failure(self, exc: SourceError) -> None:
@@ -308,9 +313,9 @@ class Daemon:
             finally:
                 self.queue.done(key)
 
-    def _work(self, key: str) -> None:
+    def _work(self, key: Key) -> None:
         started = time.monotonic()
-        kind = key.split("/", 1)[0]
+        kind = key.kind
         try:
             result = self.reconcile(key)
         except CorruptState as exc:
@@ -323,7 +328,7 @@ class Daemon:
             self.metrics.observe(kind, time.monotonic() - started)
         self._follow_up(key, result)
 
-    def _follow_up(self, key: str, result: Result) -> None:
+    def _follow_up(self, key: Key, result: Result) -> None:
         """What a pass's result asks for: forget its backoff, back off, re-check later, or
         wait to be woken; and wake what depends on it when it changed or its state flipped."""
         if result.outcome is Outcome.STOPPED:
@@ -345,14 +350,14 @@ class Daemon:
         if result.outcome is Outcome.RECHECK:
             self.queue.add(key, Priority.CHANGE, delay_s=result.after_s)
             return
-        self.metrics.error(key.split("/", 1)[0], result.reason or "Failed")
+        self.metrics.error(key.kind, result.reason or "Failed")
         if result.outcome is Outcome.RETRY and not self.stop.is_set():
             delay = self.queue.retry(key)
             self.store.events.append(key, "Normal", "Backoff",
                                      f"retrying in {delay:.1f}s (attempt "
                                      f"{self.queue.failures(key) + 1})")
 
-    def _quarantine(self, key: str, exc: CorruptState) -> None:
+    def _quarantine(self, key: Key, exc: CorruptState) -> None:
         """A status file that does not parse (a hand edit, a disk fault) must not leave its
         resource unrepaired forever: move it aside and reconcile from what the engines show
         (ownership is proven by labels). Its inventory is lost, so nothing is pruned on its
@@ -367,7 +372,7 @@ class Daemon:
                                  "shows")
         self.say(f"{key}: corrupt state file {exc.path} moved aside to {moved.name}")
 
-    def reconcile(self, key: str) -> Result:
+    def reconcile(self, key: Key) -> Result:
         """One pass over one key, from the snapshot in force when it starts. Its stop event
         is its own: set at shutdown, and when a new revision changes the key (a readiness
         wait on the old spec must not delay the new one)."""
@@ -386,7 +391,7 @@ class Daemon:
             with self._snapshot_lock:
                 self._inflight.pop(key, None)
 
-    def _interrupt(self, key: str | None = None) -> None:
+    def _interrupt(self, key: Key | None = None) -> None:
         """End the waits of the pass over ``key`` (of every pass when None)."""
         with self._snapshot_lock:
             stops = list(self._inflight.values()) if key is None else [
@@ -400,10 +405,10 @@ class Daemon:
                                    stop=stop,
                                    wait_ready=False)  # a model load must not hold a worker
 
-    def _wake(self, key: str) -> None:
+    def _wake(self, key: Key) -> None:
         self.queue.add(key, Priority.CHANGE)
 
-    def _wake_dependents(self, key: str) -> None:
+    def _wake_dependents(self, key: Key) -> None:
         with self._snapshot_lock:
             snapshot = self.snapshot
         if snapshot is not None:
@@ -412,8 +417,8 @@ class Daemon:
 
     def _wake_host(self, name: str) -> None:
         """A Host's event stream came back: look at it and at everything on it."""
-        self._wake(f"Host/{name}")
-        self._wake_dependents(f"Host/{name}")
+        self._wake(Key("Host", name))
+        self._wake_dependents(Key("Host", name))
 
     # --- hooks for the kinds (reconciler.kinds.Hooks) -----------------------------------------
 
@@ -424,10 +429,10 @@ class Daemon:
     def unwatch_host(self, name: str) -> None:
         self.watchers.unwatch(name)
 
-    def conflict(self, key: str, host: str, held: bool) -> None:
+    def conflict(self, key: Key, host: str, held: bool) -> None:
         self.watchers.conflict(key, host, held)
 
-    def wake(self, key: str) -> None:
+    def wake(self, key: Key) -> None:
         self._wake(key)
 
     # --- introspection (control socket) ------------------------------------------------------

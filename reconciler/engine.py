@@ -33,6 +33,7 @@ from reconciler.kinds import (
 )
 from specs.validate import SpecSet
 from state.errors import StateError
+from state.keys import Key
 from state.store import Store
 
 MAX_PARALLEL_APPLIES = 16  # readiness waits are I/O-bound; a fleet converges together
@@ -57,7 +58,7 @@ class Engine:
 
     def context(self, revision: str | None, spec_set: SpecSet | None, *,
                 hooks: Hooks | None = None, timeout_s: float | None = None,
-                pending: frozenset[str] = frozenset(), wait_ready: bool = True,
+                pending: frozenset[Key] = frozenset(), wait_ready: bool = True,
                 stop: threading.Event | None = None) -> PassContext:
         return PassContext(revision=revision, spec_set=spec_set, stop=stop or self.stop,
                            services=self.services, hooks=hooks or NoHooks(),
@@ -70,7 +71,7 @@ class Engine:
         will change in this run is told so (``PassContext.pending``) and plans from its
         record rather than asking a service that is about to be replaced."""
         plans: list[ResourcePlan] = []
-        unsettled: set[str] = set()
+        unsettled: set[Key] = set()
         for resource in sorted(spec_set.resources, key=lambda r: self.registry.level(r.kind)):
             kind = self.registry.get(resource.kind)
             if kind is None:
@@ -90,16 +91,17 @@ class Engine:
         """Act on every plan, one dependency level at a time, each level in parallel."""
         ctx = self.context(revision, spec_set, timeout_s=timeout_s)
         results: list[Result] = []
-        ordered = sorted(plans, key=lambda rp: self.registry.level(rp.resource))
+        ordered = sorted(plans, key=lambda rp: self.registry.level(rp.resource.kind))
         try:
             with ThreadPoolExecutor(max_workers=MAX_PARALLEL_APPLIES) as pool:
-                for _, wave in groupby(ordered, key=lambda rp: self.registry.level(rp.resource)):
+                for _, wave in groupby(ordered,
+                                       key=lambda rp: self.registry.level(rp.resource.kind)):
                     results += pool.map(lambda rp: self._act(ctx, rp), list(wave))
         finally:
             ctx.clients.close()
         return results
 
-    def delete(self, spec_set: SpecSet | None, keys: list[str]) -> list[Result]:
+    def delete(self, spec_set: SpecSet | None, keys: list[Key]) -> list[Result]:
         """Delete what we own for ``keys``, dependents first."""
         ctx = self.context(None, spec_set)
         try:
@@ -109,12 +111,11 @@ class Engine:
 
     # --- single steps (the daemon's unit of work) --------------------------------------------
 
-    def reconcile(self, ctx: PassContext, key: str) -> Result:
+    def reconcile(self, ctx: PassContext, key: Key) -> Result:
         """One pass over one key: converge it if the spec set has it, else prune it."""
-        kind_name, name = key.split("/", 1)
         spec_set = ctx.spec_set
         resource = next((r for r in (spec_set.resources if spec_set else [])
-                         if r.kind == kind_name and r.metadata.name == name), None)
+                         if r.kind == key.kind and r.metadata.name == key.name), None)
         if resource is not None:
             return self._act(ctx, self._plan_one(ctx, resource))
         if spec_set is None:  # nothing loaded yet: never prune on no information
@@ -125,7 +126,7 @@ class Engine:
                         "WaitingForDependents")
         return self.delete_one(ctx, key)
 
-    def delete_one(self, ctx: PassContext, key: str) -> Result:
+    def delete_one(self, ctx: PassContext, key: Key) -> Result:
         record = self.store.load(key)
         if record is None:
             return done(key, "nothing recorded; nothing to delete")
@@ -150,7 +151,7 @@ class Engine:
             return ResourcePlan(key, resource.metadata.name).failed(exc)
 
     def _act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
-        kind = self.registry.get(rp.resource.split("/", 1)[0])
+        kind = self.registry.get(rp.resource.kind)
         assert kind is not None
 
         def record(reason: str, message: str, stalled: bool) -> None:

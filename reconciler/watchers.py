@@ -10,6 +10,7 @@ are looked at again (what happened while we were away?).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from controllers.errors import ControllerError
 from reconciler.kinds.services import Services
 from reconciler.supervisor import Supervisor
 from specs.models import Host
+from state.keys import InvalidKey, Key
 
 EVENT_WAKE_ACTIONS = ("die", "stop", "kill", "destroy", "oom", "pause", "health_status")
 # Events that free a container name (a foreign container in our way was removed or renamed).
@@ -35,7 +37,7 @@ log = structlog.get_logger("reconciler.watchers")
 
 class HostWatchers:
     def __init__(self, services: Services, supervisor: Supervisor, stop: threading.Event,
-                 wake: Callable[[str], None], wake_host: Callable[[str], None]) -> None:
+                 wake: Callable[[Key], None], wake_host: Callable[[str], None]) -> None:
         self.services = services
         self.supervisor = supervisor
         self.stop = stop
@@ -45,9 +47,9 @@ class HostWatchers:
         self._streams: dict[str, EventStream] = {}
         self._lock = threading.Lock()
         # key → Host of resources whose container name a foreign container holds.
-        self._conflicts: dict[str, str] = {}
+        self._conflicts: dict[Key, str] = {}
         self._names_freed: dict[str, int] = {}  # per Host: closes the plan/record race
-        self._seen_at_start: dict[str, int] = {}
+        self._seen_at_start: dict[Key, int] = {}
 
     def watch(self, host: Host) -> None:
         name = host.metadata.name
@@ -74,11 +76,11 @@ class HostWatchers:
         for name in list(self._watchers):
             self.unwatch(name)
 
-    def pass_started(self, key: str) -> None:
+    def pass_started(self, key: Key) -> None:
         """Called before each pass: a name freed after this is not missed (see conflict)."""
         self._seen_at_start[key] = sum(self._names_freed.values())
 
-    def conflict(self, key: str, host: str, held: bool) -> None:
+    def conflict(self, key: Key, host: str, held: bool) -> None:
         if not held:
             self._conflicts.pop(key, None)
             return
@@ -102,7 +104,8 @@ class HostWatchers:
             if resource and event.action.split(":")[0] in EVENT_WAKE_ACTIONS:
                 log.info("docker.event", host=host.metadata.name, action=event.action,
                          resource=resource)
-                self.wake(resource)
+                with contextlib.suppress(InvalidKey):  # a label of ours, but not a key
+                    self.wake(Key.parse(resource))
         self._follow(host, stop, host.metadata.name, selector, (), on_event)
 
     def _watch_names(self, host: Host, stop: threading.Event) -> None:
@@ -137,7 +140,7 @@ class HostWatchers:
                                        actions=actions)
             except ControllerError as exc:
                 log.info("events.unavailable", host=name, error=str(exc))
-                self.wake(f"Host/{name}")
+                self.wake(Key("Host", name))
                 if stop.wait(EVENT_RECONNECT_S * 3):
                     return
                 continue
@@ -156,4 +159,4 @@ class HostWatchers:
             since = since or time.time()
             if stop.wait(EVENT_RECONNECT_S):
                 return
-            self.wake(f"Host/{name}")  # the stream broke: is it down?
+            self.wake(Key("Host", name))  # the stream broke: is it down?

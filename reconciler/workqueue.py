@@ -37,6 +37,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 
+from state.keys import Key
+
 __all__ = ["Priority", "QueueStats", "WorkQueue", "jittered", "kind_of"]
 
 KIND_SEPARATOR = "/"
@@ -128,26 +130,26 @@ class WorkQueue:
         # whose own timeout expired just as it was notified.
         self._cond = threading.Condition(threading.Lock())
         self._counter = itertools.count()
-        self._queued: dict[str, _Entry] = {}
-        self._delayed: list[tuple[float, int, str]] = []  # (due, gen, key), not yet promoted
-        self._ready: dict[str, list[tuple[int, float, int, int, str]]] = {}  # kind → heap
+        self._queued: dict[Key, _Entry] = {}
+        self._delayed: list[tuple[float, int, Key]] = []  # (due, gen, key), not yet promoted
+        self._ready: dict[str, list[tuple[int, float, int, int, Key]]] = {}  # kind → heap
         self._heap_entries = 0
-        self._processing: set[str] = set()
+        self._processing: set[Key] = set()
         self._busy_per_kind: dict[str, int] = {}
-        self._dirty: dict[str, _Entry] = {}  # added while processing; re-queued by done()
-        self._failures: dict[str, int] = {}
+        self._dirty: dict[Key, _Entry] = {}  # added while processing; re-queued by done()
+        self._failures: dict[Key, int] = {}
         self._shut_down = False
 
     # --- public API --------------------------------------------------------------------------
 
-    def add(self, key: str, priority: Priority = Priority.CHANGE, delay_s: float = 0.0) -> None:
+    def add(self, key: Key, priority: Priority = Priority.CHANGE, delay_s: float = 0.0) -> None:
         """Queue ``key`` (due after ``delay_s``), merging with an entry already queued or
         pending behind the key's current pass. Ignored after ``shut_down``."""
         with self._cond:
             due = self._clock() + max(0.0, delay_s)
             self._enqueue(key, Priority(priority), due)
 
-    def get(self, timeout: float | None = None) -> str | None:
+    def get(self, timeout: float | None = None) -> Key | None:
         """The most urgent ready key whose kind has a free slot, now marked processing.
 
         Blocks up to ``timeout`` real seconds (``None``: until there is one); returns ``None``
@@ -174,7 +176,7 @@ class WorkQueue:
                     wait = remaining if wait is None else min(wait, remaining)
                 self._cond.wait(None if wait is None else min(wait, threading.TIMEOUT_MAX))
 
-    def done(self, key: str) -> None:
+    def done(self, key: Key) -> None:
         """End the pass over ``key``; re-queue it if it was added (or retried) meanwhile.
 
         A key that is not processing is ignored: a stray ``done`` must not kill a worker.
@@ -194,7 +196,7 @@ class WorkQueue:
                 self._enqueue(key, pending.priority, pending.due, seq=pending.seq)
             self._cond.notify_all()  # a slot of this kind is free, or the queue may be idle
 
-    def retry(self, key: str) -> float:
+    def retry(self, key: Key) -> float:
         """Count a failure of ``key`` and queue it (CHANGE) after the backoff; returns the delay.
 
         Delay: ``min(max, base * 2**(failures-1))``, jittered by ``±jitter`` and capped at
@@ -210,12 +212,12 @@ class WorkQueue:
             self._enqueue(key, Priority.CHANGE, self._clock() + delay)
             return delay
 
-    def forget(self, key: str) -> None:
+    def forget(self, key: Key) -> None:
         """Reset the failure count of ``key`` (after a successful pass). Leaves it queued."""
         with self._cond:
             self._failures.pop(key, None)
 
-    def failures(self, key: str) -> int:
+    def failures(self, key: Key) -> int:
         """How many times ``retry(key)`` was called since the last ``forget``."""
         with self._cond:
             return self._failures.get(key, 0)
@@ -257,7 +259,7 @@ class WorkQueue:
     def _limit(self, kind: str) -> int:
         return self._limits.get(kind, self._default_limit)
 
-    def _enqueue(self, key: str, priority: Priority, due: float, seq: int | None = None) -> None:
+    def _enqueue(self, key: Key, priority: Priority, due: float, seq: int | None = None) -> None:
         if self._shut_down:
             return
         if key in self._processing:
@@ -284,7 +286,7 @@ class WorkQueue:
             self._compact()
         self._cond.notify_all()
 
-    def _live(self, key: str, gen: int) -> _Entry | None:
+    def _live(self, key: Key, gen: int) -> _Entry | None:
         entry = self._queued.get(key)
         return entry if entry is not None and entry.gen == gen else None
 
@@ -299,8 +301,8 @@ class WorkQueue:
             heap = self._ready.setdefault(kind_of(key), [])
             heapq.heappush(heap, (int(entry.priority), entry.due, entry.seq, gen, key))
 
-    def _pop_ready(self) -> str | None:
-        best: tuple[int, float, int, int, str] | None = None
+    def _pop_ready(self) -> Key | None:
+        best: tuple[int, float, int, int, Key] | None = None
         for kind, heap in list(self._ready.items()):
             while heap and self._live(heap[0][4], heap[0][3]) is None:
                 heapq.heappop(heap)

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from state.keys import Key
+
 HISTORY_LIMIT = 50
 """Entries kept per resource; older ones drop off (events.jsonl keeps the long tail)."""
 
@@ -91,6 +93,10 @@ class ResourceStatus(BaseModel):
     facts: dict[str, Any] = Field(default_factory=dict)
     applied_spec: dict[str, Any] | None = None
     updated_at: str = ""
+
+    @property
+    def key(self) -> Key:
+        return Key(self.kind, self.name)
 
     def condition(self, type: ConditionType) -> Condition | None:
         """The condition of ``type``, or None if it was never set."""

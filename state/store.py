@@ -51,6 +51,7 @@ from state.atomic import (
 )
 from state.errors import CorruptState, StateError
 from state.events import EventLog
+from state.keys import Key
 from state.lock import LOCK_FILE, StateLock
 from state.models import HISTORY_LIMIT, OWNER_ID_RE, HistoryEntry, Owner, ResourceStatus, utc_now
 from state.redaction import DEFAULT_REDACTOR, Redactor
@@ -166,7 +167,7 @@ class Store:
             if problem is not None:
                 raise CorruptState(folder, problem)
 
-    def load(self, resource: str) -> ResourceStatus | None:
+    def load(self, resource: Key) -> ResourceStatus | None:
         """The saved status of ``resource``, or None; CorruptState names an unusable file."""
         path = self._status_path(resource)
         self._check_tree(path)
@@ -285,9 +286,7 @@ class Store:
 
     def update(
         self,
-        resource: str,
-        kind: str,
-        name: str,
+        resource: Key,
         fn: Callable[[ResourceStatus], None],
         create: bool = True,
     ) -> ResourceStatus | None:
@@ -299,8 +298,7 @@ class Store:
         ``create=False`` a resource without a record is left so (None): a background writer
         must never bring back a record that a prune just removed.
         """
-        if resource != f"{kind}/{name}":
-            raise StateError(f"resource {resource!r} does not match kind {kind!r}, name {name!r}")
+        kind, name = split_resource(resource)
         with self._mutex(resource):
             status = self.load(resource)
             restored = status is None and self._history_path(resource).exists()
@@ -322,9 +320,7 @@ class Store:
 
     def update_unless_known(
         self,
-        resource: str,
-        kind: str,
-        name: str,
+        resource: Key,
         fn: Callable[[ResourceStatus], None],
         known: ResourceStatus | None,
     ) -> bool:
@@ -342,10 +338,10 @@ class Store:
             fn(known)
             if known.model_dump_json() == before:
                 return False
-        self.update(resource, kind, name, fn)
+        self.update(resource, fn)
         return True
 
-    def delete(self, resource: str, cause: str = "no longer desired") -> bool:
+    def delete(self, resource: Key, cause: str = "no longer desired") -> bool:
         """Remove the status of ``resource``; False if there was none.
 
         Its history is evidence of what was done, so it is kept (with a last entry saying it

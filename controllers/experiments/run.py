@@ -50,6 +50,7 @@ from controllers.waiting import Stopped
 from specs.experiment import CanaryPublisher, ExperimentSpec
 from specs.models import Deployment
 from state.evidence import MANIFEST, Evidence, EvidenceError
+from state.keys import Key
 from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
 from state.store import Store
 
@@ -68,7 +69,7 @@ Result = str  # "PASS" | "FAIL" | "INCONCLUSIVE"
 class RunPlan:
     """Everything a run needs, frozen when it is launched."""
 
-    resource: str
+    resource: Key
     name: str
     spec: ExperimentSpec
     run_hash: str
@@ -91,14 +92,14 @@ class RunPlan:
 class Recorder:
     """The run's progress, written to its record and to its evidence ``status.json``."""
 
-    def __init__(self, store: Store, resource: str, evidence: Evidence | None,
+    def __init__(self, store: Store, resource: Key, host: str, evidence: Evidence | None,
                  progress: Callable[[str], None] | None = None) -> None:
         self.store, self.resource, self.evidence = store, resource, evidence
-        self.kind, self.name = resource.split("/", 1)
+        self.host = host  # where the run's containers and streams live (their inventory)
         self.progress = progress
 
     def update(self, fn: Callable[[ResourceStatus], None]) -> None:
-        self.store.update(self.resource, self.kind, self.name, fn)
+        self.store.update(self.resource, fn)
 
     def phase(self, phase: str, message: str, **facts: Any) -> None:
         def mutate(st: ResourceStatus) -> None:
@@ -134,7 +135,7 @@ class Recorder:
     def _pending(self, kind: str, names: list[str]) -> None:
         def mutate(st: ResourceStatus) -> None:
             for name in names:
-                st.upsert_inventory(InventoryItem(kind=kind, name=name, host=self.name,
+                st.upsert_inventory(InventoryItem(kind=kind, name=name, host=self.host,
                                                   id=name if kind == KIND_STREAM else None,
                                                   state="pending", created_at=utc_now()))
         self.update(mutate)
@@ -173,8 +174,7 @@ def launch_record(store: Store, plan: RunPlan) -> Evidence:
             evidence=str(evidence.folder), started_at=utc_now()).put(st)
         st.set_condition("Ready", "False", "Running", "Pending: launched")
         st.set_condition("Progressing", "True", "Pending", "launched")
-    kind, name = plan.resource.split("/", 1)
-    store.update(plan.resource, kind, name, mutate)
+    store.update(plan.resource, mutate)
     for sub in (plan.spec.paths.output, plan.spec.paths.scratch, plan.spec.paths.mutableCache):
         evidence.path(sub).mkdir(parents=True, exist_ok=True)  # the run's isolated paths
     evidence.status("Pending", "Running")
@@ -191,7 +191,7 @@ def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
     if stop.is_set():  # stopped while queued: nothing was started, the recovery says why
         raise Stopped("the run was stopped before it started")
     evidence = Evidence.open(plan.evidence_root, plan.spec.runId)
-    rec = Recorder(store, plan.resource, evidence, progress)
+    rec = Recorder(store, plan.resource, plan.host, evidence, progress)
     declared = [*run_type(plan.spec).declared_gates(plan.spec), GATE_CLEANUP]
     started: list[RunService] = []  # the run's service, once it serves
     result: Result = "INCONCLUSIVE"
@@ -346,7 +346,7 @@ def recover(store: Store, record: ResourceStatus, engine: DockerEngine, instance
         evidence: Evidence | None = Evidence.open(evidence_root, known.run_id)
     except EvidenceError:
         evidence = None
-    rec = Recorder(store, record.resource, evidence)
+    rec = Recorder(store, record.key, known.host or "unknown", evidence)
     why = known.reason or "the reconciler stopped while the run was under way"
     reason = f"interrupted during {known.phase or 'Pending'}: {why}; its cleanup ran after"
     rec.phase("CleaningUp", "the run was interrupted; cleaning up what it left")
@@ -447,7 +447,7 @@ def _record_runtime(evidence: Evidence, service: RunService, without: list[str],
 def _manifest(plan: RunPlan, engine: DockerEngine, store: Store,
               baseline: gpumemory.GpuMemory, tele: RunTelemetry) -> dict[str, Any]:
     env = plan.desired.env
-    host_record = store.load(f"Host/{plan.host}")
+    host_record = store.load(Key("Host", plan.host))
     image = engine.image(plan.desired.image_id)
     return {
         "runId": plan.spec.runId, "experiment": plan.resource, "specHash": plan.run_hash,

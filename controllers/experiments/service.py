@@ -28,6 +28,7 @@ from specs.facts import HostFacts
 from specs.models import Deployment
 from specs.rules import R10, Finding
 from specs.validate import SpecSet
+from state.keys import Key
 
 STOP_GRACE_CAP_S = 30  # a run's cleanup has one deadline: never wait longer than this per stop
 
@@ -63,7 +64,7 @@ def gpu_conflicts(run: Deployment, spec_set: SpecSet, facts: HostFacts) -> list[
     return found
 
 
-def for_run(desired: Desired, instance: str, resource: str, run_id: str,
+def for_run(desired: Desired, instance: str, resource: Key, run_id: str,
             run_hash: str) -> Desired:
     """The template's resolved container, renamed and relabelled for the run."""
     return dataclasses.replace(

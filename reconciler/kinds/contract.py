@@ -38,6 +38,7 @@ from controllers.waiting import Stopped
 from specs.errors import SpecIssue
 from specs.models import Metadata, Strict
 from state.errors import StateError
+from state.keys import Key
 from state.models import ResourceStatus
 
 if TYPE_CHECKING:
@@ -60,8 +61,8 @@ class SpecResource(Protocol):
     def spec(self) -> BaseModel: ...
 
 
-def key_of(resource: SpecResource) -> str:
-    return f"{resource.kind}/{resource.metadata.name}"
+def key_of(resource: SpecResource) -> Key:
+    return Key(resource.kind, resource.metadata.name)
 
 
 class ActionLike(Protocol):
@@ -94,7 +95,7 @@ class ResourcePlan:
     resolved view of the spec (opaque to everyone else). A plan with neither ``plan`` nor
     ``error`` has nothing to show (a Host: observed, nothing of it is ours to change)."""
 
-    resource: str
+    resource: Key
     name: str
     desired: object | None = None
     plan: PlanLike | None = None
@@ -155,13 +156,13 @@ class Result:
     at now (e.g. a GPU this one held is free).
     """
 
-    resource: str
+    resource: Key
     outcome: Outcome
     message: str
     reason: str = ""
     changed: bool = False
     after_s: float = 0.0  # RECHECK only: seconds until the next look
-    wake: tuple[str, ...] = ()
+    wake: tuple[Key, ...] = ()
 
     def __post_init__(self) -> None:
         if self.after_s and self.outcome is not Outcome.RECHECK:
@@ -172,31 +173,31 @@ class Result:
         return self.outcome is Outcome.DONE
 
 
-def done(resource: str, message: str, reason: str = "", *, changed: bool = False,
-         wake: tuple[str, ...] = ()) -> Result:
+def done(resource: Key, message: str, reason: str = "", *, changed: bool = False,
+         wake: tuple[Key, ...] = ()) -> Result:
     return Result(resource, Outcome.DONE, message, reason, changed, 0.0, wake)
 
 
-def retry(resource: str, message: str, reason: str, *, changed: bool = False,
-          wake: tuple[str, ...] = ()) -> Result:
+def retry(resource: Key, message: str, reason: str, *, changed: bool = False,
+          wake: tuple[Key, ...] = ()) -> Result:
     return Result(resource, Outcome.RETRY, message, reason, changed, 0.0, wake)
 
 
-def wait(resource: str, message: str, reason: str) -> Result:
+def wait(resource: Key, message: str, reason: str) -> Result:
     return Result(resource, Outcome.WAIT, message, reason)
 
 
-def recheck(resource: str, message: str, reason: str, after_s: float, *,
+def recheck(resource: Key, message: str, reason: str, after_s: float, *,
             changed: bool = False) -> Result:
     return Result(resource, Outcome.RECHECK, message, reason, changed, after_s)
 
 
-def terminal(resource: str, message: str, reason: str, *, changed: bool = False,
-             wake: tuple[str, ...] = ()) -> Result:
+def terminal(resource: Key, message: str, reason: str, *, changed: bool = False,
+             wake: tuple[Key, ...] = ()) -> Result:
     return Result(resource, Outcome.TERMINAL, message, reason, changed, 0.0, wake)
 
 
-def stopped(resource: str, message: str) -> Result:
+def stopped(resource: Key, message: str) -> Result:
     return Result(resource, Outcome.STOPPED, message, "Stopped")
 
 
@@ -208,11 +209,11 @@ class Hooks(Protocol):
 
     def unwatch_host(self, name: str) -> None: ...
 
-    def conflict(self, key: str, host: str, held: bool) -> None:
+    def conflict(self, key: Key, host: str, held: bool) -> None:
         """``key`` cannot act because a foreign container holds its name on ``host``; wake it
         when a container there goes."""
 
-    def wake(self, key: str) -> None:
+    def wake(self, key: Key) -> None:
         """Look at ``key`` again now (work beside the queue, e.g. an experiment run, ended)."""
 
 
@@ -225,10 +226,10 @@ class NoHooks:
     def unwatch_host(self, name: str) -> None:
         return None
 
-    def conflict(self, key: str, host: str, held: bool) -> None:
+    def conflict(self, key: Key, host: str, held: bool) -> None:
         return None
 
-    def wake(self, key: str) -> None:
+    def wake(self, key: Key) -> None:
         return None
 
 
@@ -244,7 +245,7 @@ class PassContext:
     services: Services
     hooks: Hooks = field(default_factory=NoHooks)
     timeout_s: float | None = None
-    pending: frozenset[str] = frozenset()  # keys that will change earlier in this run (plan)
+    pending: frozenset[Key] = frozenset()  # keys that will change earlier in this run (plan)
     wait_ready: bool = True  # False in the daemon: readiness is a phase re-checked later
     clients: ClientPool = field(default_factory=ClientPool)  # closed when the pass ends
 
@@ -258,11 +259,11 @@ class Kind(Protocol):
     depends_on: tuple[str, ...]
     owns: bool  # its records stand for things we created (the prune guard protects them)
 
-    def references(self, resource: SpecResource) -> list[str]:
+    def references(self, resource: SpecResource) -> list[Key]:
         """Keys of the resources this one depends on (must exist in the spec set)."""
         ...
 
-    def recorded_references(self, record: ResourceStatus) -> list[str]:
+    def recorded_references(self, record: ResourceStatus) -> list[Key]:
         """Keys a recorded resource depends on (it is deleted before them)."""
         ...
 
@@ -279,7 +280,7 @@ class Kind(Protocol):
         ...
 
 
-def guarded(resource: str, step: Callable[[], Result],
+def guarded(resource: Key, step: Callable[[], Result],
             on_failure: Callable[[str, str, bool], None] | None = None) -> Result:
     """Run one step of a pass; any exception becomes a Result with its message.
 

@@ -27,6 +27,7 @@ from reconciler.kinds.contract import (
     unplanned,
 )
 from specs.models import Deployment, Strict
+from state.keys import Key
 from state.models import ResourceStatus
 
 log = structlog.get_logger("reconciler.kinds")
@@ -38,18 +39,18 @@ class DeploymentKind:
     depends_on: tuple[str, ...] = ("Host",)
     owns = True
 
-    def references(self, resource: SpecResource) -> list[str]:
+    def references(self, resource: SpecResource) -> list[Key]:
         assert isinstance(resource, Deployment)
-        return [f"Host/{resource.spec.host}"]
+        return [Key("Host", resource.spec.host)]
 
-    def recorded_references(self, record: ResourceStatus) -> list[str]:
-        return [f"Host/{_host_of(record)}"]
+    def recorded_references(self, record: ResourceStatus) -> list[Key]:
+        return [Key("Host", _host_of(record))]
 
     def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
         assert isinstance(resource, Deployment)
         assert ctx.spec_set is not None
         services = ctx.services
-        rp = ResourcePlan(f"Deployment/{resource.metadata.name}", resource.metadata.name)
+        rp = ResourcePlan(Key("Deployment", resource.metadata.name), resource.metadata.name)
         host_name = resource.spec.host
         if host_name in services.host_errors:
             rp.error = services.host_errors[host_name]
@@ -84,27 +85,27 @@ class DeploymentKind:
         def remove() -> Result:
             session = services.session(services.host_for(ctx.spec_set, host_name, record))
             removed, left = remove_owned(session.engine(), services.store, services.instance,
-                                         record.resource, record)
+                                         record.key, record)
             for line in removed:
-                services.store.events.append(record.resource, "Normal", "Deleted",
+                services.store.events.append(record.key, "Normal", "Deleted",
                                              f"removed {line}")
             for line in left:
-                services.store.events.append(record.resource, "Warning", "LeftAlone", line)
+                services.store.events.append(record.key, "Warning", "LeftAlone", line)
             if not left:
-                services.store.delete(record.resource)
+                services.store.delete(record.key)
             detail = "; ".join(removed + left) or "nothing owned"
             # What it held (GPUs, rule 10) is free now: a Deployment refused for it may go.
-            neighbours = tuple(f"Deployment/{d.metadata.name}" for d in
+            neighbours = tuple(Key("Deployment", d.metadata.name) for d in
                                (ctx.spec_set.deployments if ctx.spec_set else [])
                                if d.spec.host == host_name)
             if left:
-                return terminal(record.resource, f"deleted: {detail}", "LeftAlone",
+                return terminal(record.key, f"deleted: {detail}", "LeftAlone",
                                 changed=bool(removed), wake=neighbours)
-            return done(record.resource, f"deleted: {detail}", changed=bool(removed),
+            return done(record.key, f"deleted: {detail}", changed=bool(removed),
                         wake=neighbours)
-        result = guarded(record.resource, remove)
+        result = guarded(record.key, remove)
         if not result.ok and result.outcome not in (Outcome.TERMINAL, Outcome.STOPPED):
-            return retry(record.resource, f"cannot prune yet: {result.message}", "PruneFailed")
+            return retry(record.key, f"cannot prune yet: {result.message}", "PruneFailed")
         return result
 
 

@@ -60,6 +60,7 @@ from specs.experiment import Experiment, TelemetrySpec, measure_warnings
 from specs.models import DeploymentSpec, Strict
 from specs.rules import Finding, check_deployment
 from specs.validate import spec_hash
+from state.keys import Key
 from state.models import ResourceStatus
 from state.store import Store
 
@@ -111,20 +112,20 @@ class ExperimentKind:
     depends_on: tuple[str, ...] = ("Host", "Deployment")
     owns = True
 
-    def references(self, resource: SpecResource) -> list[str]:
+    def references(self, resource: SpecResource) -> list[Key]:
         assert isinstance(resource, Experiment)
-        return [f"Deployment/{resource.spec.template}"]
+        return [Key("Deployment", resource.spec.template)]
 
-    def recorded_references(self, record: ResourceStatus) -> list[str]:
+    def recorded_references(self, record: ResourceStatus) -> list[Key]:
         template = ExperimentStatusFacts.of(record).template
-        return [f"Deployment/{template}"] if template else []
+        return [Key("Deployment", template)] if template else []
 
     # --- plan ------------------------------------------------------------------------------
 
     def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
         assert isinstance(resource, Experiment)
         assert ctx.spec_set is not None
-        key = f"Experiment/{resource.metadata.name}"
+        key = Key("Experiment", resource.metadata.name)
         rp = ResourcePlan(key, resource.metadata.name)
         record = ctx.services.store.load(key)
         known = ExperimentStatusFacts.of(record)
@@ -178,7 +179,7 @@ class ExperimentKind:
         findings += gpu_conflicts(run_dep, spec_set, facts)
         if findings:
             raise PlanError([spec_set.issue(exp, f) for f in findings])
-        key = f"Experiment/{exp.metadata.name}"
+        key = Key("Experiment", exp.metadata.name)
         digest = spec_hash(exp)
         resolved = for_run(resolve_desired(run_dep, spec_set, session, services.instance),
                            services.instance, key, spec.runId, digest)
@@ -254,7 +255,7 @@ class ExperimentKind:
         services, known = ctx.services, ExperimentStatusFacts.of(record)
         assert known.run_id is not None
         if services.experiments.running(known.run_id):
-            return recheck(record.resource, f"{known.phase}: run {known.run_id} under way",
+            return recheck(record.key, f"{known.phase}: run {known.run_id} under way",
                            known.phase or "Running", RUN_POLL_S)
         session = self._session(ctx, record)
         engine = session.engine()
@@ -265,10 +266,10 @@ class ExperimentKind:
         def work(stop: threading.Event) -> str:
             return runs.recover(services.store, record, engine, services.instance, root, stop,
                                 token, telemetry)
-        log.warning("experiment.interrupted", resource=record.resource, run_id=known.run_id)
-        return self._run(ctx, record.resource, known.run_id, work, None)
+        log.warning("experiment.interrupted", resource=record.key, run_id=known.run_id)
+        return self._run(ctx, record.key, known.run_id, work, None)
 
-    def _run(self, ctx: PassContext, key: str, run_id: str, work: Work,
+    def _run(self, ctx: PassContext, key: Key, run_id: str, work: Work,
              desired: ExperimentDesired | None, budget_s: float | None = None,
              overrun: str = "") -> Result:
         board, store = ctx.services.experiments, ctx.services.store
@@ -290,7 +291,7 @@ class ExperimentKind:
     def _verdict(self, record: ResourceStatus | None, desired: ExperimentDesired | None
                  ) -> Result:
         known = ExperimentStatusFacts.of(record)
-        key = record.resource if record is not None else "Experiment/?"
+        key = record.key if record is not None else Key("Experiment", "?")
         if desired is not None and desired.refused is not None:
             return terminal(key, f"RunIdReused: {desired.refused}", "RunIdReused")
         if known.result is None:
@@ -316,35 +317,35 @@ class ExperimentKind:
     # --- delete ----------------------------------------------------------------------------
 
     def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
-        return guarded(record.resource, lambda: self._prune(ctx, record))
+        return guarded(record.key, lambda: self._prune(ctx, record))
 
     def _prune(self, ctx: PassContext, record: ResourceStatus) -> Result:
         """The spec is gone: stop nothing that is terminal, clean up whatever a run left
         running, keep the evidence."""
         services, known = ctx.services, ExperimentStatusFacts.of(record)
         if known.run_id and services.experiments.running(known.run_id):
-            _note_reason(services.store, record.resource, "its spec was removed while it ran")
+            _note_reason(services.store, record.key, "its spec was removed while it ran")
             services.experiments.abort(known.run_id)
-            return recheck(record.resource, f"stopping run {known.run_id}: its spec was "
+            return recheck(record.key, f"stopping run {known.run_id}: its spec was "
                            "removed; pruned once it has cleaned up", "RunUnderWay", RUN_POLL_S)
         if known.run_id and known.result is None:
             self._under_way(ctx, record)  # interrupted: recover (INCONCLUSIVE + cleanup) first
             if services.experiments.running(known.run_id):
-                return recheck(record.resource, "cleaning up an interrupted run",
+                return recheck(record.key, "cleaning up an interrupted run",
                                "RunUnderWay", RUN_POLL_S)
-        _, names = runs.inventory_of(services.store.load(record.resource))
-        left = remove_containers(self._engine(ctx, record), services.instance, record.resource,
+        _, names = runs.inventory_of(services.store.load(record.key))
+        left = remove_containers(self._engine(ctx, record), services.instance, record.key,
                                  names, 10)
         if left:
-            return retry(record.resource, "left behind: " + "; ".join(left), "LeftBehind")
-        services.store.delete(record.resource)
+            return retry(record.key, "left behind: " + "; ".join(left), "LeftBehind")
+        services.store.delete(record.key)
         where = f"; evidence kept in {known.evidence}" if known.evidence else ""
-        services.store.events.append(record.resource, "Normal", "Deleted",
+        services.store.events.append(record.key, "Normal", "Deleted",
                                      f"record removed{where}")
-        return done(record.resource, f"deleted{where}", changed=True)
+        return done(record.key, f"deleted{where}", changed=True)
 
 
-def _note_reason(store: Store, key: str, reason: str, unless_cleaning: bool = False) -> bool:
+def _note_reason(store: Store, key: Key, reason: str, unless_cleaning: bool = False) -> bool:
     """Say why a run is stopped early (its recovery reports it as the INCONCLUSIVE reason);
     False, noting nothing, when it is terminal or (``unless_cleaning``) already cleaning up:
     cleanup has its own deadline and is never cut short."""
@@ -356,8 +357,7 @@ def _note_reason(store: Store, key: str, reason: str, unless_cleaning: bool = Fa
             known.reason = reason
             known.put(st)
             noted.append(True)
-    kind, name = key.split("/", 1)
-    store.update(key, kind, name, mutate, create=False)
+    store.update(key, mutate, create=False)
     return bool(noted)
 
 

@@ -24,6 +24,7 @@ from reconciler.kinds.services import Services
 from specs.facts import HostFacts
 from specs.models import Host, Strict
 from specs.validate import spec_hash
+from state.keys import Key
 from state.models import ResourceStatus
 
 FACTS_MAX_AGE_S = 300.0
@@ -35,17 +36,17 @@ class HostKind:
     depends_on: tuple[str, ...] = ()
     owns = False
 
-    def references(self, resource: SpecResource) -> list[str]:
+    def references(self, resource: SpecResource) -> list[Key]:
         return []
 
-    def recorded_references(self, record: ResourceStatus) -> list[str]:
+    def recorded_references(self, record: ResourceStatus) -> list[Key]:
         return []
 
     def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
         """Observe the Host (kept in memory for its dependents' plans; recorded by act)."""
         assert isinstance(resource, Host)
         observe(ctx.services, resource)
-        return ResourcePlan(f"Host/{resource.metadata.name}", resource.metadata.name,
+        return ResourcePlan(Key("Host", resource.metadata.name), resource.metadata.name,
                             desired=resource)
 
     def act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
@@ -65,9 +66,9 @@ class HostKind:
         return done(rp.resource, f"Docker {session.facts.engine_version} answers")
 
     def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
-        ctx.services.store.delete(record.resource)
+        ctx.services.store.delete(record.key)
         ctx.hooks.unwatch_host(record.name)
-        return done(record.resource, "forgot the Host (nothing of it is ours to delete)")
+        return done(record.key, "forgot the Host (nothing of it is ours to delete)")
 
 
 def observe(services: Services, host: Host) -> bool:
@@ -96,7 +97,7 @@ def observe(services: Services, host: Host) -> bool:
 def _record(ctx: PassContext, host: Host, facts: HostFacts | None, error: str,
             permanent: bool) -> None:
     store = ctx.services.store
-    resource = f"Host/{host.metadata.name}"
+    resource = Key("Host", host.metadata.name)
     before = store.load(resource)
     was_ready = before is not None and (c := before.condition("Ready")) is not None and (
         c.status == "True")
@@ -124,7 +125,7 @@ def _record(ctx: PassContext, host: Host, facts: HostFacts | None, error: str,
             st.set_condition("Ready", "False", reason, error)
             st.set_condition("Stalled" if permanent else "Degraded", "True", reason, error)
         known.put(st)
-    store.update(resource, "Host", host.metadata.name, mutate)
+    store.update(resource, mutate)
     if facts is None and (was_ready or before is None):
         store.events.append(resource, "Warning", "Unreachable", error)
     elif facts is not None and not was_ready and before is not None:

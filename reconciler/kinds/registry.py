@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from reconciler.kinds.contract import Kind, key_of
 from specs.models import Strict
+from state.keys import Key
 
 if TYPE_CHECKING:
     from specs.validate import SpecSet
@@ -69,19 +70,19 @@ class Registry:
     def names(self) -> list[str]:
         return [k.name for k in self]
 
-    def level(self, key_or_kind: str) -> int:
+    def level(self, kind: str) -> int:
         """0 for kinds that depend on nothing, then one more than the deepest dependency."""
-        return self._levels.get(key_or_kind.split("/", 1)[0], 0)
+        return self._levels.get(kind, 0)
 
-    def converge_order(self, keys: Iterable[str]) -> list[str]:
-        return sorted(keys, key=lambda k: (self.level(k), k))
+    def converge_order(self, keys: Iterable[Key]) -> list[Key]:
+        return sorted(keys, key=lambda k: (self.level(k.kind), k))
 
-    def delete_order(self, keys: Iterable[str]) -> list[str]:
-        return sorted(keys, key=lambda k: (-self.level(k), k))
+    def delete_order(self, keys: Iterable[Key]) -> list[Key]:
+        return sorted(keys, key=lambda k: (-self.level(k.kind), k))
 
-    def dependents(self, spec_set: SpecSet) -> dict[str, list[str]]:
+    def dependents(self, spec_set: SpecSet) -> dict[Key, list[Key]]:
         """key → keys of the resources in ``spec_set`` that reference it."""
-        out: dict[str, list[str]] = {}
+        out: dict[Key, list[Key]] = {}
         for resource in spec_set.resources:
             kind = self._kinds.get(resource.kind)
             if kind is None:
@@ -90,7 +91,7 @@ class Registry:
                 out.setdefault(ref, []).append(key_of(resource))
         return out
 
-    def closure(self, keys: Iterable[str], spec_set: SpecSet) -> set[str]:
+    def closure(self, keys: Iterable[Key], spec_set: SpecSet) -> set[Key]:
         """``keys`` and everything that depends on them, transitively."""
         dependents = self.dependents(spec_set)
         found, todo = set(keys), list(keys)
@@ -101,11 +102,10 @@ class Registry:
                     todo.append(dep)
         return found
 
-    def recorded_dependents(self, store: Store, key: str) -> list[str]:
+    def recorded_dependents(self, store: Store, key: Key) -> list[Key]:
         """Recorded resources that depend on ``key`` (they must be deleted first)."""
-        kind_name = key.split("/", 1)[0]
-        users = [k for k in self._kinds.values() if kind_name in k.depends_on]
-        return sorted(record.resource for k in users for record in store.list(k.name)
+        users = [k for k in self._kinds.values() if key.kind in k.depends_on]
+        return sorted(record.key for k in users for record in store.list(k.name)
                       if key in k.recorded_references(record))
 
     def owning(self) -> list[str]:

@@ -19,6 +19,7 @@ from controllers.session import HostSession
 from controllers.statusfacts import DeploymentStatusFacts
 from specs.models import Host
 from specs.validate import SpecSet
+from state.keys import Key
 from state.models import ResourceStatus
 from state.store import Store
 
@@ -82,7 +83,7 @@ class Services:
         session = self.sessions.get(host_name)
         if session is not None:
             return session.host
-        host_record = self.store.load(f"Host/{host_name}")
+        host_record = self.store.load(Key("Host", host_name))
         spec = host_record.applied_spec if host_record is not None else None
         if spec is None and record is not None:
             url = DeploymentStatusFacts.of(record).docker_url
@@ -90,7 +91,7 @@ class Services:
         return Host.model_validate({"apiVersion": "rtvi.reconciler/v1", "kind": "Host",
                                     "metadata": {"name": host_name}, "spec": spec or {}})
 
-    def record_failure(self, resource: str, reason: str, message: str, stalled: bool,
+    def record_failure(self, resource: Key, reason: str, message: str, stalled: bool,
                        desired_generation: str | None = None,
                        ready: Literal["False", "Unknown"] | None = None) -> None:
         """Record a failed pass: Stalled (a person must act) or Degraded (retried). ``ready``
@@ -98,7 +99,6 @@ class Services:
         The same failure again is one short line in the event log, not a repeat."""
         before = self.store.load(resource)
         previous = before.condition("Ready") if before is not None else None
-        kind, name = resource.split("/", 1)
 
         def mutate(st: ResourceStatus) -> None:
             st.set_condition("Ready", ready or ("False" if stalled else "Unknown"), reason,
@@ -107,7 +107,7 @@ class Services:
             st.set_condition("Stalled" if stalled else "Degraded", "True", reason, message)
             if desired_generation is not None:
                 st.desired_generation = desired_generation
-        self.store.update(resource, kind, name, mutate)
+        self.store.update(resource, mutate)
         if previous is None or (previous.reason, previous.message) != (reason, message):
             self.store.events.append(resource, "Warning", reason, message)
         else:

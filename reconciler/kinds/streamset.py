@@ -37,6 +37,7 @@ from reconciler.kinds.contract import (
 )
 from specs.models import DeploymentSpec, StreamSet, Strict, TeardownSpec
 from specs.validate import SpecSet, spec_hash
+from state.keys import Key
 from state.models import ResourceStatus
 
 log = structlog.get_logger("reconciler.kinds")
@@ -48,24 +49,24 @@ class StreamSetKind:
     depends_on: tuple[str, ...] = ("Host", "Deployment")
     owns = True
 
-    def references(self, resource: SpecResource) -> list[str]:
+    def references(self, resource: SpecResource) -> list[Key]:
         assert isinstance(resource, StreamSet)
-        refs = [f"Deployment/{resource.spec.deployment}"]
+        refs = [Key("Deployment", resource.spec.deployment)]
         if resource.spec.publisher.host:
-            refs.append(f"Host/{resource.spec.publisher.host}")
+            refs.append(Key("Host", resource.spec.publisher.host))
         return refs
 
-    def recorded_references(self, record: ResourceStatus) -> list[str]:
+    def recorded_references(self, record: ResourceStatus) -> list[Key]:
         deployment = StreamSetStatusFacts.of(record).deployment
-        return [f"Deployment/{deployment}"] if deployment else []
+        return [Key("Deployment", deployment)] if deployment else []
 
     def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
         assert isinstance(resource, StreamSet)
         assert ctx.spec_set is not None
-        dependency = f"Deployment/{resource.spec.deployment}"
+        dependency = Key("Deployment", resource.spec.deployment)
         waiting = (f"after {dependency} is Ready" if dependency in ctx.pending
                    else deployment_ready(ctx, resource, ctx.spec_set))
-        rp = ResourcePlan(f"StreamSet/{resource.metadata.name}", resource.metadata.name,
+        rp = ResourcePlan(Key("StreamSet", resource.metadata.name), resource.metadata.name,
                           waiting=waiting)
         with rp.observing():
             desired = _resolve(ctx, resource, ctx.spec_set)
@@ -96,13 +97,13 @@ class StreamSetKind:
         return guarded(rp.resource, lambda: _apply(ctx, desired, planned), failed)
 
     def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
-        return guarded(record.resource, lambda: _teardown(ctx, record))
+        return guarded(record.key, lambda: _teardown(ctx, record))
 
 
 def deployment_ready(ctx: PassContext, ss: StreamSet, spec_set: SpecSet) -> str | None:
     """None when the StreamSet's Deployment is Ready at its current spec; else why not."""
     dep = spec_set.deployment(ss.spec.deployment)
-    resource = f"Deployment/{ss.spec.deployment}"
+    resource = Key("Deployment", ss.spec.deployment)
     record = ctx.services.store.load(resource)
     ready = record.condition("Ready") if record is not None else None
     if dep is None or record is None or ready is None or ready.status != "True":
@@ -117,7 +118,7 @@ def _resolve(ctx: PassContext, ss: StreamSet, spec_set: SpecSet) -> StreamSetDes
     assert dep is not None  # crossref guarantees it
     session = ctx.services.session(spec_set.host(dep.spec.host))
     return StreamSetDesired(
-        streamset=ss, deployment=dep, resource=f"StreamSet/{ss.metadata.name}",
+        streamset=ss, deployment=dep, resource=Key("StreamSet", ss.metadata.name),
         spec_hash=spec_hash(ss),
         rtvi_url=session.url_for(dep.spec.port.address, dep.spec.port.host),
         publisher_host=ss.spec.publisher.host or dep.spec.host,
@@ -182,7 +183,7 @@ def _teardown(ctx: PassContext, record: ResourceStatus) -> Result:
     names = sorted({i.name for i in record.inventory} | set(recorded_sources(record)))
     known = StreamSetStatusFacts.of(record)
     rtvi = known.rtvi
-    dep = store.load(f"Deployment/{known.deployment}")
+    dep = store.load(Key("Deployment", known.deployment)) if known.deployment else None
     if dep is None or not dep.inventory:
         rtvi = None  # the service is gone: its streams went with it
     elif rtvi is not None:
@@ -193,15 +194,15 @@ def _teardown(ctx: PassContext, record: ResourceStatus) -> Result:
         teardown = TeardownSpec.model_validate(raw if isinstance(raw, dict) else {})
     except ValidationError:
         teardown = TeardownSpec()
-    left = _controller(ctx).teardown(record.resource, names, rtvi,
+    left = _controller(ctx).teardown(record.key, names, rtvi,
                                      teardown.drainTimeoutSeconds, teardown.deadlineSeconds)
     for line in left:
-        store.events.append(record.resource, "Warning", "LeftBehind", line)
+        store.events.append(record.key, "Warning", "LeftBehind", line)
     if left:
-        return retry(record.resource, "left behind: " + "; ".join(left), "LeftBehind")
-    store.delete(record.resource)
-    store.events.append(record.resource, "Normal", "Deleted", f"removed {len(names)} source(s)")
-    return done(record.resource, f"deleted {len(names)} source(s): streams, sensors and "
+        return retry(record.key, "left behind: " + "; ".join(left), "LeftBehind")
+    store.delete(record.key)
+    store.events.append(record.key, "Normal", "Deleted", f"removed {len(names)} source(s)")
+    return done(record.key, f"deleted {len(names)} source(s): streams, sensors and "
                 "publishers", changed=True)
 
 

@@ -12,15 +12,16 @@ from collections.abc import Callable
 from controllers.statusfacts import SourceRecordFacts
 from reconciler.sources.base import Snapshot, SourceError
 from state.errors import CorruptState
+from state.keys import Key
 from state.models import ResourceStatus
 from state.store import Store
 
-SOURCE_RESOURCE = "Source/specs"
+SOURCE_RESOURCE = Key("Source", "specs")
 
 
 class SourceRecord:
     def __init__(self, store: Store, source_name: str,
-                 quarantine: Callable[[str, CorruptState], None]) -> None:
+                 quarantine: Callable[[Key, CorruptState], None]) -> None:
         self.store = store
         self.source_name = source_name
         self._quarantine = quarantine
@@ -67,9 +68,9 @@ class SourceRecord:
         try:
             if mutate is None:
                 return self.store.load(SOURCE_RESOURCE)
-            return self.store.update(SOURCE_RESOURCE, "Source", "specs", mutate)
+            return self.store.update(SOURCE_RESOURCE, mutate)
         except CorruptState as exc:
             self._quarantine(SOURCE_RESOURCE, exc)
             if mutate is None:
                 return None
-            return self.store.update(SOURCE_RESOURCE, "Source", "specs", mutate)
+            return self.store.update(SOURCE_RESOURCE, mutate)

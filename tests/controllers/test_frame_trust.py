@@ -48,7 +48,7 @@ def _record(store: Store, sources: dict[str, SourceFacts]) -> None:
         known.max_frame_age_seconds = 15
         known.sources = sources
         known.put(st)
-    store.update(RESOURCE, "StreamSet", "cams", mutate)
+    store.update(RESOURCE, mutate)
 
 
 def test_only_recent_proofs_at_this_spec_are_trusted(store: Store) -> None:
@@ -96,7 +96,7 @@ def test_a_pass_that_changes_sources_says_so_while_it_registers_and_proves_them(
     """Registering and proving ~50 sources takes minutes; `status` must say what is going on,
     not the verdict of the pass before (say, waiting for the Deployment)."""
     desired = _desired()
-    store.update(RESOURCE, "StreamSet", "cams", lambda st: st.set_condition(
+    store.update(RESOURCE, lambda st: st.set_condition(
         "Ready", "Unknown", "WaitingForDeployment", "waiting for Deployment/vlm"))
     ctl = StreamSetController(store, "inst", lambda _h: None, CaptionHub(),  # type: ignore
                               lambda *_: None, ClientPool())

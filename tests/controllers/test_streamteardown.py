@@ -22,13 +22,14 @@ from controllers.streamplan import KIND_PUBLISHER, KIND_SENSOR, KIND_STREAM, sen
 from controllers.streamteardown import Teardown, delete_streams
 from controllers.vst_client import VstClient
 from controllers.waiting import Stopped, until
+from state.keys import Key
 from state.models import InventoryItem, ResourceStatus
 from state.store import Store
 from tests.conftest import free_port
 from tests.inproc_rtvi import InprocRtvi, inproc_rtvi
 from tests.inproc_vst import inproc_vst
 
-RESOURCE = "StreamSet/cams"
+RESOURCE = Key("StreamSet", "cams")
 DELETE_ROUTE = "DELETE /v1/streams/delete-batch"
 
 

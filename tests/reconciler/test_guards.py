@@ -85,7 +85,7 @@ def test_a_foreign_container_with_a_pending_entrys_name_survives_delete(
     def pending(st: ResourceStatus) -> None:
         st.inventory = [InventoryItem(kind="container", name=name, host="local",
                                       state="pending", created_at="2026-01-01T00:00:00Z")]
-    store.update("Deployment/vlm", "Deployment", "vlm", pending)
+    store.update("Deployment/vlm", pending)
     foreign = docker_client.containers.create(emulator_image, name=name, command=["true"],
                                               labels={"rtvi.test": "1"})
     try:

@@ -31,6 +31,7 @@ from reconciler.kinds import (
 )
 from specs.errors import Location, SpecIssue
 from state.errors import StateError
+from state.keys import Key
 
 
 def _raising(exc: BaseException) -> Result:
@@ -97,7 +98,7 @@ def test_a_delay_belongs_to_a_recheck_only() -> None:
 ])
 def test_each_plan_time_exception_becomes_a_plan_error(exc: Exception, reason: str,
                                                        permanent: bool, issues: int) -> None:
-    rp = ResourcePlan("Toy/a", "a").failed(exc)
+    rp = ResourcePlan(Key("Toy", "a"), "a").failed(exc)
     assert rp.error is not None
     assert rp.error_reason == reason
     assert rp.permanent is permanent
@@ -105,7 +106,7 @@ def test_each_plan_time_exception_becomes_a_plan_error(exc: Exception, reason: s
 
 
 def test_observing_keeps_what_was_planned_before_the_failure() -> None:
-    rp = ResourcePlan("Toy/a", "a")
+    rp = ResourcePlan(Key("Toy", "a"), "a")
     with rp.observing():
         rp.desired = "resolved"
         raise TemporaryError("engine busy")

@@ -165,7 +165,7 @@ def test_rtvi_restart_reregisters_and_a_dropped_vst_stream_degrades_by_name(
         # kill -9 between "VST created the sensor" and "we recorded its ID": the next pass
         # adopts the sensor by its deterministic name instead of registering a second one.
         store = Store(cli.state_dir)
-        store.update("StreamSet/cams", "StreamSet", "cams", lambda st: st.upsert_inventory(
+        store.update("StreamSet/cams", lambda st: st.upsert_inventory(
             st.inventory_item("sensor", "blue").model_copy(update={"id": None,  # type: ignore
                                                                     "state": "pending"})))
         _apply(cli, specs)

@@ -25,6 +25,7 @@ from reconciler.kinds import (
     wait,
 )
 from specs.models import KINDS, Metadata, Strict
+from state.keys import Key
 from state.models import ResourceStatus
 
 
@@ -70,8 +71,7 @@ def _ready(ctx: PassContext, key: str, message: str) -> None:
     def mutate(st: ResourceStatus) -> None:
         st.applied_revision = ctx.revision
         st.set_condition("Ready", "True", "On", message)
-    kind, name = key.split("/", 1)
-    ctx.services.store.update(key, kind, name, mutate)
+    ctx.services.store.update(key, mutate)
 
 
 class SwitchKind:
@@ -92,7 +92,7 @@ class SwitchKind:
     def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
         name = resource.metadata.name
         on = (self.world / f"switch-{name}").exists()
-        return ResourcePlan(f"Switch/{name}", name, desired=resource,
+        return ResourcePlan(Key("Switch", name), name, desired=resource,
                             plan=_Plan(None if on else "create", f"switch {name}", "new Switch"))
 
     def act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
@@ -120,20 +120,20 @@ class LampKind:
 
     def references(self, resource: SpecResource) -> list[str]:
         assert isinstance(resource, Lamp)
-        return [f"Switch/{resource.spec.switch}"]
+        return [Key("Switch", resource.spec.switch)]
 
     def recorded_references(self, record: ResourceStatus) -> list[str]:
-        return [f"Switch/{record.facts['switch']}"] if record.facts.get("switch") else []
+        return [Key("Switch", record.facts["switch"])] if record.facts.get("switch") else []
 
     def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
         assert isinstance(resource, Lamp)
         name = resource.metadata.name
         lamp = self.world / f"lamp-{name}"
         have = lamp.read_text() if lamp.exists() else None
-        switch = f"Switch/{resource.spec.switch}"
+        switch = Key("Switch", resource.spec.switch)
         waiting = f"after {switch} is on" if switch in ctx.pending else None
         verb = None if have == resource.spec.colour else "create"
-        return ResourcePlan(f"Lamp/{name}", name, desired=resource, waiting=waiting,
+        return ResourcePlan(Key("Lamp", name), name, desired=resource, waiting=waiting,
                             plan=_Plan(verb, f"lamp {name}", f"colour {resource.spec.colour}"))
 
     def act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
@@ -143,7 +143,7 @@ class LampKind:
             raise RuntimeError("the bulb exploded")  # a bug no kind expected
         hold = self.world / f"hold-{rp.name}"  # the test holds this pass mid-way
         until(lambda: None if hold.exists() else True, timeout_s=30, pace=0.02, stop=ctx.stop)
-        switch = ctx.services.store.load(f"Switch/{lamp.spec.switch}")
+        switch = ctx.services.store.load(Key("Switch", lamp.spec.switch))
         ready = switch.condition("Ready") if switch is not None else None
         if ready is None or ready.status != "True":
             return wait(rp.resource, "waiting for its Switch", "WaitingForSwitch")
@@ -153,7 +153,7 @@ class LampKind:
 
         def mutate(st: ResourceStatus) -> None:
             st.facts["switch"] = lamp.spec.switch
-        ctx.services.store.update(rp.resource, "Lamp", rp.name, mutate)
+        ctx.services.store.update(rp.resource, mutate)
         _ready(ctx, rp.resource, f"lit {lamp.spec.colour}")
         return done(rp.resource, f"lit {lamp.spec.colour}", changed=rp.changes)
 

@@ -65,7 +65,7 @@ def test_canary_never_reaches_state_dir(tmp_path: Path) -> None:
             )
         )
 
-    store.update("Deployment/vlm", "Deployment", "vlm", mutate)
+    store.update("Deployment/vlm", mutate)
     event = store.events.append("Deployment/vlm", "Warning", "AuthFailed", f"token={canary}")
     assert canary not in event.message
     store.instance("prod")

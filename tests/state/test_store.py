@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from state import CorruptState, ResourceStatus, StateError, Store
+from state.keys import Key
 
 THREADS = 8
 INCREMENTS = 25
@@ -60,14 +61,14 @@ def test_save_load_list_delete(tmp_path: Path) -> None:
 
 def test_update_creates_then_modifies(tmp_path: Path) -> None:
     store = Store(tmp_path / "state")
-    first = store.update("Host/h", "Host", "h", lambda s: s.facts.update(n=1))
+    first = store.update("Host/h", lambda s: s.facts.update(n=1))
     assert first.facts == {"n": 1}
-    store.update("Host/h", "Host", "h", lambda s: s.facts.update(n=s.facts["n"] + 1))
+    store.update("Host/h", lambda s: s.facts.update(n=s.facts["n"] + 1))
     again = Store(tmp_path / "state").load("Host/h")
     assert again is not None
     assert again.facts == {"n": 2}
-    with pytest.raises(StateError):
-        store.update("Host/h", "Host", "other", lambda s: None)
+    with pytest.raises(StateError, match="refusing it as a file name"):
+        store.update("Host/../h", lambda s: None)
 
 
 def test_update_that_raises_saves_nothing(tmp_path: Path) -> None:
@@ -78,7 +79,7 @@ def test_update_that_raises_saves_nothing(tmp_path: Path) -> None:
         raise RuntimeError("controller bug")
 
     with pytest.raises(RuntimeError):
-        store.update("Host/h", "Host", "h", boom)
+        store.update("Host/h", boom)
     assert store.load("Host/h") is None
 
 
@@ -178,7 +179,7 @@ def test_concurrent_updates_lose_nothing(tmp_path: Path) -> None:
         try:
             barrier.wait()
             for _ in range(INCREMENTS):
-                store.update("Deployment/d", "Deployment", "d", bump)
+                store.update("Deployment/d", bump)
         except BaseException as exc:  # reported below; a thread can't fail the test itself
             errors.append(exc)
 
@@ -207,8 +208,8 @@ def test_an_update_of_one_resource_does_not_wait_for_another(tmp_path: Path) -> 
         status.facts["slow"] = True
 
     def update(name: str, mutate: Callable[[ResourceStatus], None]) -> threading.Thread:
-        thread = threading.Thread(target=store.update, args=(f"StreamSet/{name}", "StreamSet",
-                                                             name, mutate), daemon=True)
+        thread = threading.Thread(target=store.update, args=(Key("StreamSet", name), mutate),
+                                  daemon=True)
         thread.start()
         return thread
 
@@ -240,35 +241,35 @@ def test_history_survives_delete_and_recreate(tmp_path: Path) -> None:
     store = Store(tmp_path / "state")
     entry = HistoryEntry(time=utc_now(), action="create", target="container x", cause="new",
                          result="ok")
-    store.update("Deployment/vlm", "Deployment", "vlm", lambda st: st.add_history(entry))
+    store.update("Deployment/vlm", lambda st: st.add_history(entry))
     assert store.delete("Deployment/vlm", cause="removed from the specs")
     assert store.load("Deployment/vlm") is None
     archived = store.archived_history("Deployment/vlm")
     assert [e.action for e in archived] == ["create", "delete"]
     assert archived[-1].cause == "removed from the specs"
 
-    again = store.update("Deployment/vlm", "Deployment", "vlm", lambda st: None)
+    again = store.update("Deployment/vlm", lambda st: None)
     assert [e.action for e in again.history] == ["create", "delete"]
     assert store.archived_history("Deployment/vlm") == []  # moved back, not kept twice
     # A second delete/recreate cycle keeps the whole story, in order.
     store.delete("Deployment/vlm")
-    third = store.update("Deployment/vlm", "Deployment", "vlm", lambda st: None)
+    third = store.update("Deployment/vlm", lambda st: None)
     assert [e.action for e in third.history] == ["create", "delete", "delete"]
 
 
 def test_a_damaged_history_archive_does_not_block_recreating(tmp_path: Path) -> None:
     store = Store(tmp_path / "state")
-    store.update("Deployment/vlm", "Deployment", "vlm", lambda st: None)
+    store.update("Deployment/vlm", lambda st: None)
     store.delete("Deployment/vlm")
     (tmp_path / "state" / "history" / "Deployment" / "vlm.json").write_text("{not json")
-    record = store.update("Deployment/vlm", "Deployment", "vlm", lambda st: None)
+    record = store.update("Deployment/vlm", lambda st: None)
     assert record.history == []
     assert any(e.reason == "HistoryUnreadable" for e in store.events.read())
 
 
 def test_an_update_the_known_record_already_says_reads_and_writes_nothing(tmp_path: Path) -> None:
     store = Store(tmp_path)
-    store.update("Deployment/vlm", "Deployment", "vlm",
+    store.update("Deployment/vlm",
                  lambda st: st.set_condition("Ready", "True", "Serving", ""))
     known = store.load("Deployment/vlm")
     path = tmp_path / "resources" / "Deployment" / "vlm.json"
@@ -276,22 +277,22 @@ def test_an_update_the_known_record_already_says_reads_and_writes_nothing(tmp_pa
 
     def ready(st: ResourceStatus) -> None:
         st.set_condition("Ready", "True", "Serving", "")
-    assert store.update_unless_known("Deployment/vlm", "Deployment", "vlm", ready, known) is False
+    assert store.update_unless_known("Deployment/vlm", ready, known) is False
     assert path.read_text() == "not JSON"
 
 
 def test_an_update_the_known_record_lacks_is_made_on_the_record_as_it_is_now(
         tmp_path: Path) -> None:
     store = Store(tmp_path)
-    store.update("Deployment/vlm", "Deployment", "vlm",
+    store.update("Deployment/vlm",
                  lambda st: st.set_condition("Ready", "True", "Serving", ""))
     known = store.load("Deployment/vlm")
     # Another writer adds a fact after the pass read its copy: the update must keep it.
-    store.update("Deployment/vlm", "Deployment", "vlm", lambda st: st.facts.update(seen=1))
+    store.update("Deployment/vlm", lambda st: st.facts.update(seen=1))
 
     def degraded(st: ResourceStatus) -> None:
         st.set_condition("Degraded", "True", "Slow", "p95 over the limit")
-    assert store.update_unless_known("Deployment/vlm", "Deployment", "vlm", degraded,
+    assert store.update_unless_known("Deployment/vlm", degraded,
                                      known) is True
     record = store.load("Deployment/vlm")
     assert record is not None
@@ -300,5 +301,5 @@ def test_an_update_the_known_record_lacks_is_made_on_the_record_as_it_is_now(
     assert cond is not None
     assert cond.reason == "Slow"
     # Without a known record it is a plain update.
-    assert store.update_unless_known("Deployment/vlm", "Deployment", "vlm", degraded,
+    assert store.update_unless_known("Deployment/vlm", degraded,
                                      None) is True
