@@ -73,7 +73,8 @@ class HostStatusFacts(Facts):
 class RuntimeFacts(Facts):
     """What the model server said about itself in its logs (rule 11); absent = not said.
 
-    Keys are snake_case on disk as the log parser names them (``controllers.runtime_facts``)."""
+    Keys are snake_case on disk as the log parser names them
+    (``controllers.deployment.runtime_facts``)."""
 
     model_config = ConfigDict(alias_generator=None)
 

@@ -37,7 +37,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel
 
-from controllers.framewatch import FrameWatch
+from controllers.streamset.framewatch import FrameWatch
 from controllers.waiting import Stopped
 from reconciler.control import ControlServer
 from reconciler.engine import Engine

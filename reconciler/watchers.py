@@ -18,9 +18,9 @@ from collections.abc import Callable
 import structlog
 
 from controllers import ownership
-from controllers.docker_client import ContainerEvent, EventStream
+from controllers.clients.docker_client import ContainerEvent, EventStream
 from controllers.errors import ControllerError
-from reconciler.kinds.services import Services
+from controllers.services import Services
 from reconciler.supervisor import Supervisor
 from specs.models import Host
 from state.keys import InvalidKey, Key

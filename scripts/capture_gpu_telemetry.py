@@ -1,4 +1,4 @@
-"""Capture GPU telemetry on a real GPU machine, as test data for ``controllers.gputelemetry``.
+"""Capture GPU telemetry on a real GPU machine, as test data for ``controllers.host.gputelemetry``.
 
 Run on a machine with an NVIDIA GPU (the device tool's H200):
     python3 scripts/capture_gpu_telemetry.py OUT_DIR
@@ -24,7 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from controllers.gputelemetry import (
+from controllers.host.gpus import run_local
+from controllers.host.gputelemetry import (
     SMI_ARGS,
     NvmlTelemetry,
     Sampler,
@@ -32,7 +33,6 @@ from controllers.gputelemetry import (
     Snapshot,
     parse_smi,
 )
-from controllers.host import run_local
 
 LOAD_S = 4.0
 LOAD_GIB = 8

@@ -10,6 +10,7 @@ substitute for it.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +29,16 @@ occurs; such a value is not a secret worth the name anyway.
 GO_SHORT_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
                     "\t": "\\t", "\v": "\\v", "\\": "\\\\", '"': '\\"'}
 """Go's ``strconv.Quote`` short escapes (Docker and runc quote values with ``%q``)."""
+
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
+
+
+def redact_urls(text: str) -> str:
+    """``text`` with the ``user:password@`` of every URL in it removed: the one policy for
+    URLs shown anywhere (Git remotes, RTSP sources, services, their echoed errors). The user
+    goes too: an account name is half a credential, and no message needs it."""
+    return _URL_USERINFO.sub(r"\g<scheme>", text)
+
 
 FIRST_PRINTABLE_ASCII = 0x20
 ASCII_DEL = 0x7F

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from controllers.rtvi_client import ChatAnswer, RtviClient
+from controllers.clients.rtvi_client import ChatAnswer, RtviClient
 from emulators.rtvi import logs
 from emulators.rtvi.app import Application
 from emulators.rtvi.config import load_settings

@@ -57,7 +57,7 @@ import docker
 import docker.errors
 import pytest
 
-from controllers.ssh import SshTunnel
+from controllers.clients.ssh import SshTunnel
 
 BASE_DIR = Path(os.environ.get("RTVI_REMOTE_ENGINE_DIR", "/tmp/rtvi-remote"))
 LOCK_NAME = ".lock"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import docker
 import pytest
 
-from controllers.docker_client import DockerEngine
+from controllers.clients.docker_client import DockerEngine
 
 
 def test_an_unmarked_test_cannot_reach_the_docker_engine(request: pytest.FixtureRequest) -> None:

@@ -20,13 +20,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from controllers.caption_events import CaptionChunk
 from controllers.experiments import isolation, plots
 from controllers.experiments.driver import GATE_SMOKE, LoadDriver, from_first_frame, refusal
 from controllers.experiments.ledger import UnitOutcome, performance_report
 from controllers.experiments.reportparts import Section, latency_point, load_json
 from controllers.experiments.runtype import PlannedStep, Result, RunContext
 from controllers.experiments.streams import canary_sources
+from controllers.streamset.caption_events import CaptionChunk
 from specs.experiment import ExperimentSpec, largest_level, smokes
 from state.evidence import Evidence
 

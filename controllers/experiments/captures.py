@@ -3,9 +3,9 @@
 The spec's caption results carry no stream ID, so each stream gets its own streaming request
 (bound to its stream ID) and its own connection; all of them are released by one barrier so
 they start within milliseconds of each other, as the canary rule asks. Each reader keeps every
-chunk (in the shape-independent form of ``controllers.caption_events``) until its ``enough``
-says so, the window closes or the run is stopping; then it closes its connection and stops the
-request on the service. A refused request (503, 4xx) or a broken stream is recorded, never
+chunk (in the shape-independent form of ``controllers.streamset.caption_events``) until its
+``enough`` says so, the window closes or the run is stopping; then it closes its connection and
+stops the request on the service. A refused request (503, 4xx) or a broken stream is recorded, never
 raised: it is evidence of failed work, not a crash of the run.
 
 A measured window (``fresh_s`` > 0) opens only once every stream has shown a decoded frame (or
@@ -24,9 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from controllers.caption_events import CaptionChunk, chunks_of
+from controllers.clients.rtvi_client import RtviBusy, RtviClient, RtviRejected
 from controllers.errors import ControllerError
-from controllers.rtvi_client import RtviBusy, RtviClient, RtviRejected
+from controllers.streamset.caption_events import CaptionChunk, chunks_of
 from controllers.waiting import Stopped, until
 
 START_TOGETHER_S = 30.0  # how long the barrier waits for every reader to be ready

@@ -19,12 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from controllers.docker_client import DockerEngine
+from controllers.clients.docker_client import DockerEngine
+from controllers.clients.rtvi_client import RtviClient
 from controllers.errors import ControllerError
 from controllers.experiments import gpumemory, processes
 from controllers.experiments.service import owned_containers, remove_containers
 from controllers.experiments.streams import delete_proven
-from controllers.rtvi_client import RtviClient
 from controllers.waiting import Stopped
 
 

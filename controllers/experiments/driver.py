@@ -18,12 +18,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from controllers.caption_events import CaptionChunk
+from controllers.clients.rtvi_client import RtviClient
 from controllers.experiments import isolation
 from controllers.experiments.captures import Capture, CaptureRun, capture
 from controllers.experiments.ledger import UnitOutcome
 from controllers.experiments.streams import CanarySource, delete_proven, register
-from controllers.rtvi_client import RtviClient
+from controllers.streamset.caption_events import CaptionChunk
 from state.evidence import Evidence
 
 GATE_SMOKE = "smoke"

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controllers.clients.rtvi_client import ChatAnswer, RtviClient
 from controllers.errors import ControllerError
 from controllers.experiments.pinned import MediaError, read_pinned
-from controllers.rtvi_client import ChatAnswer, RtviClient
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from controllers.errors import ControllerError
-from controllers.gputelemetry import Telemetry
+from controllers.host.gputelemetry import Telemetry
 from controllers.waiting import Stopped, until
 
 TOLERANCE_MIB = 512  # "near" the baseline: allocator slack, a driver context

@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from controllers.caption_events import CaptionChunk
+from controllers.streamset.caption_events import CaptionChunk
 
 TOKEN = re.compile(r"[a-z0-9]+")
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from controllers.caption_events import CaptionChunk
+from controllers.streamset.caption_events import CaptionChunk
 from specs.experiment import LatencySource
 
 CHUNK_ID_WRAP = 100_000  # the spec's maximum chunk_id + 1

@@ -29,8 +29,9 @@ from typing import Any
 
 import structlog
 
-from controllers.deploymentplan import Desired
-from controllers.docker_client import DockerEngine
+from controllers.clients.docker_client import DockerEngine
+from controllers.clients.rtvi_client import RtviClient
+from controllers.deployment.plan import Desired
 from controllers.errors import ControllerError
 from controllers.experiments import gpumemory, processes
 from controllers.experiments import report as bundle_report
@@ -42,10 +43,9 @@ from controllers.experiments.streams import CanarySource, publish, stream_id
 from controllers.experiments.telemetry import EVIDENCE_FILE as TELEMETRY_FILE
 from controllers.experiments.telemetry import RunTelemetry
 from controllers.experiments.types import run_type
-from controllers.gputelemetry import Telemetry
-from controllers.publisher.run import publisher_name
-from controllers.rtvi_client import RtviClient
+from controllers.host.gputelemetry import Telemetry
 from controllers.statusfacts import ExperimentStatusFacts, RuntimeFacts
+from controllers.streamset.publisher.run import publisher_name
 from controllers.waiting import Stopped
 from specs.experiment import CanaryPublisher, ExperimentSpec
 from specs.models import Deployment

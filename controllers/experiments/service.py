@@ -16,12 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from controllers import ownership
-from controllers.deployment import container_request
-from controllers.deploymentplan import Desired
-from controllers.docker_client import ContainerInfo, DockerEngine
+from controllers.clients.docker_client import ContainerInfo, DockerEngine
+from controllers.clients.rtvi_client import RtviClient
+from controllers.deployment.controller import container_request
+from controllers.deployment.plan import Desired
+from controllers.deployment.readiness import wait_ready
 from controllers.errors import ControllerError
-from controllers.readiness import wait_ready
-from controllers.rtvi_client import RtviClient
 from controllers.secrets import api_token, resolve_all
 from specs.experiment import ExperimentSpec
 from specs.facts import HostFacts

@@ -15,12 +15,13 @@ import threading
 import time
 from dataclasses import dataclass
 
-from controllers import publishing, streamplan
-from controllers.docker_client import DockerEngine
+from controllers.clients.docker_client import DockerEngine
+from controllers.clients.rtvi_client import MAX_BATCH, RtviBusy, RtviClient
 from controllers.errors import ControllerError
-from controllers.rtvi_client import MAX_BATCH, RtviBusy, RtviClient
-from controllers.streamplan import DesiredSource
-from controllers.streamteardown import delete_streams
+from controllers.streamset import plan as streamplan
+from controllers.streamset import publishing
+from controllers.streamset.plan import DesiredSource
+from controllers.streamset.teardown import delete_streams
 from controllers.waiting import Stopped
 from specs.experiment import SOLID_COLOURS, CanaryPublisher, CanarySpec, solid_labels
 from specs.models import FileSource, PublisherSpec, SourceSpec, SyntheticSource

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from controllers.gputelemetry import Sampler, Snapshot, Telemetry, TelemetryUnavailable
+from controllers.host.gputelemetry import Sampler, Snapshot, Telemetry, TelemetryUnavailable
 from specs.experiment import TelemetrySpec
 
 EVIDENCE_FILE = "evidence/telemetry.json"

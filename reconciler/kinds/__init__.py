@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from reconciler.kinds.contract import (
+from controllers.contract import (
     Hooks,
     Kind,
     NoHooks,
@@ -24,12 +24,12 @@ from reconciler.kinds.contract import (
     terminal,
     wait,
 )
-from reconciler.kinds.deployment import DeploymentKind
-from reconciler.kinds.experiment import ExperimentKind
-from reconciler.kinds.host import HostKind
+from controllers.deployment.kind import DeploymentKind
+from controllers.experiments.kind import ExperimentKind
+from controllers.host.kind import HostKind
+from controllers.services import Services
+from controllers.streamset.kind import StreamSetKind
 from reconciler.kinds.registry import Registry, RegistryError
-from reconciler.kinds.services import Services
-from reconciler.kinds.streamset import StreamSetKind
 from specs.models import KINDS
 
 REGISTRY = Registry()

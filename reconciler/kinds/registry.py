@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from reconciler.kinds.contract import Kind, key_of
+from controllers.contract import Kind, key_of
 from specs.models import Strict
 from state.keys import Key
 

@@ -24,7 +24,7 @@ Layout: ``base`` (Snapshot, SourceError, the Source protocol), ``folder`` (Folde
 
 from reconciler.sources.base import Snapshot, Source, SourceError
 from reconciler.sources.folder import FolderSource, folder_digest, folder_state
-from reconciler.sources.git import GitSource, redact_url
+from reconciler.sources.git import GitSource
 
 __all__ = ["FolderSource", "GitSource", "Snapshot", "Source", "SourceError", "folder_digest",
-           "folder_state", "redact_url"]
+           "folder_state"]

@@ -30,6 +30,7 @@ from specs.loader import (
     LoaderLimits,
 )
 from specs.validate import load_spec_set
+from state.redaction import redact_urls
 
 MIRROR_DIR = "mirror.git"
 SNAPSHOTS_DIR = "snapshots"
@@ -88,7 +89,7 @@ class GitSource:
         self.jitter = min(max(jitter, 0.0), 0.9)
         self.env = _git_env(env)
         self.limits = limits
-        self._shown_url = redact_url(self.url)
+        self._shown_url = redact_urls(self.url)
         self.name = f"git:{self._shown_url}#{branch}" + (f":{self.path}" if self.path else "")
         self._mirror_lock = threading.Lock()
         self._state_lock = threading.Lock()
@@ -362,15 +363,6 @@ class GitSource:
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         return " | ".join(lines[-STDERR_LINES:])[-STDERR_CHARS:]
 
-
-def redact_url(url: str) -> str:
-    """Hide a password or token in ``scheme://user:secret@host``: names end up in status,
-    events and logs, which must never hold secrets."""
-    match = re.match(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)([^/@]*)@", url)
-    if not match or ":" not in match.group(2):
-        return url
-    user = match.group(2).split(":", 1)[0]
-    return f"{match.group(1)}{user}:***@{url[match.end():]}"
 
 
 def _git_env(extra: Mapping[str, str] | None) -> dict[str, str]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from controllers.docker_client import DockerEngine
+from controllers.clients.docker_client import DockerEngine
 from controllers.errors import ControllerError
-from controllers.frames import FrameSample, probe
+from controllers.streamset.frames import FrameSample, probe
 from tests.emulators.helpers import wait_for
 
 DOCKER_URL = "unix:///var/run/docker.sock"

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from controllers.caption_events import CaptionChunk
 from controllers.experiments.capacity import Verdict
 from controllers.experiments.capacityrun import judge
 from controllers.experiments.cleanup import CleanupReport
 from controllers.experiments.driver import Measured
 from controllers.experiments.ledger import UnitOutcome
+from controllers.streamset.caption_events import CaptionChunk
 from specs.experiment import CapacitySpec
 
 CAP = CapacitySpec(initialStreamCount=2, maxStreamCount=8, maxP95LatencyMs=500)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from controllers.http_api import ClientPool
-from controllers.rtvi_client import RtviClient
-from controllers.vst_client import VstClient
+from controllers.clients.http_api import ClientPool
+from controllers.clients.rtvi_client import RtviClient
+from controllers.clients.vst_client import VstClient
 
 
 def test_one_client_per_service_and_url_shared_across_threads() -> None:

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from controllers import ownership
-from controllers.deploymentremoval import (
+from controllers.clients.docker_client import ContainerInfo
+from controllers.deployment.removal import (
     DEFAULT_STOP_GRACE_S,
     Verdict,
     containers_of,
@@ -22,7 +23,6 @@ from controllers.deploymentremoval import (
     lookup_ref,
     stop_grace,
 )
-from controllers.docker_client import ContainerInfo
 from specs.models import DeploymentSpec
 from state.models import InventoryItem, ResourceStatus
 from state.store import Store

@@ -6,8 +6,8 @@ import docker
 import httpx
 from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from controllers.docker_client import PROBE_LABEL, ContainerRequest, DockerEngine
-from controllers.hostview import view_from_rows
+from controllers.clients.docker_client import PROBE_LABEL, ContainerRequest, DockerEngine
+from controllers.host.hostview import view_from_rows
 from tests.conftest import free_port
 
 

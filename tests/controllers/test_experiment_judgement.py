@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from controllers.caption_events import CaptionChunk
 from controllers.experiments import isolation
 from controllers.experiments.ledger import (
     UnitOutcome,
@@ -11,6 +10,7 @@ from controllers.experiments.ledger import (
     percentile,
     performance_report,
 )
+from controllers.streamset.caption_events import CaptionChunk
 from specs.errors import SpecError
 from specs.validate import parse_text
 

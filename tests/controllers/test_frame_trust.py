@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from controllers.captions import CaptionHub
+from controllers.clients.http_api import ClientPool
 from controllers.errors import ControllerError
-from controllers.framewatch import FrameWatch
-from controllers.http_api import ClientPool
 from controllers.statusfacts import SourceFacts, StreamSetStatusFacts
-from controllers.streamhealth import SourceReport, StreamSetResult
-from controllers.streamplan import StreamAction, StreamPlan, StreamSetDesired, desired_sources
-from controllers.streamset import StreamSetController
+from controllers.streamset.captions import CaptionHub
+from controllers.streamset.controller import StreamSetController
+from controllers.streamset.framewatch import FrameWatch
+from controllers.streamset.health import SourceReport, StreamSetResult
+from controllers.streamset.plan import StreamAction, StreamPlan, StreamSetDesired, desired_sources
 from specs.models import Deployment, StreamSet
 from state.models import ResourceStatus
 from state.store import Store

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from controllers.frames import (
+from controllers.streamset.frames import (
     BACKGROUND_NICE,
     HEIGHT,
     WIDTH,
@@ -21,9 +21,9 @@ from controllers.frames import (
     analyse,
     probe,
     probe_many,
-    redact,
 )
 from controllers.waiting import until
+from state.redaction import redact_urls
 from tests.conftest import free_port
 
 SLACK_S = 1.5
@@ -90,7 +90,7 @@ def test_credentials_never_appear_in_errors(silent_port: int) -> None:
 
 def test_redact_strips_userinfo_everywhere() -> None:
     text = f"rtsp://a:{SECRET}@h:1/x failed; retry rtsps://b@h/y"
-    assert redact(text) == "rtsp://h:1/x failed; retry rtsps://h/y"
+    assert redact_urls(text) == "rtsp://h:1/x failed; retry rtsps://h/y"
 
 
 def _ffmpeg_children() -> dict[int, int]:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from controllers.gputelemetry import (
+from controllers.host.gpus import run_local
+from controllers.host.gputelemetry import (
     DcgmTelemetry,
     GpuReading,
     GpuWindow,
@@ -30,7 +31,6 @@ from controllers.gputelemetry import (
     parse_smi,
     summarise,
 )
-from controllers.host import run_local
 from controllers.waiting import until
 from tests.conftest import free_port
 from tests.controllers.h200 import DATA, UUID

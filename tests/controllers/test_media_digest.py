@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from controllers.publisher.run import (
+from controllers.streamset.publisher.run import (
     MediaMismatch,
     PublishedSource,
     _sha256_of,

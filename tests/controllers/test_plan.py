@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from controllers import ownership
-from controllers.deploymentplan import Desired, plan
-from controllers.docker_client import ContainerInfo
+from controllers.clients.docker_client import ContainerInfo
+from controllers.deployment.plan import Desired, plan
 from controllers.errors import PlanError
 from specs.errors import Location, SpecIssue
 from specs.rules import R_SECRET_VALUE

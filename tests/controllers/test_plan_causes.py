@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from controllers import ownership
-from controllers.deploymentplan import (
+from controllers.clients.docker_client import ContainerInfo
+from controllers.deployment.plan import (
     MAX_IMAGE_CHARS,
     MAX_VALUE_CHARS,
     STAGED_SUFFIX,
@@ -20,7 +21,6 @@ from controllers.deploymentplan import (
     plan,
     staged_name,
 )
-from controllers.docker_client import ContainerInfo
 from controllers.errors import PlanError
 from specs.errors import Location, SpecIssue
 from specs.rules import R_SECRET_VALUE

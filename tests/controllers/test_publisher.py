@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from controllers.digest import file_sha256
-from controllers.docker_client import DockerEngine
+from controllers.clients.docker_client import DockerEngine
 from controllers.ownership import LABEL_SOURCE, selector
-from controllers.publisher import image as publisher_image
-from controllers.publisher.run import (
+from controllers.streamset.digest import file_sha256
+from controllers.streamset.publisher import image as publisher_image
+from controllers.streamset.publisher.run import (
     MediaMismatch,
     PublishedSource,
     publisher_request,

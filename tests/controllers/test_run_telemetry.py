@@ -14,13 +14,13 @@ from pydantic import ValidationError
 
 from controllers.experiments import gpumemory
 from controllers.experiments.telemetry import NO_SOURCE, RunTelemetry
-from controllers.gputelemetry import (
+from controllers.host.gputelemetry import (
     DcgmTelemetry,
     SmiTelemetry,
     Snapshot,
     TelemetryUnavailable,
 )
-from controllers.session import HostSession
+from controllers.host.session import HostSession
 from controllers.waiting import until
 from specs.experiment import TelemetrySpec
 from specs.validate import parse_text

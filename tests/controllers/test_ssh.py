@@ -20,11 +20,11 @@ import docker.errors
 import httpx
 import pytest
 
-from controllers.docker_client import DockerEngine
+from controllers.clients.docker_client import DockerEngine
+from controllers.clients.ssh import SshTunnel
 from controllers.errors import HostUnreachable, PermanentError
-from controllers.gputelemetry import GpuReading, SmiTelemetry, TelemetryUnavailable
-from controllers.host import local_gpus
-from controllers.ssh import SshTunnel, remote_gpus
+from controllers.host.gpus import local_gpus, remote_gpus
+from controllers.host.gputelemetry import GpuReading, SmiTelemetry, TelemetryUnavailable
 from tests.conftest import LABEL_TEST, TEST_IMAGE_TAG, free_port
 from tests.remote_engine import RemoteEngine, remote_engine_fixture  # noqa: F401
 

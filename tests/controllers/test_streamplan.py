@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from controllers.docker_client import ContainerInfo
-from controllers.rtvi_client import StreamInfo
-from controllers.streamplan import (
+from controllers.clients.docker_client import ContainerInfo
+from controllers.clients.rtvi_client import StreamInfo
+from controllers.streamset.plan import (
     KIND_PUBLISHER,
     KIND_STREAM,
     StreamSetDesired,

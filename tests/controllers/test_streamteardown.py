@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from controllers.captions import CaptionHub
-from controllers.docker_client import DockerEngine
+from controllers.clients.docker_client import DockerEngine
+from controllers.clients.rtvi_client import MAX_BATCH, RtviClient
+from controllers.clients.vst_client import VstClient
 from controllers.errors import HostUnreachable
-from controllers.rtvi_client import MAX_BATCH, RtviClient
 from controllers.statusfacts import SourceFacts, StreamSetStatusFacts
-from controllers.streamplan import KIND_PUBLISHER, KIND_SENSOR, KIND_STREAM, sensor_name
-from controllers.streamteardown import Teardown, delete_streams
-from controllers.vst_client import VstClient
+from controllers.streamset.captions import CaptionHub
+from controllers.streamset.plan import KIND_PUBLISHER, KIND_SENSOR, KIND_STREAM, sensor_name
+from controllers.streamset.teardown import Teardown, delete_streams
 from controllers.waiting import Stopped, until
 from state.keys import Key
 from state.models import InventoryItem, ResourceStatus

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import docker
 
-from controllers.streamplan import stream_id
+from controllers.streamset.plan import stream_id
 from state.models import InventoryItem, ResourceStatus
 from state.store import Store
 from tests.conftest import Cli, free_port

@@ -21,9 +21,9 @@ from reconciler.sources import (
     Snapshot,
     Source,
     SourceError,
-    redact_url,
 )
 from reconciler.sources.git import KEEP_SNAPSHOTS, SNAPSHOTS_DIR
+from state.redaction import redact_urls
 from tests.reconciler.daemon_helpers import wait_for
 from tests.reconciler.gitrepo_helpers import GitRepo
 
@@ -416,9 +416,9 @@ def test_git_concurrent_loads_share_one_mirror(repo: GitRepo, tmp_path: Path) ->
 
 
 def test_credentials_in_urls_are_redacted() -> None:
-    assert redact_url("https://bot:s3cret@git.example/specs.git") == \
-        "https://bot:***@git.example/specs.git"
-    assert redact_url("ssh://git@git.example/specs.git") == "ssh://git@git.example/specs.git"
+    assert redact_urls("https://bot:s3cret@git.example/specs.git") == \
+        "https://git.example/specs.git"
+    assert redact_urls("ssh://git@git.example/specs.git") == "ssh://git.example/specs.git"
     source = GitSource("https://bot:s3cret@git.example/specs.git", "main", Path("/nonexistent"))
     assert "s3cret" not in source.name
 

@@ -1,0 +1,328 @@
+"""The contract every kind implements, and the typed result of one pass.
+
+One protocol for Host, Deployment, StreamSet and whatever comes next (Experiment): observe and
+plan without side effects, act on a plan, delete what a record says we own, and name the kinds
+and resources it depends on. The daemon, ``plan``, ``apply``, ``delete`` and ``status`` only
+ever talk to this protocol through the registry (``reconciler.kinds.registry``), so a new kind
+is a new implementation, never a new branch elsewhere.
+
+A pass ends in a ``Result`` with one ``Outcome``: done, retry with backoff, wait for a
+dependency (woken by it, no backoff), re-check after a delay (a phase still under way, such as
+a model loading), terminal (Stalled until the spec changes) or stopped (shutdown: nothing
+failed). ``guarded`` is the one
+place where exceptions become results, as controller-runtime's ``Result``/``TerminalError``
+and kopf's ``TemporaryError(delay=)`` do.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Protocol
+
+import structlog
+from pydantic import BaseModel
+
+from controllers.clients.http_api import ClientPool
+from controllers.errors import (
+    ControllerError,
+    PermanentError,
+    PlanError,
+    ReadinessFailed,
+    StillProgressing,
+)
+from controllers.waiting import Stopped
+from specs.errors import SpecIssue
+from specs.models import Metadata, Strict
+from state.errors import StateError
+from state.keys import Key
+from state.models import ResourceStatus
+
+if TYPE_CHECKING:
+    from controllers.services import Services
+    from specs.validate import SpecSet
+
+log = structlog.get_logger("reconciler.kinds")
+
+
+class SpecResource(Protocol):
+    """What every kind's spec model has (apiVersion, kind, metadata, spec)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def metadata(self) -> Metadata: ...
+
+    @property
+    def spec(self) -> BaseModel: ...
+
+
+def key_of(resource: SpecResource) -> Key:
+    return Key(resource.kind, resource.metadata.name)
+
+
+class ActionLike(Protocol):
+    @property
+    def verb(self) -> str: ...
+
+    @property
+    def target(self) -> str: ...
+
+    @property
+    def cause(self) -> str: ...
+
+
+class PlanLike(Protocol):
+    """A kind's plan: the actions it would take, each with its cause, or a conflict."""
+
+    @property
+    def actions(self) -> Sequence[ActionLike]: ...
+
+    @property
+    def conflict(self) -> str | None: ...
+
+    @property
+    def changes(self) -> bool: ...
+
+
+@dataclass
+class ResourcePlan:
+    """The plan for one resource, or why it cannot be planned. ``desired`` is the kind's own
+    resolved view of the spec (opaque to everyone else). A plan with neither ``plan`` nor
+    ``error`` has nothing to show (a Host: observed, nothing of it is ours to change)."""
+
+    resource: Key
+    name: str
+    desired: object | None = None
+    plan: PlanLike | None = None
+    issues: list[SpecIssue] = field(default_factory=list)
+    error: str | None = None
+    error_reason: str = ""
+    permanent: bool = True
+    waiting: str | None = None  # a dependency is not ready: act records why and waits
+
+    @property
+    def changes(self) -> bool:
+        return self.plan is not None and self.plan.changes
+
+    def failed(self, exc: Exception) -> ResourcePlan:
+        """Write why planning failed into this plan (and return it): the one place where
+        plan-time exceptions become plan errors. A refusal by a rule that needed observed facts
+        (PlanError) carries its issues; a failed observation (ControllerError) is retried
+        unless permanent; anything else is a bug in a kind, retried with backoff."""
+        if isinstance(exc, PlanError):
+            self.issues, self.error, self.error_reason = exc.issues, str(exc), "PlanRejected"
+            self.permanent = True
+        elif isinstance(exc, ControllerError):
+            self.error, self.error_reason = str(exc), "ObserveFailed"
+            self.permanent = isinstance(exc, PermanentError)
+        else:
+            log.error("plan.crashed", resource=self.resource, exc_info=exc)
+            self.error = f"{type(exc).__name__}: {exc} (a bug: please report it)"
+            self.error_reason, self.permanent = "InternalError", False
+        return self
+
+    @contextmanager
+    def observing(self) -> Iterator[ResourcePlan]:
+        """Planning steps run inside: a refusal or a failed observation is written into this
+        plan (:meth:`failed`) instead of raised; the steps done before it stay (``desired``)."""
+        try:
+            yield self
+        except ControllerError as exc:
+            self.failed(exc)
+
+
+class Outcome(Enum):
+    """How one pass over a resource ended, and so what comes next."""
+
+    DONE = "done"  # converged (or deleted); ``changed``: something was done
+    RETRY = "retry"  # failed: back off and try again
+    WAIT = "wait"  # a dependency is not ready: its change wakes this resource, no backoff
+    RECHECK = "recheck"  # a phase under way (a model loading): look again after ``after_s``
+    TERMINAL = "terminal"  # Stalled until the spec or the world changes: no retry
+    STOPPED = "stopped"  # ended early on purpose (shutdown, a newer spec): nothing failed
+
+
+@dataclass(frozen=True)
+class Result:
+    """How one pass over a resource ended (made with :func:`done`, :func:`retry`,
+    :func:`wait`, :func:`recheck`, :func:`terminal` or :func:`stopped`).
+
+    ``changed``: something was done (dependents re-check). ``wake``: other resources to look
+    at now (e.g. a GPU this one held is free).
+    """
+
+    resource: Key
+    outcome: Outcome
+    message: str
+    reason: str = ""
+    changed: bool = False
+    after_s: float = 0.0  # RECHECK only: seconds until the next look
+    wake: tuple[Key, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.after_s and self.outcome is not Outcome.RECHECK:
+            raise ValueError("after_s goes with a RECHECK outcome only")
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is Outcome.DONE
+
+
+def done(resource: Key, message: str, reason: str = "", *, changed: bool = False,
+         wake: tuple[Key, ...] = ()) -> Result:
+    return Result(resource, Outcome.DONE, message, reason, changed, 0.0, wake)
+
+
+def retry(resource: Key, message: str, reason: str, *, changed: bool = False,
+          wake: tuple[Key, ...] = ()) -> Result:
+    return Result(resource, Outcome.RETRY, message, reason, changed, 0.0, wake)
+
+
+def wait(resource: Key, message: str, reason: str) -> Result:
+    return Result(resource, Outcome.WAIT, message, reason)
+
+
+def recheck(resource: Key, message: str, reason: str, after_s: float, *,
+            changed: bool = False) -> Result:
+    return Result(resource, Outcome.RECHECK, message, reason, changed, after_s)
+
+
+def terminal(resource: Key, message: str, reason: str, *, changed: bool = False,
+             wake: tuple[Key, ...] = ()) -> Result:
+    return Result(resource, Outcome.TERMINAL, message, reason, changed, 0.0, wake)
+
+
+def stopped(resource: Key, message: str) -> Result:
+    return Result(resource, Outcome.STOPPED, message, "Stopped")
+
+
+class Hooks(Protocol):
+    """What a kind may ask of whoever runs it (the daemon; ``apply`` ignores most of it)."""
+
+    def watch_host(self, host: BaseModel) -> None:
+        """Follow this Host's Docker events (its resources are repaired from them)."""
+
+    def unwatch_host(self, name: str) -> None: ...
+
+    def conflict(self, key: Key, host: str, held: bool) -> None:
+        """``key`` cannot act because a foreign container holds its name on ``host``; wake it
+        when a container there goes."""
+
+    def wake(self, key: Key) -> None:
+        """Look at ``key`` again now (work beside the queue, e.g. an experiment run, ended)."""
+
+
+class NoHooks:
+    """For one-shot commands: nothing to watch, nobody to wake."""
+
+    def watch_host(self, host: BaseModel) -> None:
+        return None
+
+    def unwatch_host(self, name: str) -> None:
+        return None
+
+    def conflict(self, key: Key, host: str, held: bool) -> None:
+        return None
+
+    def wake(self, key: Key) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class PassContext:
+    """Everything one pass works from, fixed when it starts: the revision and spec set it
+    records (never a later one loaded meanwhile), the stop event every wait honours, an
+    optional deadline (``apply --timeout``), the shared services and the hooks."""
+
+    revision: str | None
+    spec_set: SpecSet | None
+    stop: threading.Event
+    services: Services
+    hooks: Hooks = field(default_factory=NoHooks)
+    timeout_s: float | None = None
+    pending: frozenset[Key] = frozenset()  # keys that will change earlier in this run (plan)
+    wait_ready: bool = True  # False in the daemon: readiness is a phase re-checked later
+    clients: ClientPool = field(default_factory=ClientPool)  # closed when the pass ends
+
+
+class Kind(Protocol):
+    """One kind of resource. ``depends_on``: kinds whose resources must be converged first
+    (and that wake this kind's resources when they change)."""
+
+    name: str
+    model: type[Strict]
+    depends_on: tuple[str, ...]
+    owns: bool  # its records stand for things we created (the prune guard protects them)
+
+    def references(self, resource: SpecResource) -> list[Key]:
+        """Keys of the resources this one depends on (must exist in the spec set)."""
+        ...
+
+    def recorded_references(self, record: ResourceStatus) -> list[Key]:
+        """Keys a recorded resource depends on (it is deleted before them)."""
+        ...
+
+    def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
+        """Observe (read-only) and plan. Never writes, never acts."""
+        ...
+
+    def act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
+        """Carry out a plan (re-checking what may have changed since it was made)."""
+        ...
+
+    def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
+        """Remove what ``record`` says we own, then forget the record."""
+        ...
+
+
+def guarded(resource: Key, step: Callable[[], Result],
+            on_failure: Callable[[str, str, bool], None] | None = None) -> Result:
+    """Run one step of a pass; any exception becomes a Result with its message.
+
+    A ControllerError carries its own verdict (temporary or permanent). A state directory
+    error is re-raised: the CLI names the file, the daemon moves a corrupt one aside.
+    Anything else is a bug in a kind: reported as a failed pass with its message and retried
+    with backoff, never a traceback from ``apply`` or a dead worker.
+    ``on_failure(reason, message, stalled)`` records it where people look.
+    """
+    try:
+        return step()
+    except StateError:
+        raise  # the state directory, not the resource: the caller names the file
+    except Stopped as exc:  # shutting down: nothing failed, the next run resumes it
+        return stopped(resource, f"Stopped: {exc}")
+    except StillProgressing as exc:  # recorded as Progressing by whoever raised it
+        return recheck(resource, str(exc), "Progressing", exc.after_s)
+    except ControllerError as exc:
+        # Stalled: a person must look. A service that failed to become ready is Stalled but
+        # still retried with backoff (a crashed load may get its GPU memory back).
+        stalled = isinstance(exc, PermanentError)
+        again = not stalled or isinstance(exc, ReadinessFailed)
+        reason = exc.reason if isinstance(exc, ReadinessFailed) else (
+            "ApplyFailed" if stalled else "TemporaryFailure")
+        message = str(exc)
+    except Exception as exc:
+        log.exception("pass.crashed", resource=resource)
+        stalled, again, reason = False, True, "InternalError"
+        message = f"{type(exc).__name__}: {exc} (a bug: please report it)"
+    if on_failure is not None:
+        try:
+            on_failure(reason, message, stalled)
+        except StateError:
+            raise
+        except Exception:
+            log.exception("pass.failure_unrecorded", resource=resource)
+    return (retry if again else terminal)(resource, f"{reason}: {message}", reason)
+
+
+def unplanned(ctx: PassContext, rp: ResourcePlan, digest: str | None) -> Result:
+    """A resource that could not be planned (``rp.error``): record why, retry if not permanent."""
+    message = rp.error or "not planned"
+    reason = rp.error_reason or "Error"
+    ctx.services.record_failure(rp.resource, reason, message, rp.permanent, digest)
+    return (terminal if rp.permanent else retry)(rp.resource, message, reason)

@@ -1,0 +1,144 @@
+"""Deployment: one RT-VLM service container on a Host (``controllers.deployment.controller`` acts).
+
+Depends on its Host: planned only when the Host answers (else Degraded, HostUnavailable,
+never deleted). A container name held by a foreign container is a Conflict, left untouched
+and re-tried when a container on that Host goes. Deleting one frees its GPUs, so the other
+Deployments of its Host are woken (one may have been refused for them).
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from controllers.contract import (
+    Outcome,
+    PassContext,
+    ResourcePlan,
+    Result,
+    SpecResource,
+    done,
+    guarded,
+    retry,
+    terminal,
+    unplanned,
+)
+from controllers.deployment.controller import DeploymentController, resolve_desired
+from controllers.deployment.plan import Desired, Plan
+from controllers.deployment.removal import remove_owned
+from controllers.statusfacts import DeploymentStatusFacts
+from specs.models import Deployment, Strict
+from state.keys import Key
+from state.models import ResourceStatus
+
+log = structlog.get_logger("reconciler.kinds")
+
+
+class DeploymentKind:
+    name = "Deployment"
+    model: type[Strict] = Deployment
+    depends_on: tuple[str, ...] = ("Host",)
+    owns = True
+
+    def references(self, resource: SpecResource) -> list[Key]:
+        assert isinstance(resource, Deployment)
+        return [Key("Host", resource.spec.host)]
+
+    def recorded_references(self, record: ResourceStatus) -> list[Key]:
+        return [Key("Host", _host_of(record))]
+
+    def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
+        assert isinstance(resource, Deployment)
+        assert ctx.spec_set is not None
+        services = ctx.services
+        rp = ResourcePlan(Key("Deployment", resource.metadata.name), resource.metadata.name)
+        host_name = resource.spec.host
+        if host_name in services.host_errors:
+            rp.error = services.host_errors[host_name]
+            rp.error_reason, rp.permanent = "HostUnavailable", False
+            return rp
+        session = services.session(ctx.spec_set.host(host_name))
+        with rp.observing():
+            rp.desired = resolve_desired(resource, ctx.spec_set, session, services.instance,
+                                         services.store)
+            rp.plan = _controller(ctx, host_name).plan(rp.desired)
+        return rp
+
+    def act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
+        desired, plan = rp.desired, rp.plan
+        digest = desired.spec_hash if isinstance(desired, Desired) else None
+
+        def failed(reason: str, message: str, stalled: bool) -> None:
+            ctx.services.record_failure(rp.resource, reason, message, stalled, digest)
+        if not isinstance(desired, Desired) or not isinstance(plan, Plan):
+            return unplanned(ctx, rp, digest)
+        host = desired.deployment.spec.host
+        ctx.hooks.conflict(rp.resource, host, plan.conflict is not None)
+        if plan.conflict is not None:
+            failed("Conflict", plan.conflict, True)
+            return terminal(rp.resource, f"Conflict: {plan.conflict}", "Conflict")
+        return guarded(rp.resource, lambda: _apply(ctx, desired, plan), failed)
+
+    def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
+        services = ctx.services
+        host_name = _host_of(record)
+
+        def remove() -> Result:
+            session = services.session(services.host_for(ctx.spec_set, host_name, record))
+            removed, left = remove_owned(session.engine(), services.store, services.instance,
+                                         record.key, record)
+            for line in removed:
+                services.store.events.append(record.key, "Normal", "Deleted",
+                                             f"removed {line}")
+            for line in left:
+                services.store.events.append(record.key, "Warning", "LeftAlone", line)
+            if not left:
+                services.store.delete(record.key)
+            detail = "; ".join(removed + left) or "nothing owned"
+            # What it held (GPUs, rule 10) is free now: a Deployment refused for it may go.
+            neighbours = tuple(Key("Deployment", d.metadata.name) for d in
+                               (ctx.spec_set.deployments if ctx.spec_set else [])
+                               if d.spec.host == host_name)
+            if left:
+                return terminal(record.key, f"deleted: {detail}", "LeftAlone",
+                                changed=bool(removed), wake=neighbours)
+            return done(record.key, f"deleted: {detail}", changed=bool(removed),
+                        wake=neighbours)
+        result = guarded(record.key, remove)
+        if not result.ok and result.outcome not in (Outcome.TERMINAL, Outcome.STOPPED):
+            return retry(record.key, f"cannot prune yet: {result.message}", "PruneFailed")
+        return result
+
+
+def _controller(ctx: PassContext, host_name: str) -> DeploymentController:
+    services = ctx.services
+    session = services.sessions[host_name]
+    return DeploymentController(session, services.store, services.instance, services.progress,
+                                ctx.stop)
+
+
+def _apply(ctx: PassContext, desired: Desired, plan: Plan) -> Result:
+    resource = desired.resource
+    result = _controller(ctx, desired.deployment.spec.host).apply(
+        desired, plan, ctx.timeout_s, ctx.revision, phased=not ctx.wait_ready)
+    if plan.changes or result.waited_s:
+        # Only what changed or was waited for: a line per resource per periodic resync would
+        # grow the log without end and tell nothing (`status` says a resource is Ready).
+        log.info("resource.ready", resource=resource, model=result.model_id, url=desired.url,
+                 actions=[str(a) for a in plan.actions], waited_s=round(result.waited_s, 2),
+                 revision=ctx.revision)
+    message = f"Ready: serving {result.model_id} at {desired.url}"
+    if not plan.changes:
+        message += " (no changes)"
+    else:
+        ctx.services.store.events.append(resource, "Normal", "Ready",
+                                         f"ready after {result.waited_s:.1f}s")
+    return done(resource, message, changed=plan.changes)
+
+
+def _host_of(record: ResourceStatus) -> str:
+    host = DeploymentStatusFacts.of(record).host
+    if host:
+        return host
+    for item in record.inventory:
+        return item.host
+    return "local"

@@ -1,0 +1,390 @@
+"""Experiment: a run that happens exactly once and leaves verifiable evidence.
+
+A pass observes and advances; the run itself executes beside the queue (``controllers.
+experiments.board``), or in the caller's thread for one-shot ``apply``, which waits for the
+verdict. What a pass decides, from the spec and the stored record:
+
+- **No record for this runId**: launch — unless its evidence folder exists (a run ID is used
+  once), the container guard finds the run's name taken (Conflict, untouched), or the run's
+  service breaks a rule. ``plan`` lists the side effects: the container, the sources and
+  streams, the GPUs and the time budget (in GitOps a commit is the execute button).
+- **The record's run, under way here**: report its phase, look again shortly.
+- **The record's run, under way but unknown to this process** (a crash, kill -9): INCONCLUSIVE
+  after its cleanup.
+- **The record's run, terminal**: nothing, ever again.
+- **The same runId with a changed spec**: refused at plan (a running run keeps its frozen spec).
+Removing the spec prunes what a run left running (its service, publishers and streams), never
+its evidence.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+from pydantic import ValidationError
+
+from controllers.clients.docker_client import DockerEngine
+from controllers.contract import (
+    PassContext,
+    ResourcePlan,
+    Result,
+    SpecResource,
+    done,
+    guarded,
+    recheck,
+    retry,
+    stopped,
+    terminal,
+    unplanned,
+)
+from controllers.deployment.controller import resolve_desired
+from controllers.errors import ControllerError, PermanentError, PlanError
+from controllers.experiments import run as runs
+from controllers.experiments.board import Work
+from controllers.experiments.service import (
+    for_run,
+    gpu_conflicts,
+    guard,
+    remove_containers,
+    run_deployment,
+)
+from controllers.experiments.types import run_type
+from controllers.host.session import HostSession
+from controllers.secrets import api_token, resolve
+from controllers.statusfacts import ExperimentStatusFacts
+from specs.experiment import Experiment, TelemetrySpec, measure_warnings
+from specs.models import DeploymentSpec, Strict
+from specs.rules import Finding, check_deployment
+from specs.validate import spec_hash
+from state.keys import Key
+from state.models import ResourceStatus
+from state.store import Store
+
+log = structlog.get_logger("reconciler.kinds")
+RUN_POLL_S = 5.0  # how often a pass looks at a run under way (its end wakes one at once)
+EVIDENCE_DIR = "evidence"
+CLEANING = ("Collecting", "CleaningUp", "Done")
+
+
+@dataclass(frozen=True)
+class RunAction:
+    verb: str
+    target: str
+    cause: str
+
+    def __str__(self) -> str:
+        return f"{self.verb} {self.target}: {self.cause}"
+
+
+@dataclass
+class RunPlanView:
+    """What a pass would do for an Experiment (``plan`` prints it)."""
+
+    resource: str
+    actions: list[RunAction] = field(default_factory=list)
+    conflict: str | None = None
+
+    @property
+    def changes(self) -> bool:
+        return bool(self.actions)
+
+
+@dataclass
+class ExperimentDesired:
+    experiment: Experiment
+    record: ResourceStatus | None
+    launch: runs.RunPlan | None = None  # set when a new run is to start
+    refused: str | None = None  # same runId, changed spec
+
+
+def evidence_root(ctx: PassContext, exp: Experiment) -> Path:
+    root = exp.spec.evidenceRoot
+    return Path(root) if root else ctx.services.store.root / EVIDENCE_DIR
+
+
+class ExperimentKind:
+    name = "Experiment"
+    model: type[Strict] = Experiment
+    depends_on: tuple[str, ...] = ("Host", "Deployment")
+    owns = True
+
+    def references(self, resource: SpecResource) -> list[Key]:
+        assert isinstance(resource, Experiment)
+        return [Key("Deployment", resource.spec.template)]
+
+    def recorded_references(self, record: ResourceStatus) -> list[Key]:
+        template = ExperimentStatusFacts.of(record).template
+        return [Key("Deployment", template)] if template else []
+
+    # --- plan ------------------------------------------------------------------------------
+
+    def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
+        assert isinstance(resource, Experiment)
+        assert ctx.spec_set is not None
+        key = Key("Experiment", resource.metadata.name)
+        rp = ResourcePlan(key, resource.metadata.name)
+        record = ctx.services.store.load(key)
+        known = ExperimentStatusFacts.of(record)
+        desired = ExperimentDesired(resource, record)
+        rp.desired = desired
+        view = RunPlanView(key)
+        run_id = resource.spec.runId
+        if record is not None and known.run_id == run_id:
+            if record.observed_generation != spec_hash(resource):
+                desired.refused = (f"run {run_id} was started from another version of this "
+                                   "spec; a run never changes once launched and a run ID is "
+                                   "used once: give the changed spec a new runId")
+                rp.error, rp.error_reason = desired.refused, "RunIdReused"
+            rp.plan = view
+            return rp
+        if record is not None and known.run_id and known.result is None:
+            rp.plan = view  # the previous run is finished (or recovered) first
+            return rp
+        with rp.observing():
+            desired.launch = self._launch_plan(ctx, resource, view)
+        rp.plan = view
+        return rp
+
+    def _launch_plan(self, ctx: PassContext, exp: Experiment,
+                     view: RunPlanView) -> runs.RunPlan:
+        spec_set, services = ctx.spec_set, ctx.services
+        assert spec_set is not None
+        spec = exp.spec
+        root = evidence_root(ctx, exp)
+        if (root / spec.runId).exists():
+            raise PermanentError(f"run ID {spec.runId} was used before: {root / spec.runId} "
+                                 "exists (a run ID is used once; give the Experiment a new "
+                                 "runId)")
+        template = spec_set.deployment(spec.template)
+        assert template is not None  # crossref guarantees it
+        if template.spec.host in services.host_errors:
+            raise ControllerError(services.host_errors[template.spec.host])
+        host = spec_set.host(template.spec.host)
+        kind = run_type(spec)
+        if (kind.local_only(spec) and host is not None
+                and not host.spec.docker.startswith("unix://")):
+            raise PermanentError(f"a {spec.type} run starts a process beside the reconciler: "
+                                 f"its template's Host {template.spec.host} must be this "
+                                 "machine's engine (remote Hosts are not supported for it yet)")
+        session = services.session(host)
+        run_dep = run_deployment(template, spec)
+        facts = session.facts or session.observe()
+        findings = [Finding(("spec", "service"), f"the run's copy of Deployment "
+                            f"{template.metadata.name} breaks a rule: {f.message}", f.rule)
+                    for f in check_deployment(run_dep)]
+        findings += gpu_conflicts(run_dep, spec_set, facts)
+        if findings:
+            raise PlanError([spec_set.issue(exp, f) for f in findings])
+        key = Key("Experiment", exp.metadata.name)
+        digest = spec_hash(exp)
+        resolved = for_run(resolve_desired(run_dep, spec_set, session, services.instance),
+                           services.instance, key, spec.runId, digest)
+        view.conflict = guard(session.engine(), resolved.container_name, services.instance,
+                              key, spec.runId)
+        gpus = [str(g) for g in run_dep.spec.gpus]
+        telemetry = session.telemetry(spec.telemetry.dcgmUrl).name + (
+            " (required)" if spec.telemetry.required else "")
+        view.actions += [
+            RunAction("create", f"container {resolved.container_name}", f"run {spec.runId}'s "
+                      f"fresh service from Deployment {spec.template} ({template.spec.image}) "
+                      f"on Host {template.spec.host}, {resolved.url}"),
+            *(RunAction(step.verb, step.target, step.cause) for step in kind.planned(spec)),
+            *(RunAction("warn", "measure", why)
+              for why in measure_warnings(spec, {k: str(v) for k, v in run_dep.spec.env.items()})),
+            RunAction("run", f"{spec.type} {spec.runId}", f"gates: "
+                      f"{', '.join([*kind.declared_gates(spec), runs.GATE_CLEANUP])}; GPUs: "
+                      f"{', '.join(gpus) or 'none'}; GPU telemetry: {telemetry}; budget "
+                      f"{spec.budgetSeconds}s, cleanup {spec.cleanupSeconds}s; evidence in "
+                      f"{root / spec.runId}")]
+        return runs.RunPlan(
+            resource=key, name=exp.metadata.name, spec=spec, run_hash=digest, template=template,
+            desired=resolved, host=template.spec.host,
+            gpu_ids=[g.uuid if (g := facts.gpu(ref)) else str(ref) for ref in run_dep.spec.gpus],
+            other_gpus=tuple(spec.telemetry.gpus),
+            evidence_root=root, source_file=spec_set.source_file(exp),
+            revision=ctx.revision)
+
+    # --- act -------------------------------------------------------------------------------
+
+    def act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
+        desired = rp.desired
+        if not isinstance(desired, ExperimentDesired):
+            return unplanned(ctx, rp, None)
+        return guarded(rp.resource, lambda: self._advance(ctx, rp, desired))
+
+    def _advance(self, ctx: PassContext, rp: ResourcePlan, desired: ExperimentDesired) -> Result:
+        services = ctx.services
+        key = rp.resource
+        record = services.store.load(key)
+        known = ExperimentStatusFacts.of(record)
+        if record is not None and known.run_id and known.result is None:
+            return self._under_way(ctx, record)  # a new runId starts once this one is done
+        if desired.refused is not None or desired.launch is None:
+            if record is not None and known.run_id == desired.experiment.spec.runId:
+                return self._verdict(record, desired)
+            return unplanned(ctx, rp, None)
+        view = rp.plan
+        conflict = view.conflict if isinstance(view, RunPlanView) else None
+        host = desired.launch.host
+        ctx.hooks.conflict(key, host, conflict is not None)
+        if conflict is not None:
+            services.record_failure(key, "Conflict", conflict, True)
+            return terminal(key, f"Conflict: {conflict}", "Conflict")
+        plan = desired.launch
+        runs.launch_record(services.store, plan)
+        session = services.session(ctx.spec_set.host(host))  # type: ignore[union-attr]
+        engine = session.engine()
+        telemetry = session.telemetry(plan.spec.telemetry.dcgmUrl)
+        progress = self._progress(ctx, key)
+
+        def work(stop: threading.Event) -> str:
+            return runs.execute(plan, engine, services.store, services.instance, stop, progress,
+                                telemetry)
+        spec = plan.spec
+        return self._run(ctx, key, spec.runId, work, desired,
+                         float(spec.budgetSeconds - spec.cleanupSeconds),
+                         f"its budget of {spec.budgetSeconds}s ran out ({spec.cleanupSeconds}s "
+                         "of it kept for cleanup)")
+
+    def _under_way(self, ctx: PassContext, record: ResourceStatus) -> Result:
+        """A run that is not terminal: report it, or recover it if this process lost it."""
+        services, known = ctx.services, ExperimentStatusFacts.of(record)
+        assert known.run_id is not None
+        if services.experiments.running(known.run_id):
+            return recheck(record.key, f"{known.phase}: run {known.run_id} under way",
+                           known.phase or "Running", RUN_POLL_S)
+        session = self._session(ctx, record)
+        engine = session.engine()
+        telemetry = session.telemetry(_recorded_dcgm_url(record))
+        root = Path(known.evidence).parent if known.evidence else services.store.root
+        token = _recorded_token(record)
+
+        def work(stop: threading.Event) -> str:
+            return runs.recover(services.store, record, engine, services.instance, root, stop,
+                                token, telemetry)
+        log.warning("experiment.interrupted", resource=record.key, run_id=known.run_id)
+        return self._run(ctx, record.key, known.run_id, work, None)
+
+    def _run(self, ctx: PassContext, key: Key, run_id: str, work: Work,
+             desired: ExperimentDesired | None, budget_s: float | None = None,
+             overrun: str = "") -> Result:
+        board, store = ctx.services.experiments, ctx.services.store
+
+        def on_overrun() -> bool:
+            return _note_reason(store, key, overrun, unless_cleaning=True)
+        if ctx.wait_ready:  # one-shot apply: the caller waits for the verdict
+            board.run_inline(run_id, work, budget_s, on_overrun)
+            record = store.load(key)
+            launched = desired is not None  # not itself a recovery: no loop
+            if launched and record is not None and ExperimentStatusFacts.of(record).result is None:
+                return self._under_way(ctx, record)  # stopped (over budget): recover now
+            return self._verdict(record, desired)
+        if not board.start(run_id, work, budget_s, on_overrun,
+                           on_end=lambda: ctx.hooks.wake(key)):
+            return stopped(key, f"run {run_id} cannot start now (shutting down)")
+        return recheck(key, f"run {run_id} started", "Running", RUN_POLL_S, changed=True)
+
+    def _verdict(self, record: ResourceStatus | None, desired: ExperimentDesired | None
+                 ) -> Result:
+        known = ExperimentStatusFacts.of(record)
+        key = record.key if record is not None else Key("Experiment", "?")
+        if desired is not None and desired.refused is not None:
+            return terminal(key, f"RunIdReused: {desired.refused}", "RunIdReused")
+        if known.result is None:
+            return recheck(key, f"{known.phase}: run {known.run_id} under way",
+                           known.phase or "Running", RUN_POLL_S)
+        message = f"{known.result}: run {known.run_id} ({known.reason}); evidence in " \
+                  f"{known.evidence}"
+        return (done if known.result == "PASS" else terminal)(key, message, known.result)
+
+    def _engine(self, ctx: PassContext, record: ResourceStatus) -> DockerEngine:
+        return self._session(ctx, record).engine()
+
+    def _session(self, ctx: PassContext, record: ResourceStatus) -> HostSession:
+        services = ctx.services
+        host = ExperimentStatusFacts.of(record).host or "local"
+        return services.session(services.host_for(ctx.spec_set, host, record))
+
+    def _progress(self, ctx: PassContext, key: str) -> Callable[[str], None]:
+        def say(message: str) -> None:
+            ctx.services.progress(key, message)
+        return say
+
+    # --- delete ----------------------------------------------------------------------------
+
+    def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
+        return guarded(record.key, lambda: self._prune(ctx, record))
+
+    def _prune(self, ctx: PassContext, record: ResourceStatus) -> Result:
+        """The spec is gone: stop nothing that is terminal, clean up whatever a run left
+        running, keep the evidence."""
+        services, known = ctx.services, ExperimentStatusFacts.of(record)
+        if known.run_id and services.experiments.running(known.run_id):
+            _note_reason(services.store, record.key, "its spec was removed while it ran")
+            services.experiments.abort(known.run_id)
+            return recheck(record.key, f"stopping run {known.run_id}: its spec was "
+                           "removed; pruned once it has cleaned up", "RunUnderWay", RUN_POLL_S)
+        if known.run_id and known.result is None:
+            self._under_way(ctx, record)  # interrupted: recover (INCONCLUSIVE + cleanup) first
+            if services.experiments.running(known.run_id):
+                return recheck(record.key, "cleaning up an interrupted run",
+                               "RunUnderWay", RUN_POLL_S)
+        _, names = runs.inventory_of(services.store.load(record.key))
+        left = remove_containers(self._engine(ctx, record), services.instance, record.key,
+                                 names, 10)
+        if left:
+            return retry(record.key, "left behind: " + "; ".join(left), "LeftBehind")
+        services.store.delete(record.key)
+        where = f"; evidence kept in {known.evidence}" if known.evidence else ""
+        services.store.events.append(record.key, "Normal", "Deleted",
+                                     f"record removed{where}")
+        return done(record.key, f"deleted{where}", changed=True)
+
+
+def _note_reason(store: Store, key: Key, reason: str, unless_cleaning: bool = False) -> bool:
+    """Say why a run is stopped early (its recovery reports it as the INCONCLUSIVE reason);
+    False, noting nothing, when it is terminal or (``unless_cleaning``) already cleaning up:
+    cleanup has its own deadline and is never cut short."""
+    noted = []
+
+    def mutate(st: ResourceStatus) -> None:
+        known = ExperimentStatusFacts.of(st)
+        if known.result is None and not (unless_cleaning and known.phase in CLEANING):
+            known.reason = reason
+            known.put(st)
+            noted.append(True)
+    store.update(key, mutate, create=False)
+    return bool(noted)
+
+
+def _recorded_token(record: ResourceStatus) -> str | None:
+    """The run's service token, from the template spec frozen at launch. Every secret of that
+    spec is resolved too, so that the redactor knows each value before the recovery copies
+    the service's log into the evidence (after a restart nothing else has resolved them)."""
+    try:
+        spec = DeploymentSpec.model_validate((record.applied_spec or {}).get("template") or {})
+    except ValueError:
+        return None
+    for ref in spec.secrets:
+        try:
+            resolve(ref)
+        except ControllerError:
+            continue  # not available now: it cannot be redacted, nor can the service echo it
+    try:
+        return api_token(spec)
+    except ControllerError:
+        return None
+
+
+def _recorded_dcgm_url(record: ResourceStatus) -> str | None:
+    """The DCGM exporter the interrupted run was measured with (None: the Host's own)."""
+    spec = (record.applied_spec or {}).get("experiment")
+    raw = spec.get("telemetry") if isinstance(spec, dict) else None
+    try:
+        return TelemetrySpec.model_validate(raw if isinstance(raw, dict) else {}).dcgmUrl
+    except ValidationError:
+        return None

@@ -1,0 +1,219 @@
+"""StreamSet: live RTSP sources registered with VST and RTVI (``controllers.streamset.controller``).
+
+Depends on its Deployment (and on its publisher's Host): while the Deployment is not Ready at
+its current spec the StreamSet is planned from its record ("after Deployment/x is Ready") and
+waits — no backoff; the Deployment's success wakes it. A Deployment about to change in the
+same run (``PassContext.pending``) counts as not Ready.
+"""
+
+from __future__ import annotations
+
+import structlog
+from pydantic import ValidationError
+
+from controllers.contract import (
+    PassContext,
+    ResourcePlan,
+    Result,
+    SpecResource,
+    done,
+    guarded,
+    retry,
+    unplanned,
+    wait,
+)
+from controllers.errors import ControllerError
+from controllers.host.session import HostSession
+from controllers.secrets import api_token
+from controllers.statusfacts import StreamSetStatusFacts
+from controllers.streamset.controller import AtCapacity, StreamSetController
+from controllers.streamset.health import SourcesDegraded
+from controllers.streamset.plan import (
+    StreamAction,
+    StreamPlan,
+    StreamSetDesired,
+    desired_sources,
+    recorded_sources,
+)
+from specs.models import DeploymentSpec, StreamSet, Strict, TeardownSpec
+from specs.validate import SpecSet, spec_hash
+from state.keys import Key
+from state.models import ResourceStatus
+
+log = structlog.get_logger("reconciler.kinds")
+
+
+class StreamSetKind:
+    name = "StreamSet"
+    model: type[Strict] = StreamSet
+    depends_on: tuple[str, ...] = ("Host", "Deployment")
+    owns = True
+
+    def references(self, resource: SpecResource) -> list[Key]:
+        assert isinstance(resource, StreamSet)
+        refs = [Key("Deployment", resource.spec.deployment)]
+        if resource.spec.publisher.host:
+            refs.append(Key("Host", resource.spec.publisher.host))
+        return refs
+
+    def recorded_references(self, record: ResourceStatus) -> list[Key]:
+        deployment = StreamSetStatusFacts.of(record).deployment
+        return [Key("Deployment", deployment)] if deployment else []
+
+    def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
+        assert isinstance(resource, StreamSet)
+        assert ctx.spec_set is not None
+        dependency = Key("Deployment", resource.spec.deployment)
+        waiting = (f"after {dependency} is Ready" if dependency in ctx.pending
+                   else deployment_ready(ctx, resource, ctx.spec_set))
+        rp = ResourcePlan(Key("StreamSet", resource.metadata.name), resource.metadata.name,
+                          waiting=waiting)
+        with rp.observing():
+            desired = _resolve(ctx, resource, ctx.spec_set)
+            rp.desired = desired
+            ctx.clients.authorize(desired.rtvi_url, api_token(desired.deployment.spec))
+            if waiting is not None:
+                record = ctx.services.store.load(desired.resource)
+                rp.plan = _pending_plan(desired, record, waiting)
+                return rp
+            rp.plan = _controller(ctx).plan(desired)
+        return rp
+
+    def act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
+        desired = rp.desired
+        digest = desired.spec_hash if isinstance(desired, StreamSetDesired) else None
+
+        def failed(reason: str, message: str, stalled: bool) -> None:
+            ctx.services.record_failure(rp.resource, reason, message, stalled, digest)
+        if not isinstance(desired, StreamSetDesired) or ctx.spec_set is None:
+            return unplanned(ctx, rp, digest)
+        waiting = deployment_ready(ctx, desired.streamset, ctx.spec_set)  # again: it may be now
+        if waiting is not None:
+            failed("WaitingForDeployment", waiting, False)
+            return wait(rp.resource, waiting, "WaitingForDeployment")
+        # Planned once per pass: the plan made against the Deployment as it is now is acted on;
+        # one made while the Deployment was still pending is made again, now that it is Ready.
+        planned = rp.plan if rp.waiting is None and isinstance(rp.plan, StreamPlan) else None
+        return guarded(rp.resource, lambda: _apply(ctx, desired, planned), failed)
+
+    def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
+        return guarded(record.key, lambda: _teardown(ctx, record))
+
+
+def deployment_ready(ctx: PassContext, ss: StreamSet, spec_set: SpecSet) -> str | None:
+    """None when the StreamSet's Deployment is Ready at its current spec; else why not."""
+    dep = spec_set.deployment(ss.spec.deployment)
+    resource = Key("Deployment", ss.spec.deployment)
+    record = ctx.services.store.load(resource)
+    ready = record.condition("Ready") if record is not None else None
+    if dep is None or record is None or ready is None or ready.status != "True":
+        return f"waiting for {resource} to be Ready"
+    if record.observed_generation != spec_hash(dep):
+        return f"waiting for {resource} to converge to its current spec"
+    return None
+
+
+def _resolve(ctx: PassContext, ss: StreamSet, spec_set: SpecSet) -> StreamSetDesired:
+    dep = spec_set.deployment(ss.spec.deployment)
+    assert dep is not None  # crossref guarantees it
+    session = ctx.services.session(spec_set.host(dep.spec.host))
+    return StreamSetDesired(
+        streamset=ss, deployment=dep, resource=Key("StreamSet", ss.metadata.name),
+        spec_hash=spec_hash(ss),
+        rtvi_url=session.url_for(dep.spec.port.address, dep.spec.port.host),
+        publisher_host=ss.spec.publisher.host or dep.spec.host,
+        vst_url=ss.spec.vst.url if ss.spec.vst is not None else None,
+        sources=desired_sources(ss, ctx.services.instance),
+        source_file=spec_set.source_file(ss))
+
+
+def _controller(ctx: PassContext) -> StreamSetController:
+    services = ctx.services
+
+    def session_for(host_name: str) -> HostSession:
+        return services.session(services.host_for(ctx.spec_set, host_name, None))
+    return StreamSetController(services.store, services.instance, session_for, services.hub,
+                               services.progress, ctx.clients, count=services.count_call,
+                               stop=ctx.stop, frames_watched=services.frames_watched)
+
+
+def _pending_plan(desired: StreamSetDesired, record: ResourceStatus | None,
+                  waiting: str) -> StreamPlan:
+    recorded = recorded_sources(record)
+    result = StreamPlan(desired.resource)
+    for name in sorted(set(recorded) - set(desired.sources)):
+        result.actions.append(StreamAction("remove", name, f"no longer in the spec ({waiting})"))
+    for name, src in desired.sources.items():
+        if (rec.hash if (rec := recorded.get(name)) else None) != src.hash:
+            result.actions.append(StreamAction("register", name, f"new or changed source "
+                                               f"({waiting})"))
+    return result
+
+
+def _apply(ctx: PassContext, desired: StreamSetDesired, planned: StreamPlan | None) -> Result:
+    ctx.clients.authorize(desired.rtvi_url, api_token(desired.deployment.spec))
+    ctl = _controller(ctx)
+    ss = desired.streamset
+    resource = desired.resource
+    the_plan = planned if planned is not None else ctl.plan(desired)
+    try:
+        result = ctl.apply(desired, the_plan, ctx.timeout_s, ctx.revision)
+    except (SourcesDegraded, AtCapacity) as exc:  # known not Ready; retried with backoff
+        reason = "SourcesDegraded" if isinstance(exc, SourcesDegraded) else "AtCapacity"
+        ctx.services.record_failure(resource, reason, str(exc), False, desired.spec_hash,
+                                    ready="False")
+        return retry(resource, f"{reason}: {exc}", reason)
+    if the_plan.changes:  # as for a Deployment: no line per resource per no-op resync
+        log.info("resource.ready", resource=resource, sources=len(result.sources),
+                 actions=[str(a) for a in the_plan.actions], waited_s=round(result.waited_s, 2))
+    message = f"Ready: {len(result.sources)} source(s) with fresh frames"
+    if ss.spec.captions is not None:
+        message += " and captions"
+    if the_plan.changes:
+        ctx.services.store.events.append(resource, "Normal", "Ready",
+                                         f"ready after {result.waited_s:.1f}s")
+    else:
+        message += " (no changes)"
+    return done(resource, message, changed=the_plan.changes)
+
+
+def _teardown(ctx: PassContext, record: ResourceStatus) -> Result:
+    """Tear down every source recorded for a StreamSet (contract order), then forget it."""
+    store = ctx.services.store
+    names = sorted({i.name for i in record.inventory} | set(recorded_sources(record)))
+    known = StreamSetStatusFacts.of(record)
+    rtvi = known.rtvi
+    dep = store.load(Key("Deployment", known.deployment)) if known.deployment else None
+    if dep is None or not dep.inventory:
+        rtvi = None  # the service is gone: its streams went with it
+    elif rtvi is not None:
+        ctx.clients.authorize(rtvi, _recorded_token(dep))
+    spec = record.applied_spec or {}
+    raw = spec.get("teardown")
+    try:  # as last applied; the spec model's defaults for a record that lacks them
+        teardown = TeardownSpec.model_validate(raw if isinstance(raw, dict) else {})
+    except ValidationError:
+        teardown = TeardownSpec()
+    left = _controller(ctx).teardown(record.key, names, rtvi,
+                                     teardown.drainTimeoutSeconds, teardown.deadlineSeconds)
+    for line in left:
+        store.events.append(record.key, "Warning", "LeftBehind", line)
+    if left:
+        return retry(record.key, "left behind: " + "; ".join(left), "LeftBehind")
+    store.delete(record.key)
+    store.events.append(record.key, "Normal", "Deleted", f"removed {len(names)} source(s)")
+    return done(record.key, f"deleted {len(names)} source(s): streams, sensors and "
+                "publishers", changed=True)
+
+
+def _recorded_token(dep: ResourceStatus) -> str | None:
+    """The API token of a Deployment as last applied (its spec may be gone from the specs).
+    A token that cannot be had now does not block the teardown: it is tried without one (a
+    service that insists answers 401, and the teardown reports that, naming the service)."""
+    try:
+        return api_token(DeploymentSpec.model_validate(dep.applied_spec or {}))
+    except ValidationError:
+        return None  # an older record: it sends no token, as before
+    except ControllerError as exc:
+        log.warning("teardown.token_unavailable", resource=dep.resource, error=str(exc))
+        return None

@@ -1,0 +1,107 @@
+"""Published sources as the StreamSet controller sees them: start, find, remove.
+
+Why a seam between ``controllers.streamset.publisher`` (image, app, container request) and the
+StreamSet controller: the controller speaks in spec terms (a source, its publisher settings, the
+port it had before), the publisher package in container terms. Keeping the host port across a
+restart of the publisher keeps its URL, so VST and RTVI registrations survive a publisher that
+crashed.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from controllers import ownership
+from controllers.clients.docker_client import ContainerInfo, DockerEngine
+from controllers.errors import ControllerError, PermanentError
+from controllers.host.hostview import HostView
+from controllers.streamset.plan import DesiredSource
+from controllers.streamset.publisher.image import ensure_publisher_image
+from controllers.streamset.publisher.run import (
+    PublishedSource,
+    check_media,
+    publisher_name,
+    start_publisher,
+    wait_for_url,
+)
+from specs.models import PublisherSpec
+from state.models import InventoryItem
+
+STOP_GRACE_S = 5
+_images: dict[int, str] = {}  # id(engine) → publisher image ID (planning it costs seconds)
+_images_lock = threading.Lock()
+
+
+def publisher_image(engine: DockerEngine) -> str:
+    """The publisher image on ``engine``, built once per engine per process (the root-fs
+    plan behind the content hash runs ``ldd`` over hundreds of files)."""
+    with _images_lock:
+        image = _images.get(id(engine))
+        if image is None or engine.image(image) is None:
+            image = _images[id(engine)] = ensure_publisher_image(engine)
+        return image
+
+
+def published(src: DesiredSource, publisher: PublisherSpec) -> PublishedSource:
+    spec = src.spec
+    if spec.synthetic is not None:
+        return PublishedSource(name=src.name, kind="colour", colour=spec.synthetic.colour,
+                               border=spec.synthetic.border, width=publisher.width,
+                               height=publisher.height, fps=publisher.fps)
+    assert spec.file is not None
+    return PublishedSource(name=src.name, kind="file", file=Path(spec.file.path),
+                           sha256=spec.file.sha256, width=publisher.width,
+                           height=publisher.height, fps=publisher.fps)
+
+
+def check_files(sources: list[DesiredSource], publisher: PublisherSpec) -> None:
+    """Refuse the whole set if any pinned media file differs: nothing is published then."""
+    for src in sources:
+        if src.kind == "file":
+            check_media(published(src, publisher))
+
+
+def publishers_in(view: HostView, instance: str, resource: str) -> dict[str, ContainerInfo]:
+    """Our publisher containers of one StreamSet, by source name, from the Host's shared view
+    (is_owned drops another state directory's publishers of the same name)."""
+    return {c.labels[ownership.LABEL_SOURCE]: c for c in view.containers.values()
+            if ownership.LABEL_SOURCE in c.labels
+            and ownership.is_owned(c.labels, instance, resource)}
+
+
+def start(engine: DockerEngine, instance: str, resource: str, spec_hash: str,
+          src: DesiredSource, publisher: PublisherSpec,
+          port: int | None, stop: threading.Event | None = None) -> tuple[str, str]:
+    """(Re)create the publisher of ``src``, on ``port`` when given (its previous port);
+    returns (container ID, URL). Raises PermanentError on a foreign container."""
+    source = published(src, publisher)  # its media was checked by the plan of this pass
+    name = publisher_name(instance, resource, src.name)
+    existing = engine.container(name)
+    if existing is not None:
+        if not ownership.is_owned(existing.labels, instance, resource):
+            raise PermanentError(f"a container named {name} already exists and is not ours "
+                                 f"({ownership.why_not_ours(existing.labels, instance)}); it "
+                                 "is left untouched")
+        engine.stop(existing.id, STOP_GRACE_S)
+        engine.remove(existing.id)
+    container_id = start_publisher(engine, instance, resource, spec_hash, source,
+                                   publisher_image(engine), port)
+    return container_id, wait_for_url(engine, container_id, source.path, stop=stop)
+
+
+def remove(engine: DockerEngine, instance: str, resource: str,
+           item: InventoryItem) -> str | None:
+    """Remove one publisher we own; None when gone, else why it was left."""
+    try:
+        info = engine.container(item.id) if item.id else engine.container(
+            publisher_name(instance, resource, item.name))
+        if info is None:
+            return None
+        if not ownership.is_owned(info.labels, instance, resource):
+            return f"publisher {info.name} is not ours (labels differ); left untouched"
+        engine.stop(info.id, STOP_GRACE_S)
+        engine.remove(info.id)
+    except ControllerError as exc:
+        return f"publisher {item.name} not removed ({exc})"
+    return None
