@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.specdocs import deployment_doc, host_doc  # noqa: E402
+from controllers.host.fleet import Hosts  # noqa: E402
 from controllers.waiting import until  # noqa: E402
 from emulators.image import build_emulator_image  # noqa: E402
 from reconciler import logsetup as rlog  # noqa: E402
@@ -89,11 +90,11 @@ def run_reconciler(n: int, image_id: str, work: Path) -> tuple[float, float, int
         outcomes = engine.apply(engine.plan(spec_set), None, spec_set)
         converge = time.monotonic() - started
         assert all(o.ok for o in outcomes), [o.message for o in outcomes if not o.ok]
-        before = sum(s.api_calls for s in engine.services.sessions.values())
+        before = sum(s.api_calls for s in Hosts.of(engine.services).sessions.values())
         started = time.monotonic()
         outcomes = engine.apply(engine.plan(spec_set), None, spec_set)
         noop = time.monotonic() - started
-        calls = sum(s.api_calls for s in engine.services.sessions.values()) - before
+        calls = sum(s.api_calls for s in Hosts.of(engine.services).sessions.values()) - before
         services = [o for o in outcomes if o.resource.startswith("Deployment/")]
         assert all(o.ok and "(no changes)" in o.message for o in services), [
             o.message for o in services if not (o.ok and "(no changes)" in o.message)]

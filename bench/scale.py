@@ -47,7 +47,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.specdocs import deployment_doc, host_doc  # noqa: E402
+from controllers.host.fleet import Hosts  # noqa: E402
 from controllers.host.hostview import VIEW_MAX_AGE_S  # noqa: E402
+from controllers.streamset.part import Streaming  # noqa: E402
 from controllers.waiting import until  # noqa: E402
 from emulators.image import build_emulator_image  # noqa: E402
 from reconciler import control  # noqa: E402
@@ -328,7 +330,7 @@ def profile(work: Path, keys: list[str], every: list[str], out: Path, top: int) 
     lock = store.lock()  # the daemon has stopped: this process is the one writer now
     lock.acquire()
     engine = Engine(store, store.instance(INSTANCE), lambda *_: None)
-    engine.services.frames_watched = True  # as in the daemon: its FrameWatch proves frames
+    Streaming.of(engine.services).frames_watched = True  # as in the daemon: its FrameWatch proves
     profiler = cProfile.Profile()
     try:
         ctx = engine.context(source.applied_revision if source else None, spec_set)
@@ -346,13 +348,13 @@ def profile(work: Path, keys: list[str], every: list[str], out: Path, top: int) 
         print()
         print(f"{'profiled pass':<24} {'seconds':>8} {'Docker calls':>12}  result")
         for key in keys:
-            calls = sum(x.api_calls for x in engine.services.sessions.values())
+            calls = sum(x.api_calls for x in Hosts.of(engine.services).sessions.values())
             started = time.monotonic()
             profiler.enable()
             result = engine.reconcile(ctx, key)
             profiler.disable()
             took = time.monotonic() - started
-            calls = sum(x.api_calls for x in engine.services.sessions.values()) - calls
+            calls = sum(x.api_calls for x in Hosts.of(engine.services).sessions.values()) - calls
             print(f"{key:<24} {took:>8.2f} {calls:>12}  {result.message[:60]}")
     finally:
         engine.close()

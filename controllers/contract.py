@@ -202,35 +202,40 @@ def stopped(resource: Key, message: str) -> Result:
 
 
 class Hooks(Protocol):
-    """What a kind may ask of whoever runs it (the daemon; ``apply`` ignores most of it)."""
-
-    def watch_host(self, host: BaseModel) -> None:
-        """Follow this Host's Docker events (its resources are repaired from them)."""
-
-    def unwatch_host(self, name: str) -> None: ...
-
-    def conflict(self, key: Key, host: str, held: bool) -> None:
-        """``key`` cannot act because a foreign container holds its name on ``host``; wake it
-        when a container there goes."""
+    """What a pass may ask of whoever runs it (the daemon; one-shot commands ignore it)."""
 
     def wake(self, key: Key) -> None:
         """Look at ``key`` again now (work beside the queue, e.g. an experiment run, ended)."""
 
 
 class NoHooks:
-    """For one-shot commands: nothing to watch, nobody to wake."""
-
-    def watch_host(self, host: BaseModel) -> None:
-        return None
-
-    def unwatch_host(self, name: str) -> None:
-        return None
-
-    def conflict(self, key: Key, host: str, held: bool) -> None:
-        return None
+    """For one-shot commands: nobody to wake."""
 
     def wake(self, key: Key) -> None:
         return None
+
+
+class Runtime(Protocol):
+    """What a kind's background work may ask of the daemon that runs it (``Kind.background``):
+    threads under its supervisor, and wake-ups through its work queue."""
+
+    @property
+    def stop(self) -> threading.Event:
+        """Set when the daemon shuts down: every background loop ends with it."""
+        ...
+
+    def spawn(self, name: str, run: Callable[[], None], forever: bool = True) -> None:
+        """Run ``run`` in a supervised thread (restarted if it dies; ``forever``: returning
+        before shutdown is a death too)."""
+        ...
+
+    def wake(self, key: Key) -> None:
+        """Look at ``key`` now."""
+        ...
+
+    def wake_dependents(self, key: Key) -> None:
+        """Look now at everything that depends on ``key``."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -258,6 +263,7 @@ class Kind(Protocol):
     model: type[Strict]
     depends_on: tuple[str, ...]
     owns: bool  # its records stand for things we created (the prune guard protects them)
+    max_parallel: int | None  # passes at once in the daemon (None: its --workers)
 
     def references(self, resource: SpecResource) -> list[Key]:
         """Keys of the resources this one depends on (must exist in the spec set)."""
@@ -277,6 +283,12 @@ class Kind(Protocol):
 
     def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
         """Remove what ``record`` says we own, then forget the record."""
+        ...
+
+    def background(self, services: Services, runtime: Runtime) -> None:
+        """Start what this kind runs beside the work queue in the daemon (event watches,
+        workers such as the frame watch), under ``runtime``'s supervisor. One-shot commands
+        never call it."""
         ...
 
 

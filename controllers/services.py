@@ -1,31 +1,59 @@
-"""What every kind shares within one process: the store, live Host sessions, caption hub.
+"""What every kind shares within one process: the store, the stop event, and each kind's parts.
 
-Kept apart from the kinds so that they can all use it without importing each other: a
-Deployment needs the session its Host kind opened, a StreamSet the Deployment's Host.
+A kind's process-wide state (the Host kind's live sessions, the StreamSet kind's caption
+sessions, the Experiment kind's run board) is a ``Part`` of the kind's own, made on first use
+and closed with the services: ``Hosts.of(services)``. The services know no kind, so a new kind
+brings its state along without an edit here, and a kind that needs another's part imports it
+from the kind it depends on (a Deployment asks ``Hosts`` for its Host's session).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable
-from typing import Literal
+from collections.abc import Callable, Iterable
+from typing import Any, Literal, Self, TypeVar
 
 import structlog
 
-from controllers.experiments.board import RunBoard
-from controllers.host.session import HostSession
-from controllers.statusfacts import DeploymentStatusFacts
-from controllers.streamset.captions import CaptionHub
-from specs.models import Host
-from specs.validate import SpecSet
 from state.keys import Key
 from state.models import ResourceStatus
 from state.store import Store
 
-RUNTIME_DIR_NAME = "run"
 Progress = Callable[[str, str], None]
-log = structlog.get_logger("reconciler.kinds")
+log = structlog.get_logger("controllers.services")
+
+
+class Part:
+    """A kind's state that outlives a pass. ``describe`` and ``calls`` feed the daemon's
+    summary and its API-call metric; ``close`` runs once, when the services close."""
+
+    @classmethod
+    def made(cls, services: Services) -> Self:
+        raise NotImplementedError
+
+    @classmethod
+    def of(cls, services: Services) -> Self:
+        """This part of ``services``, made on first use."""
+        return services.part(cls)
+
+    def describe(self) -> dict[str, Any]:
+        return {}
+
+    def calls(self) -> Iterable[tuple[str, float]]:
+        """(target, API calls so far) for the daemon's metrics."""
+        return ()
+
+    def stopping(self) -> None:
+        """The process is shutting down: unblock background work (close event streams) so
+        its threads end; the part itself stays usable until ``close``."""
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+P = TypeVar("P", bound=Part)
 
 
 class Services:
@@ -34,20 +62,24 @@ class Services:
         self.store = store
         self.instance = instance
         self.progress = progress
-        self.sessions: dict[str, HostSession] = {}
-        self._sessions_lock = threading.Lock()
-        # Hosts whose last observation failed, and why; ``refused``: permanently (e.g. an
-        # unknown host key), as opposed to not answering right now.
-        self.host_errors: dict[str, str] = {}
-        self.hosts_refused: set[str] = set()
-        self.hub = CaptionHub()  # live caption sessions outlive a pass (the daemon keeps them)
-        # Experiment runs, beside the queue on their own workers; ``stop`` (the process is
-        # shutting down) stops them too.
-        self.experiments = RunBoard(stop)
-        # A FrameWatch runs (the daemon): see controllers.streamset.framewatch.
-        self.frames_watched = False
+        # Set when the process shuts down: every part's background work ends with it.
+        self.stop = stop if stop is not None else threading.Event()
+        self._parts: dict[type[Part], Part] = {}
+        self._parts_lock = threading.Lock()
         self.http_calls: Counter[str] = Counter()  # RTVI/VST requests by call (metrics)
         self._calls_lock = threading.Lock()
+
+    def part(self, cls: type[P]) -> P:
+        with self._parts_lock:
+            found = self._parts.get(cls)
+            if found is None:
+                found = self._parts[cls] = cls.made(self)
+        assert isinstance(found, cls)
+        return found
+
+    def parts(self) -> list[Part]:
+        with self._parts_lock:
+            return list(self._parts.values())
 
     def count_call(self, what: str) -> None:
         """Count one RTVI or VST request (``what``: e.g. "list streams")."""
@@ -55,42 +87,12 @@ class Services:
             self.http_calls[what] += 1
 
     def close(self) -> None:
-        self.experiments.close()
-        self.hub.close()
-        for session in self.sessions.values():
-            session.close()
-        self.sessions.clear()
-
-    def session(self, host: Host) -> HostSession:
-        """The live session of a Host, replaced when its spec changed."""
-        with self._sessions_lock:
-            current = self.sessions.get(host.metadata.name)
-            if current is not None and current.host == host:
-                return current
-            if current is not None:
-                current.close()
-            session = HostSession(host, self.store.root / RUNTIME_DIR_NAME)
-            self.sessions[host.metadata.name] = session
-            return session
-
-    def host_for(self, spec_set: SpecSet | None, host_name: str,
-                 record: ResourceStatus | None) -> Host:
-        """The Host named ``host_name``: from the specs, a live session, its record, or (for
-        pruning after the Host spec went) the engine URL a resource's record remembers."""
-        if spec_set is not None:
-            for host in spec_set.hosts:
-                if host.metadata.name == host_name:
-                    return host
-        session = self.sessions.get(host_name)
-        if session is not None:
-            return session.host
-        host_record = self.store.load(Key("Host", host_name))
-        spec = host_record.applied_spec if host_record is not None else None
-        if spec is None and record is not None:
-            url = DeploymentStatusFacts.of(record).docker_url
-            spec = {"docker": url} if url else {}
-        return Host.model_validate({"apiVersion": "rtvi.reconciler/v1", "kind": "Host",
-                                    "metadata": {"name": host_name}, "spec": spec or {}})
+        """Close every part, the last made first (a run board before the sessions it uses)."""
+        for part in reversed(self.parts()):
+            try:
+                part.close()
+            except Exception:  # one part's failure must not leave the others open
+                log.exception("part.close_failed", part=type(part).__name__)
 
     def record_failure(self, resource: Key, reason: str, message: str, stalled: bool,
                        desired_generation: str | None = None,

@@ -14,7 +14,8 @@ registry (``reconciler.kinds``); a pass's ``Result`` says what comes next (forge
 re-check later, wait for a dependency), and a change or a flip of a resource's state wakes
 the resources that declare they depend on it.
 
-Threads: one source watcher, Docker event watchers per reachable Host (``watchers``), a resync
+Threads: one source watcher, each kind's background work (``Kind.background``: the Host kind's
+Docker event watchers, the StreamSet kind's frame watch), a resync
 timer, the control server, the metrics server and N workers. Each runs under a supervisor: a
 thread that dies is reported by ``health`` and restarted with backoff; one that keeps dying
 ends the daemon with a non-zero exit rather than leaving a process that looks healthy and does
@@ -35,9 +36,7 @@ from types import FrameType
 from typing import Any
 
 import structlog
-from pydantic import BaseModel
 
-from controllers.streamset.framewatch import FrameWatch
 from controllers.waiting import Stopped
 from reconciler.control import ControlServer
 from reconciler.engine import Engine
@@ -54,9 +53,7 @@ from reconciler.pruneguard import PrunePolicy, judge
 from reconciler.sources import Snapshot, Source, SourceError
 from reconciler.sources.record import SourceRecord
 from reconciler.supervisor import RestartPolicy, Supervisor
-from reconciler.watchers import HostWatchers
 from reconciler.workqueue import Priority, QueueStats, WorkQueue, jittered
-from specs.models import Host
 from specs.validate import spec_hash
 from state.errors import CorruptState, StateError
 from state.keys import InvalidKey, Key
@@ -95,7 +92,8 @@ class Daemon:
         self.options = options
         self.say = say
         self.stop = threading.Event()
-        self.queue = WorkQueue(kind_limits=options.kind_limits or {"Host": 2},
+        limits = {k.name: k.max_parallel for k in REGISTRY if k.max_parallel is not None}
+        self.queue = WorkQueue(kind_limits=options.kind_limits or limits,
                                default_limit=options.workers,
                                base_backoff_s=options.base_backoff_s,
                                max_backoff_s=options.max_backoff_s)
@@ -105,14 +103,11 @@ class Daemon:
         self._hashes: dict[Key, str] = {}
         self._snapshot_lock = threading.Lock()
         self.supervisor = Supervisor(self.stop, options.restart_policy, self._thread_died)
-        self.watchers = HostWatchers(self.engine.services, self.supervisor, self.stop,
-                                     self._wake, self._wake_host)
         self._inflight: dict[Key, threading.Event] = {}  # each running pass's own stop
         self._last_ok: dict[Key, bool] = {}  # each key's last pass: dependents wake on a flip
         # Revisions a person approved once (``sync --approve-prune``) despite the prune guard.
         self._approved: set[str] = set()
         self.metrics = Metrics(self)
-        self.frame_watch = FrameWatch(self.store, self._wake)
         self.started = time.time()
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -127,8 +122,8 @@ class Daemon:
         self._load_source(first=True)
         self.supervisor.spawn("source", lambda: self.source.watch(self.stop, self._source_changed))
         self.supervisor.spawn("resync", self._resync_loop)
-        self.supervisor.spawn("frames", lambda: self.frame_watch.run(self.stop))
-        self.engine.services.frames_watched = True
+        for kind in REGISTRY:  # each kind's own watches and workers
+            kind.background(self.engine.services, self)
         for i in range(self.options.workers + 2):
             self.supervisor.spawn(f"worker-{i}", self._worker)
         self.say(f"reconciler running (instance {self.instance}, source {self.source.name})")
@@ -149,7 +144,8 @@ class Daemon:
     def _shutdown(self) -> int:
         self.queue.shut_down()
         self._interrupt()
-        self.watchers.close()
+        for part in self.engine.services.parts():
+            part.stopping()  # unblock background reads (event streams) before the join
         budget = max(0.1, self.options.shutdown_timeout_s - SHUTDOWN_CLOSE_S)
         self.supervisor.join(time.monotonic() + budget)
         busy = self.queue.stats().processing
@@ -384,7 +380,6 @@ class Daemon:
             stop.set()
         ctx = self._context(snapshot, stop)
         try:
-            self.watchers.pass_started(key)
             return self.engine.reconcile(ctx, key)
         finally:
             ctx.clients.close()
@@ -415,25 +410,16 @@ class Daemon:
             for other in REGISTRY.dependents(snapshot.spec_set).get(key, []):
                 self.queue.add(other, Priority.CHANGE)
 
-    def _wake_host(self, name: str) -> None:
-        """A Host's event stream came back: look at it and at everything on it."""
-        self._wake(Key("Host", name))
-        self._wake_dependents(Key("Host", name))
-
-    # --- hooks for the kinds (reconciler.kinds.Hooks) -----------------------------------------
-
-    def watch_host(self, host: BaseModel) -> None:
-        assert isinstance(host, Host)
-        self.watchers.watch(host)
-
-    def unwatch_host(self, name: str) -> None:
-        self.watchers.unwatch(name)
-
-    def conflict(self, key: Key, host: str, held: bool) -> None:
-        self.watchers.conflict(key, host, held)
+    # --- what a pass and a kind's background work may ask (contract.Hooks, Runtime) ----------
 
     def wake(self, key: Key) -> None:
         self._wake(key)
+
+    def wake_dependents(self, key: Key) -> None:
+        self._wake_dependents(key)
+
+    def spawn(self, name: str, run: Callable[[], None], forever: bool = True) -> None:
+        self.supervisor.spawn(name, run, forever=forever)
 
     # --- introspection (control socket) ------------------------------------------------------
 
@@ -445,13 +431,16 @@ class Daemon:
 
     def api_calls(self) -> Iterable[tuple[str, float]]:
         services = self.engine.services
-        for name, session in list(services.sessions.items()):
-            yield f"docker:{name}", session.api_calls
+        for part in services.parts():
+            yield from part.calls()
         for what, calls in list(services.http_calls.items()):
             yield f"http:{what}", calls
 
     def describe(self) -> dict[str, Any]:
         stats = self.queue.stats()
+        parts: dict[str, Any] = {}
+        for part in self.engine.services.parts():
+            parts.update(part.describe())
         return {
             "instance": self.instance,
             "source": self.source.name,
@@ -459,8 +448,7 @@ class Daemon:
             "uptimeSeconds": round(time.time() - self.started, 1),
             "queue": {"depth": stats.depth, "processing": stats.processing,
                       "delayed": stats.delayed},
-            "hosts": {n: ("unreachable" if n in self.engine.services.host_errors else "ok")
-                      for n in self.engine.services.sessions},
+            **parts,
             "threads": {name: state for name, state in sorted(self.supervisor.states.items())
                         if state != "running" or self.supervisor.deaths.get(name)},
             "threadDeaths": sum(self.supervisor.deaths.values()),

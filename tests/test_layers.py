@@ -53,6 +53,7 @@ def test_the_tree_keeps_every_contract(tmp_path: Path) -> None:
     ("reconciler.engine", "import reconciler.daemon", "CLI over daemon"),
     ("controllers.contract", "import controllers.host.session", "registry know no kind"),
     ("reconciler.kinds.registry", "import controllers.streamset.plan", "registry know no kind"),
+    ("controllers.services", "import controllers.streamset.captions", "registry know no kind"),
     ("controllers.clients.rtvi_client", "import controllers.streamset.frames",
      "Shared clients and modules know no kind"),
     ("controllers.host.session", "import controllers.deployment.readiness",

@@ -15,6 +15,7 @@ from controllers.contract import (
     PassContext,
     ResourcePlan,
     Result,
+    Runtime,
     SpecResource,
     done,
     guarded,
@@ -25,6 +26,8 @@ from controllers.contract import (
 from controllers.deployment.controller import DeploymentController, resolve_desired
 from controllers.deployment.plan import Desired, Plan
 from controllers.deployment.removal import remove_owned
+from controllers.host.fleet import Hosts
+from controllers.services import Services
 from controllers.statusfacts import DeploymentStatusFacts
 from specs.models import Deployment, Strict
 from state.keys import Key
@@ -38,6 +41,7 @@ class DeploymentKind:
     model: type[Strict] = Deployment
     depends_on: tuple[str, ...] = ("Host",)
     owns = True
+    max_parallel: int | None = None
 
     def references(self, resource: SpecResource) -> list[Key]:
         assert isinstance(resource, Deployment)
@@ -49,14 +53,15 @@ class DeploymentKind:
     def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
         assert isinstance(resource, Deployment)
         assert ctx.spec_set is not None
-        services = ctx.services
+        services, hosts = ctx.services, Hosts.of(ctx.services)
         rp = ResourcePlan(Key("Deployment", resource.metadata.name), resource.metadata.name)
+        hosts.pass_started(rp.resource)  # a name freed from now on is not missed (conflict)
         host_name = resource.spec.host
-        if host_name in services.host_errors:
-            rp.error = services.host_errors[host_name]
+        if host_name in hosts.errors:
+            rp.error = hosts.errors[host_name]
             rp.error_reason, rp.permanent = "HostUnavailable", False
             return rp
-        session = services.session(ctx.spec_set.host(host_name))
+        session = hosts.session(ctx.spec_set.host(host_name))
         with rp.observing():
             rp.desired = resolve_desired(resource, ctx.spec_set, session, services.instance,
                                          services.store)
@@ -72,7 +77,7 @@ class DeploymentKind:
         if not isinstance(desired, Desired) or not isinstance(plan, Plan):
             return unplanned(ctx, rp, digest)
         host = desired.deployment.spec.host
-        ctx.hooks.conflict(rp.resource, host, plan.conflict is not None)
+        Hosts.of(ctx.services).conflict(rp.resource, host, plan.conflict is not None)
         if plan.conflict is not None:
             failed("Conflict", plan.conflict, True)
             return terminal(rp.resource, f"Conflict: {plan.conflict}", "Conflict")
@@ -83,7 +88,8 @@ class DeploymentKind:
         host_name = _host_of(record)
 
         def remove() -> Result:
-            session = services.session(services.host_for(ctx.spec_set, host_name, record))
+            hosts = Hosts.of(services)
+            session = hosts.session(hosts.host_for(ctx.spec_set, host_name, record))
             removed, left = remove_owned(session.engine(), services.store, services.instance,
                                          record.key, record)
             for line in removed:
@@ -108,10 +114,13 @@ class DeploymentKind:
             return retry(record.key, f"cannot prune yet: {result.message}", "PruneFailed")
         return result
 
+    def background(self, services: Services, runtime: Runtime) -> None:
+        return None  # its containers' events are the Host kind's watch
+
 
 def _controller(ctx: PassContext, host_name: str) -> DeploymentController:
     services = ctx.services
-    session = services.sessions[host_name]
+    session = Hosts.of(services).sessions[host_name]
     return DeploymentController(session, services.store, services.instance, services.progress,
                                 ctx.stop)
 

@@ -17,10 +17,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Self
 
 import structlog
 
 from controllers.errors import ControllerError
+from controllers.services import Part, Services
 from controllers.waiting import Stopped
 
 EXPERIMENT_WORKERS = 2
@@ -29,7 +31,14 @@ Work = Callable[[threading.Event], str]
 Overrun = Callable[[], bool]  # called when the budget runs out: True to stop the run
 
 
-class RunBoard:
+class RunBoard(Part):
+    """The Experiment kind's part of the services: runs beside the queue on their own workers;
+    the services' ``stop`` (the process is shutting down) stops them too."""
+
+    @classmethod
+    def made(cls, services: Services) -> Self:
+        return cls(services.stop)
+
     def __init__(self, stop: threading.Event | None = None,
                  workers: int = EXPERIMENT_WORKERS) -> None:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="experiment")

@@ -32,6 +32,7 @@ from controllers.contract import (
     PassContext,
     ResourcePlan,
     Result,
+    Runtime,
     SpecResource,
     done,
     guarded,
@@ -44,7 +45,7 @@ from controllers.contract import (
 from controllers.deployment.controller import resolve_desired
 from controllers.errors import ControllerError, PermanentError, PlanError
 from controllers.experiments import run as runs
-from controllers.experiments.board import Work
+from controllers.experiments.board import RunBoard, Work
 from controllers.experiments.service import (
     for_run,
     gpu_conflicts,
@@ -53,8 +54,10 @@ from controllers.experiments.service import (
     run_deployment,
 )
 from controllers.experiments.types import run_type
+from controllers.host.fleet import Hosts
 from controllers.host.session import HostSession
 from controllers.secrets import api_token, resolve
+from controllers.services import Services
 from controllers.statusfacts import ExperimentStatusFacts
 from specs.experiment import Experiment, TelemetrySpec, measure_warnings
 from specs.models import DeploymentSpec, Strict
@@ -111,6 +114,7 @@ class ExperimentKind:
     model: type[Strict] = Experiment
     depends_on: tuple[str, ...] = ("Host", "Deployment")
     owns = True
+    max_parallel: int | None = None
 
     def references(self, resource: SpecResource) -> list[Key]:
         assert isinstance(resource, Experiment)
@@ -127,6 +131,7 @@ class ExperimentKind:
         assert ctx.spec_set is not None
         key = Key("Experiment", resource.metadata.name)
         rp = ResourcePlan(key, resource.metadata.name)
+        Hosts.of(ctx.services).pass_started(key)  # a name freed from now on is not missed
         record = ctx.services.store.load(key)
         known = ExperimentStatusFacts.of(record)
         desired = ExperimentDesired(resource, record)
@@ -161,8 +166,9 @@ class ExperimentKind:
                                  "runId)")
         template = spec_set.deployment(spec.template)
         assert template is not None  # crossref guarantees it
-        if template.spec.host in services.host_errors:
-            raise ControllerError(services.host_errors[template.spec.host])
+        hosts = Hosts.of(services)
+        if template.spec.host in hosts.errors:
+            raise ControllerError(hosts.errors[template.spec.host])
         host = spec_set.host(template.spec.host)
         kind = run_type(spec)
         if (kind.local_only(spec) and host is not None
@@ -170,7 +176,7 @@ class ExperimentKind:
             raise PermanentError(f"a {spec.type} run starts a process beside the reconciler: "
                                  f"its template's Host {template.spec.host} must be this "
                                  "machine's engine (remote Hosts are not supported for it yet)")
-        session = services.session(host)
+        session = hosts.session(host)
         run_dep = run_deployment(template, spec)
         facts = session.facts or session.observe()
         findings = [Finding(("spec", "service"), f"the run's copy of Deployment "
@@ -230,13 +236,13 @@ class ExperimentKind:
         view = rp.plan
         conflict = view.conflict if isinstance(view, RunPlanView) else None
         host = desired.launch.host
-        ctx.hooks.conflict(key, host, conflict is not None)
+        Hosts.of(services).conflict(key, host, conflict is not None)
         if conflict is not None:
             services.record_failure(key, "Conflict", conflict, True)
             return terminal(key, f"Conflict: {conflict}", "Conflict")
         plan = desired.launch
         runs.launch_record(services.store, plan)
-        session = services.session(ctx.spec_set.host(host))  # type: ignore[union-attr]
+        session = Hosts.of(services).session(ctx.spec_set.host(host))  # type: ignore[union-attr]
         engine = session.engine()
         telemetry = session.telemetry(plan.spec.telemetry.dcgmUrl)
         progress = self._progress(ctx, key)
@@ -254,7 +260,7 @@ class ExperimentKind:
         """A run that is not terminal: report it, or recover it if this process lost it."""
         services, known = ctx.services, ExperimentStatusFacts.of(record)
         assert known.run_id is not None
-        if services.experiments.running(known.run_id):
+        if RunBoard.of(services).running(known.run_id):
             return recheck(record.key, f"{known.phase}: run {known.run_id} under way",
                            known.phase or "Running", RUN_POLL_S)
         session = self._session(ctx, record)
@@ -272,7 +278,7 @@ class ExperimentKind:
     def _run(self, ctx: PassContext, key: Key, run_id: str, work: Work,
              desired: ExperimentDesired | None, budget_s: float | None = None,
              overrun: str = "") -> Result:
-        board, store = ctx.services.experiments, ctx.services.store
+        board, store = RunBoard.of(ctx.services), ctx.services.store
 
         def on_overrun() -> bool:
             return _note_reason(store, key, overrun, unless_cleaning=True)
@@ -307,7 +313,8 @@ class ExperimentKind:
     def _session(self, ctx: PassContext, record: ResourceStatus) -> HostSession:
         services = ctx.services
         host = ExperimentStatusFacts.of(record).host or "local"
-        return services.session(services.host_for(ctx.spec_set, host, record))
+        hosts = Hosts.of(services)
+        return hosts.session(hosts.host_for(ctx.spec_set, host, record))
 
     def _progress(self, ctx: PassContext, key: str) -> Callable[[str], None]:
         def say(message: str) -> None:
@@ -319,18 +326,22 @@ class ExperimentKind:
     def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
         return guarded(record.key, lambda: self._prune(ctx, record))
 
+    def background(self, services: Services, runtime: Runtime) -> None:
+        return None  # runs start on the run board when a pass launches them
+
     def _prune(self, ctx: PassContext, record: ResourceStatus) -> Result:
         """The spec is gone: stop nothing that is terminal, clean up whatever a run left
         running, keep the evidence."""
         services, known = ctx.services, ExperimentStatusFacts.of(record)
-        if known.run_id and services.experiments.running(known.run_id):
+        board = RunBoard.of(services)
+        if known.run_id and board.running(known.run_id):
             _note_reason(services.store, record.key, "its spec was removed while it ran")
-            services.experiments.abort(known.run_id)
+            board.abort(known.run_id)
             return recheck(record.key, f"stopping run {known.run_id}: its spec was "
                            "removed; pruned once it has cleaned up", "RunUnderWay", RUN_POLL_S)
         if known.run_id and known.result is None:
             self._under_way(ctx, record)  # interrupted: recover (INCONCLUSIVE + cleanup) first
-            if services.experiments.running(known.run_id):
+            if board.running(known.run_id):
                 return recheck(record.key, "cleaning up an interrupted run",
                                "RunUnderWay", RUN_POLL_S)
         _, names = runs.inventory_of(services.store.load(record.key))

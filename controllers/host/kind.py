@@ -1,8 +1,8 @@
 """Host: a Docker engine (local or over SSH). Observed, never changed: nothing of it is ours.
 
 A pass observes the engine and records its facts; an unreachable Host is Degraded (its
-resources wait, never deleted), a refused one (e.g. an unknown SSH host key) Stalled. Its
-Docker events are followed while it answers (``Hooks.watch_host``).
+resources wait, never deleted), a refused one (e.g. an unknown SSH host key) Stalled. In the
+daemon its Docker events are followed while it answers (``background``: ``HostWatchers``).
 """
 
 from __future__ import annotations
@@ -13,12 +13,15 @@ from controllers.contract import (
     PassContext,
     ResourcePlan,
     Result,
+    Runtime,
     SpecResource,
     done,
     retry,
     terminal,
 )
 from controllers.errors import ControllerError, PermanentError
+from controllers.host.fleet import Hosts
+from controllers.host.watch import HostWatchers
 from controllers.services import Services
 from controllers.statusfacts import HostStatusFacts
 from specs.facts import HostFacts
@@ -35,6 +38,7 @@ class HostKind:
     model: type[Strict] = Host
     depends_on: tuple[str, ...] = ()
     owns = False
+    max_parallel: int | None = 2  # each observes an engine: two at a time are plenty
 
     def references(self, resource: SpecResource) -> list[Key]:
         return []
@@ -45,39 +49,44 @@ class HostKind:
     def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
         """Observe the Host (kept in memory for its dependents' plans; recorded by act)."""
         assert isinstance(resource, Host)
-        observe(ctx.services, resource)
+        observe(Hosts.of(ctx.services), resource)
         return ResourcePlan(Key("Host", resource.metadata.name), resource.metadata.name,
                             desired=resource)
 
     def act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
         host = rp.desired
         assert isinstance(host, Host)
-        services, name = ctx.services, host.metadata.name
-        error = services.host_errors.get(name)
-        session = services.sessions.get(name)
+        hosts, name = Hosts.of(ctx.services), host.metadata.name
+        error = hosts.errors.get(name)
+        session = hosts.sessions.get(name)
         if error is not None or session is None or session.facts is None:
             message = error or "not observed"
-            refused = name in services.hosts_refused
+            refused = name in hosts.refused
             _record(ctx, host, None, message, refused)
             reason = "Refused" if refused else "HostUnreachable"
             return (terminal if refused else retry)(rp.resource, f"{reason}: {message}", reason)
         _record(ctx, host, session.facts, "", False)
-        ctx.hooks.watch_host(host)
+        hosts.watch(host)
         return done(rp.resource, f"Docker {session.facts.engine_version} answers")
 
     def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
         ctx.services.store.delete(record.key)
-        ctx.hooks.unwatch_host(record.name)
+        Hosts.of(ctx.services).unwatch(record.name)
         return done(record.key, "forgot the Host (nothing of it is ours to delete)")
 
+    def background(self, services: Services, runtime: Runtime) -> None:
+        """Follow each observed Host's Docker events (``HostWatchers``)."""
+        hosts = Hosts.of(services)
+        hosts.watchers = HostWatchers(hosts, services.instance, runtime)
 
-def observe(services: Services, host: Host) -> bool:
-    """Observe one Host into its session (facts) or ``host_errors``; False if unreachable.
+
+def observe(hosts: Hosts, host: Host) -> bool:
+    """Observe one Host into its session (facts) or ``hosts.errors``; False if unreachable.
 
     Facts (engine version, GPUs) are read afresh every FACTS_MAX_AGE_S; in between, the view
     its resources share (two list calls) is proof enough that the engine answers."""
     name = host.metadata.name
-    session = services.session(host)
+    session = hosts.session(host)
     try:
         if session.facts is not None and (
                 time.monotonic() - session.observed_at < FACTS_MAX_AGE_S):
@@ -85,12 +94,12 @@ def observe(services: Services, host: Host) -> bool:
         else:
             session.observe()
     except ControllerError as exc:
-        services.host_errors[name] = str(exc)
+        hosts.errors[name] = str(exc)
         if isinstance(exc, PermanentError):
-            services.hosts_refused.add(name)
+            hosts.refused.add(name)
         return False
-    services.host_errors.pop(name, None)
-    services.hosts_refused.discard(name)
+    hosts.errors.pop(name, None)
+    hosts.refused.discard(name)
     return True
 
 

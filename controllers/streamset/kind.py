@@ -15,6 +15,7 @@ from controllers.contract import (
     PassContext,
     ResourcePlan,
     Result,
+    Runtime,
     SpecResource,
     done,
     guarded,
@@ -23,11 +24,15 @@ from controllers.contract import (
     wait,
 )
 from controllers.errors import ControllerError
+from controllers.host.fleet import Hosts
 from controllers.host.session import HostSession
 from controllers.secrets import api_token
+from controllers.services import Services
 from controllers.statusfacts import StreamSetStatusFacts
 from controllers.streamset.controller import AtCapacity, StreamSetController
+from controllers.streamset.framewatch import FrameWatch
 from controllers.streamset.health import SourcesDegraded
+from controllers.streamset.part import Streaming
 from controllers.streamset.plan import (
     StreamAction,
     StreamPlan,
@@ -48,6 +53,7 @@ class StreamSetKind:
     model: type[Strict] = StreamSet
     depends_on: tuple[str, ...] = ("Host", "Deployment")
     owns = True
+    max_parallel: int | None = None
 
     def references(self, resource: SpecResource) -> list[Key]:
         assert isinstance(resource, StreamSet)
@@ -99,6 +105,13 @@ class StreamSetKind:
     def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
         return guarded(record.key, lambda: _teardown(ctx, record))
 
+    def background(self, services: Services, runtime: Runtime) -> None:
+        """The frame watch: every source's frames re-proven in the background, so that a
+        steady-state pass trusts the recorded proof instead of decoding every source."""
+        Streaming.of(services).frames_watched = True
+        watch = FrameWatch(services.store, runtime.wake)
+        runtime.spawn("frames", lambda: watch.run(runtime.stop))
+
 
 def deployment_ready(ctx: PassContext, ss: StreamSet, spec_set: SpecSet) -> str | None:
     """None when the StreamSet's Deployment is Ready at its current spec; else why not."""
@@ -116,7 +129,7 @@ def deployment_ready(ctx: PassContext, ss: StreamSet, spec_set: SpecSet) -> str 
 def _resolve(ctx: PassContext, ss: StreamSet, spec_set: SpecSet) -> StreamSetDesired:
     dep = spec_set.deployment(ss.spec.deployment)
     assert dep is not None  # crossref guarantees it
-    session = ctx.services.session(spec_set.host(dep.spec.host))
+    session = Hosts.of(ctx.services).session(spec_set.host(dep.spec.host))
     return StreamSetDesired(
         streamset=ss, deployment=dep, resource=Key("StreamSet", ss.metadata.name),
         spec_hash=spec_hash(ss),
@@ -128,13 +141,13 @@ def _resolve(ctx: PassContext, ss: StreamSet, spec_set: SpecSet) -> StreamSetDes
 
 
 def _controller(ctx: PassContext) -> StreamSetController:
-    services = ctx.services
+    services, hosts, streaming = ctx.services, Hosts.of(ctx.services), Streaming.of(ctx.services)
 
     def session_for(host_name: str) -> HostSession:
-        return services.session(services.host_for(ctx.spec_set, host_name, None))
-    return StreamSetController(services.store, services.instance, session_for, services.hub,
+        return hosts.session(hosts.host_for(ctx.spec_set, host_name, None))
+    return StreamSetController(services.store, services.instance, session_for, streaming.hub,
                                services.progress, ctx.clients, count=services.count_call,
-                               stop=ctx.stop, frames_watched=services.frames_watched)
+                               stop=ctx.stop, frames_watched=streaming.frames_watched)
 
 
 def _pending_plan(desired: StreamSetDesired, record: ResourceStatus | None,

@@ -171,3 +171,30 @@ def test_an_exception_in_the_daemon_is_a_reported_failure_and_the_worker_lives_o
             lamp = wait_for("the Lamp lit after the fix", lambda: _lit(daemon, "Lamp/desk"), 10)
             assert lamp is not None
             assert (world / "lamp-desk").read_text() == "amber"
+
+
+def test_a_toy_kinds_own_watch_worker_and_part_run_in_the_daemon(tmp_path: Path) -> None:
+    """The Switch kind's watch repairs a switch turned off by hand at once (resync is an hour
+    away, so nothing else wakes it); the Lamp kind's worker meters the lamps while the daemon
+    runs and ends with it; its part is closed when the daemon stops. The daemon names none
+    of them: each kind starts its own (``Kind.background``)."""
+    world, specs = tmp_path / "world", tmp_path / "specs"
+    specs.mkdir()
+    (specs / "toys.yaml").write_text(toy_specs())
+    world.mkdir()
+    (world / "power").touch()
+    with toy_kinds(world):
+        daemon = _daemon(tmp_path, specs)
+        with _Running(daemon):
+            wait_for("the Lamp lit", lambda: _lit(daemon, "Lamp/desk"), 10)
+            wait_for("the meter to read one lamp",
+                     lambda: (world / "meter").exists() and (world / "meter").read_text() == "1",
+                     10)
+            (world / "switch-hall").unlink()  # flipped off by hand
+            wait_for("the watch to wake the Switch and the Switch to repair itself",
+                     lambda: (world / "switch-hall").exists(), 10)
+            assert {"switch-watch", "lamp-meter"} <= set(daemon.supervisor.states)
+            assert daemon.describe()["threads"] == {}  # every thread runs
+            assert not (world / "meter-closed").exists()
+        assert (world / "meter").read_text() == "stopped"  # the worker ended with the daemon
+        assert (world / "meter-closed").exists()  # and its part was closed

@@ -4,15 +4,25 @@ They prove the kind contract: registered here, they are planned, applied, delete
 woken by the daemon, the engine and the CLI without a line of those knowing them. Their
 "world" is a folder: a Switch is a file ``switch-NAME`` (it turns on only once the file
 ``power`` exists), a Lamp a file ``lamp-NAME`` holding its colour.
+
+Each brings its own background work to the daemon, as the Host and StreamSet kinds do: the
+Switch kind a *watch* (a switch file that disappears, someone flipped it off by hand, wakes its
+Switch, which is repaired at once instead of at the next resync), the Lamp kind a *worker* (a
+meter that writes how many lamps are lit to ``meter``, and ``stopped`` when the daemon ends),
+whose readings live in the Lamp kind's own part of the services (``Meter``; ``meter-closed``
+once the services close it).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
+from controllers.contract import Runtime
+from controllers.services import Part, Services
 from controllers.waiting import until
 from reconciler.kinds import (
     REGISTRY,
@@ -67,11 +77,14 @@ class _Action:
         self.verb, self.target, self.cause = verb, target, cause
 
 
-def _ready(ctx: PassContext, key: str, message: str) -> None:
+def _ready(ctx: PassContext, key: Key, message: str) -> None:
     def mutate(st: ResourceStatus) -> None:
         st.applied_revision = ctx.revision
         st.set_condition("Ready", "True", "On", message)
     ctx.services.store.update(key, mutate)
+
+
+WATCH_PACE_S = 0.05
 
 
 class SwitchKind:
@@ -79,14 +92,15 @@ class SwitchKind:
     model: type[Strict] = Switch
     depends_on: tuple[str, ...] = ()
     owns = True
+    max_parallel: int | None = None
 
     def __init__(self, world: Path) -> None:
         self.world = world
 
-    def references(self, resource: SpecResource) -> list[str]:
+    def references(self, resource: SpecResource) -> list[Key]:
         return []
 
-    def recorded_references(self, record: ResourceStatus) -> list[str]:
+    def recorded_references(self, record: ResourceStatus) -> list[Key]:
         return []
 
     def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
@@ -105,8 +119,19 @@ class SwitchKind:
 
     def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
         (self.world / f"switch-{record.name}").unlink(missing_ok=True)
-        ctx.services.store.delete(record.resource)
-        return done(record.resource, "switched off", changed=True)
+        ctx.services.store.delete(record.key)
+        return done(record.key, "switched off", changed=True)
+
+    def background(self, services: Services, runtime: Runtime) -> None:
+        """The watch: a switch file that was there and is gone wakes its Switch."""
+        def watch() -> None:
+            seen: set[str] = set()
+            while not runtime.stop.wait(WATCH_PACE_S):
+                now = {p.name.removeprefix("switch-") for p in self.world.glob("switch-*")}
+                for name in seen - now:
+                    runtime.wake(Key("Switch", name))
+                seen = now
+        runtime.spawn("switch-watch", watch)
 
 
 class LampKind:
@@ -114,15 +139,16 @@ class LampKind:
     model: type[Strict] = Lamp
     depends_on: tuple[str, ...] = ("Switch",)
     owns = True
+    max_parallel: int | None = None
 
     def __init__(self, world: Path) -> None:
         self.world = world
 
-    def references(self, resource: SpecResource) -> list[str]:
+    def references(self, resource: SpecResource) -> list[Key]:
         assert isinstance(resource, Lamp)
         return [Key("Switch", resource.spec.switch)]
 
-    def recorded_references(self, record: ResourceStatus) -> list[str]:
+    def recorded_references(self, record: ResourceStatus) -> list[Key]:
         return [Key("Switch", record.facts["switch"])] if record.facts.get("switch") else []
 
     def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
@@ -161,8 +187,42 @@ class LampKind:
         if not (self.world / f"switch-{record.facts.get('switch')}").exists():
             raise AssertionError("a Lamp must be deleted before its Switch")
         (self.world / f"lamp-{record.name}").unlink(missing_ok=True)
-        ctx.services.store.delete(record.resource)
-        return done(record.resource, "unplugged", changed=True)
+        ctx.services.store.delete(record.key)
+        return done(record.key, "unplugged", changed=True)
+
+    def background(self, services: Services, runtime: Runtime) -> None:
+        """The worker: a meter of lit lamps, read into the kind's own part of the services."""
+        meter = Meter.of(services)
+        meter.world = self.world
+
+        def read() -> None:
+            while not runtime.stop.wait(WATCH_PACE_S):
+                meter.read(len(services.store.list("Lamp")))
+            (self.world / "meter").write_text("stopped")
+        runtime.spawn("lamp-meter", read)
+
+
+class Meter(Part):
+    """The Lamp kind's part: its meter's last reading; closing it leaves a mark."""
+
+    def __init__(self) -> None:
+        self.world: Path | None = None
+        self.readings = 0
+        self._lock = threading.Lock()
+
+    @classmethod
+    def made(cls, services: Services) -> Self:
+        return cls()
+
+    def read(self, lit: int) -> None:
+        with self._lock:
+            self.readings += 1
+            if self.world is not None:
+                (self.world / "meter").write_text(str(lit))
+
+    def close(self) -> None:
+        if self.world is not None:
+            (self.world / "meter-closed").touch()
 
 
 @contextmanager

@@ -14,16 +14,19 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import structlog
 
 from controllers import ownership
 from controllers.clients.docker_client import ContainerEvent, EventStream
+from controllers.contract import Runtime
 from controllers.errors import ControllerError
-from controllers.services import Services
-from reconciler.supervisor import Supervisor
 from specs.models import Host
 from state.keys import InvalidKey, Key
+
+if TYPE_CHECKING:
+    from controllers.host.fleet import Hosts
 
 EVENT_WAKE_ACTIONS = ("die", "stop", "kill", "destroy", "oom", "pause", "health_status")
 # Events that free a container name (a foreign container in our way was removed or renamed).
@@ -32,17 +35,18 @@ NAME_FREED_ACTIONS = ("destroy", "rename")
 STATE_ACTIONS = frozenset({"create", "start", "restart", "die", "stop", "kill", "destroy", "oom",
                            "pause", "unpause", "rename", "update", "health_status"})
 EVENT_RECONNECT_S = 1.0
-log = structlog.get_logger("reconciler.watchers")
+log = structlog.get_logger("controllers.host.watch")
 
 
 class HostWatchers:
-    def __init__(self, services: Services, supervisor: Supervisor, stop: threading.Event,
-                 wake: Callable[[Key], None], wake_host: Callable[[str], None]) -> None:
-        self.services = services
-        self.supervisor = supervisor
-        self.stop = stop
-        self.wake = wake  # look at this key now
-        self.wake_host = wake_host  # look at this Host and everything on it now
+    """The Host kind's background work in the daemon (``HostKind.background``)."""
+
+    def __init__(self, hosts: Hosts, instance: str, runtime: Runtime) -> None:
+        self.hosts = hosts
+        self.instance = instance
+        self.runtime = runtime
+        self.stop = runtime.stop
+        self.wake = runtime.wake  # look at this key now
         self._watchers: dict[str, threading.Event] = {}
         self._streams: dict[str, EventStream] = {}
         self._lock = threading.Lock()
@@ -58,7 +62,7 @@ class HostWatchers:
                 return
             stop = threading.Event()
             self._watchers[name] = stop
-        spawn = self.supervisor.spawn
+        spawn = self.runtime.spawn
         spawn(f"events-{name}", lambda: self._watch_events(host, stop), forever=False)
         spawn(f"names-{name}", lambda: self._watch_names(host, stop), forever=False)
 
@@ -90,12 +94,12 @@ class HostWatchers:
 
     def _invalidate(self, host_name: str) -> None:
         """Before any wake: the woken pass must see the engine afresh (hostview)."""
-        session = self.services.sessions.get(host_name)
+        session = self.hosts.sessions.get(host_name)
         if session is not None:
             session.invalidate()
 
     def _watch_events(self, host: Host, stop: threading.Event) -> None:
-        selector = ownership.selector(self.services.instance)
+        selector = ownership.selector(self.instance)
 
         def on_event(event: ContainerEvent) -> None:
             if event.action.split(":")[0] in STATE_ACTIONS:  # not healthcheck exec_* chatter
@@ -135,7 +139,7 @@ class HostWatchers:
         since: float | None = None
         while not (stop.is_set() or self.stop.is_set()):
             try:
-                engine = self.services.session(host).engine()
+                engine = self.hosts.session(host).engine()
                 stream = engine.events(labels, since=since if since else time.time(),
                                        actions=actions)
             except ControllerError as exc:
@@ -160,3 +164,8 @@ class HostWatchers:
             if stop.wait(EVENT_RECONNECT_S):
                 return
             self.wake(Key("Host", name))  # the stream broke: is it down?
+
+    def wake_host(self, name: str) -> None:
+        """A Host's event stream came back: look at it and at everything on it."""
+        self.wake(Key("Host", name))
+        self.runtime.wake_dependents(Key("Host", name))
