@@ -13,7 +13,8 @@ keys and keeps the rest — a bad fact is an unknown fact, never a crash of the 
 
 from __future__ import annotations
 
-from typing import Any, Literal, Self
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
@@ -27,6 +28,26 @@ class Facts(BaseModel):
 
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True,
                               validate_assignment=True)
+
+    KIND: ClassVar[str | None] = None  # the kind whose records these facts describe
+    # The fact ``status NAME`` shows as a table (not a line), and its (row key, header) columns.
+    TABLE: ClassVar[str | None] = None
+    TABLE_COLUMNS: ClassVar[tuple[tuple[str, str], ...]] = ()
+
+    @classmethod
+    def for_kind(cls, kind: str) -> type[Facts] | None:
+        """The facts model of ``kind``'s records, if it has one."""
+        todo: list[type[Facts]] = list(cls.__subclasses__())
+        while todo:
+            found = todo.pop()
+            if kind == found.KIND:
+                return found
+            todo += found.__subclasses__()
+        return None
+
+    def table(self, now: datetime | None = None) -> list[dict[str, str]]:
+        """The rows of the ``TABLE`` fact, shown by ``status NAME`` (none by default)."""
+        return []
 
     @classmethod
     def parse(cls, raw: object) -> Self:
@@ -61,6 +82,8 @@ class Facts(BaseModel):
 class HostStatusFacts(Facts):
     """A Host: how we reach it and what answered there."""
 
+    KIND = "Host"
+
     docker: str = ""
     reachable: bool | None = None
     engine_version: str | None = None
@@ -92,6 +115,8 @@ class RuntimeFacts(Facts):
 
 class DeploymentStatusFacts(Facts):
     """A Deployment: where it runs, in which container, serving what, since when."""
+
+    KIND = "Deployment"
 
     host: str | None = None
     docker_url: str | None = None
@@ -132,6 +157,11 @@ class SourceFacts(Facts):
 class StreamSetStatusFacts(Facts):
     """A StreamSet: the Deployment and services it uses, and each source's facts by name."""
 
+    KIND = "StreamSet"
+    TABLE = "sources"
+    TABLE_COLUMNS = (("source", "SOURCE"), ("registered", "REGISTERED"), ("frames", "FRAMES"),
+                     ("frame", "SEEN"), ("caption", "LAST CAPTION"), ("error", "ERROR"))
+
     deployment: str | None = None
     rtvi: str | None = None
     vst: str | None = None
@@ -150,9 +180,30 @@ class StreamSetStatusFacts(Facts):
                               for name, fact in sources.items()}
         return parsed
 
+    def table(self, now: datetime | None = None) -> list[dict[str, str]]:
+        """Per source: registered, frames fresh (a frame older than maxFrameAgeSeconds is
+        stale, whatever the last pass concluded), what was seen, the last caption's age."""
+        rows = []
+        for name, fact in sorted(self.sources.items()):
+            caption = fact.last_caption or ""
+            fresh = fact.frames_fresh and _within(fact.last_frame_at,
+                                                  self.max_frame_age_seconds, now)
+            rows.append({
+                "source": name,
+                "registered": "yes" if fact.registered else "no",
+                "frames": ("fresh" if fresh else "STALE") + _age(fact.last_frame_at, now),
+                "frame": fact.frame or "",
+                "caption": (_age(fact.last_caption_at, now).strip(" ()") or "-")
+                + (f" {caption[:60]!r}" if caption else ""),
+                "error": fact.error or fact.caption_error or "",
+            })
+        return rows
+
 
 class SourceRecordFacts(Facts):
     """The spec source (``Source/specs``): which one, how many resources, what it refused."""
+
+    KIND = "Source"
 
     source: str | None = None
     resources: int | None = None
@@ -166,6 +217,8 @@ class ExperimentStatusFacts(Facts):
     only when Done (PASS, FAIL or INCONCLUSIVE) and never changes after. ``gates``: each gate's
     verdict and reason ("PASS: ..."), the detail being in the evidence folder."""
 
+    KIND = "Experiment"
+
     run_id: str | None = None
     phase: str | None = None
     result: Literal["PASS", "FAIL", "INCONCLUSIVE"] | None = None
@@ -178,3 +231,25 @@ class ExperimentStatusFacts(Facts):
     started_at: str | None = None
     finished_at: str | None = None
     gates: dict[str, str] = {}
+
+
+def _seconds_since(stamp: str | None, now: datetime | None) -> float | None:
+    if not stamp:
+        return None
+    try:
+        then = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return ((now or datetime.now(UTC)) - then).total_seconds()
+
+
+def _age(stamp: str | None, now: datetime | None) -> str:
+    seconds = _seconds_since(stamp, now)
+    return "" if seconds is None else f" ({seconds:.0f}s ago)"
+
+
+def _within(stamp: str | None, max_age: float | None, now: datetime | None) -> bool:
+    seconds = _seconds_since(stamp, now)
+    if seconds is None or max_age is None:
+        return seconds is not None
+    return seconds <= max_age

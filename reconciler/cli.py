@@ -119,6 +119,11 @@ def main(ctx: click.Context, state_dir: Path, instance: str | None, verbose: boo
     ctx.obj = Context(state_dir, instance, verbose)
 
 
+def _names(resource: str, name: str) -> bool:
+    """``name`` (KIND/NAME, or a bare NAME of any kind) names ``resource``."""
+    return resource == name if "/" in name else resource.partition("/")[2] == name
+
+
 def _load(ctx: Context, paths: tuple[Path, ...]) -> SpecSet:
     from specs.errors import SpecError
     from specs.loader import LoaderLimits
@@ -409,7 +414,7 @@ def health(ctx: Context) -> None:
               "store (also shows its source revision and queue).")
 @pass_ctx
 def status(ctx: Context, name: str | None, output: str, live: bool) -> None:
-    """Show status (no daemon needed). NAME: Deployment/x, Host/x, or x for detail.
+    """Show status (no daemon needed). NAME (KIND/NAME, or a NAME of any kind) for detail.
 
     Unreadable state files are listed on stderr with why, after the readable records; the exit
     status is then 1.
@@ -441,8 +446,11 @@ def status(ctx: Context, name: str | None, output: str, live: bool) -> None:
             ctx.fail(str(exc))
         broken += unreadable
     if name is not None:
-        resource = name if "/" in name else f"Deployment/{name}"
-        records = [r for r in records if r.resource == resource]
+        resource = name
+        records = [r for r in records if _names(r.resource, name)]
+        if len(records) > 1:
+            ctx.fail(f"{name} names {len(records)} resources "
+                     f"({', '.join(r.resource for r in records)}): say which, as KIND/NAME")
         if not records:
             _report_broken(ctx, broken)
             listed = f" ({len(broken)} unreadable state file(s) listed above)" if broken else ""
@@ -468,7 +476,7 @@ def status(ctx: Context, name: str | None, output: str, live: bool) -> None:
 @click.argument("targets", nargs=-1, required=True)
 @pass_ctx
 def delete(ctx: Context, targets: tuple[str, ...]) -> None:
-    """Delete what we created for spec PATHs or NAMEs (Deployment/x or x).
+    """Delete what we created for spec PATHs or NAMEs (KIND/NAME, or a NAME of any kind).
 
     Only containers that our inventory lists AND that carry our labels are removed; anything
     else with a matching name is left untouched and reported.
@@ -478,6 +486,7 @@ def delete(ctx: Context, targets: tuple[str, ...]) -> None:
 
     spec_set = None
     names: list[Key] = []
+    bare: list[str] = []  # NAMEs without a kind: looked up in the records, under the lock
     paths = [Path(t) for t in targets if Path(t).exists()]
     if paths:
         spec_set = _load(ctx, tuple(paths))
@@ -490,11 +499,24 @@ def delete(ctx: Context, targets: tuple[str, ...]) -> None:
                      f"KIND/NAME, KIND one of {', '.join(REGISTRY.names)}); nothing was deleted")
         if target.endswith((".yaml", ".yml")):
             ctx.fail(f"{target}: no such file; nothing was deleted")
+        if not kind:
+            bare.append(target)
+            continue
         try:
-            names.append(Key(kind, rest) if kind else Key("Deployment", target))
+            names.append(Key(kind, rest))
         except InvalidKey as exc:
             ctx.fail(f"{target}: {exc}; nothing was deleted")
     with _engine(ctx, lock=True) as engine:  # it deletes dependents before what they use
+        recorded = [r.key for r in engine.store.list()] if bare else []
+        for target in bare:
+            found = [k for k in recorded if k.name == target]
+            if len(found) > 1:
+                ctx.fail(f"{target} names {len(found)} resources ({', '.join(found)}): say "
+                         "which, as KIND/NAME; nothing was deleted")
+            if not found:
+                ctx.out.print(f"✓ {safe(target)}: nothing recorded; nothing to delete",
+                              markup=False)
+            names += found
         outcomes = engine.delete(spec_set, names)
     for outcome in outcomes:
         ctx.out.print(f"{'✓' if outcome.ok else '!'} {safe(outcome.resource)}: "
@@ -509,14 +531,16 @@ def delete(ctx: Context, targets: tuple[str, ...]) -> None:
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text")
 @pass_ctx
 def events(ctx: Context, name: str | None, follow: bool, output: str) -> None:
-    """Print the event log (optionally of one resource)."""
+    """Print the event log (optionally of one resource: KIND/NAME, or NAME of any kind)."""
     from state.errors import StateError
 
-    resource = None if name is None else (name if "/" in name else f"Deployment/{name}")
+    resource = name if name is not None and "/" in name else None
     log = ctx.store().events
     try:
         source = log.follow(resource=resource) if follow else iter(log.read(resource=resource))
         for event in source:
+            if name is not None and not _names(event.resource, name):
+                continue
             if output == "json":
                 click.echo(safe_json(event.model_dump_json()))
             else:

@@ -8,14 +8,14 @@ with ``markup=False`` or wrapped in :class:`~rich.text.Text`.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from controllers.statusfacts import StreamSetStatusFacts
+from controllers.statusfacts import Facts
 from reconciler.textsafe import safe, safe_block
 from state.models import Condition, ResourceStatus
 
@@ -107,61 +107,23 @@ def print_status_table(console: Console, records: list[ResourceStatus]) -> None:
     console.print(table)
 
 
-def source_rows(st: ResourceStatus, now: datetime | None = None) -> list[dict[str, str]]:
-    """Per-source state of a StreamSet: registered, frames fresh, last caption and its age."""
-    known = StreamSetStatusFacts.of(st)
-    rows = []
-    for name, fact in sorted(known.sources.items()):
-        caption = fact.last_caption or ""
-        rows.append({
-            "source": name,
-            "registered": "yes" if fact.registered else "no",
-            "frames": ("fresh" if fact.frames_fresh and _within(
-                fact.last_frame_at, known.max_frame_age_seconds, now) else "STALE") + _age(
-                fact.last_frame_at, now),
-            "frame": fact.frame or "",
-            "caption": (_age(fact.last_caption_at, now).strip(" ()") or "-")
-            + (f" {caption[:60]!r}" if caption else ""),
-            "error": fact.error or fact.caption_error or "",
-        })
-    return rows
+def detail_rows(st: ResourceStatus, now: datetime | None = None) -> list[dict[str, str]]:
+    """The table a kind's facts declare for ``status NAME`` (a StreamSet's sources)."""
+    facts = Facts.for_kind(st.kind)
+    return facts.of(st).table(now) if facts is not None else []
 
 
-def _seconds_since(stamp: str | None, now: datetime | None) -> float | None:
-    if not stamp:
-        return None
-    try:
-        then = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return ((now or datetime.now(UTC)) - then).total_seconds()
-
-
-def _age(stamp: str | None, now: datetime | None) -> str:
-    seconds = _seconds_since(stamp, now)
-    return "" if seconds is None else f" ({seconds:.0f}s ago)"
-
-
-def _within(stamp: str | None, max_age: float | None, now: datetime | None) -> bool:
-    """A frame seen longer ago than the StreamSet's maxFrameAgeSeconds is not fresh any more,
-    whatever the last pass concluded."""
-    seconds = _seconds_since(stamp, now)
-    if seconds is None or max_age is None:
-        return seconds is not None
-    return seconds <= max_age
-
-
-def print_sources(console: Console, st: ResourceStatus) -> None:
-    rows = source_rows(st)
-    if not rows:
+def _print_table(console: Console, st: ResourceStatus) -> None:
+    facts = Facts.for_kind(st.kind)
+    rows = detail_rows(st)
+    if facts is None or not rows:
         return
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for col in ("SOURCE", "REGISTERED", "FRAMES", "SEEN", "LAST CAPTION", "ERROR"):
-        table.add_column(col, overflow="fold")
+    for _, header in facts.TABLE_COLUMNS:
+        table.add_column(header, overflow="fold")
     for row in rows:
-        table.add_row(*(Text(safe(row[k])) for k in ("source", "registered", "frames", "frame",
-                                                      "caption", "error")))
-    console.print("  sources:", highlight=False)
+        table.add_row(*(Text(safe(row[k])) for k, _ in facts.TABLE_COLUMNS))
+    console.print(f"  {facts.TABLE}:", highlight=False)
     console.print(table)
 
 
@@ -174,8 +136,9 @@ def print_status_detail(console: Console, st: ResourceStatus) -> None:
         console.print(f"  {cond.type:<12} {cond.status:<8} {safe(cond.reason):<22} "
                       f"{safe(cond.last_transition_time)}  {safe(cond.message)}",
                       highlight=False, markup=False)
+    facts = Facts.for_kind(st.kind)
     for key, value in sorted(st.facts.items()):
-        if key == "sources" and st.kind == "StreamSet" and isinstance(value, dict):
+        if facts is not None and key == facts.TABLE and isinstance(value, dict):
             continue  # shown as a table below
         if key == "gates" and isinstance(value, dict):  # a run's gates: one line each
             console.print("  gates:", highlight=False)
@@ -185,8 +148,7 @@ def print_status_detail(console: Console, st: ResourceStatus) -> None:
             continue
         shown = json.dumps(value) if isinstance(value, dict | list) else str(value)
         console.print(f"  {safe(key)}: {safe(shown)}", highlight=False, markup=False)
-    if st.kind == "StreamSet":
-        print_sources(console, st)
+    _print_table(console, st)
     if st.inventory:
         console.print("  inventory:", highlight=False)
         for item in st.inventory:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from reconciler.output import source_rows, status_rows
+from reconciler.output import detail_rows, status_rows
 from state.models import ResourceStatus
 
 
@@ -19,7 +19,7 @@ def test_source_rows_age_frames_and_captions() -> None:
                  "lastFrameAt": "2026-12-03T09:59:00Z", "error": "no fresh frames"},
     }
     now = datetime(2026, 12, 3, 10, 0, 10, tzinfo=UTC)
-    rows = {r["source"]: r for r in source_rows(st, now)}
+    rows = {r["source"]: r for r in detail_rows(st, now)}
     assert rows["red"]["registered"] == "yes"
     assert rows["red"]["frames"] == "fresh (10s ago)"
     assert rows["red"]["caption"] == "5s ago 'The frame shows solid RED.'"
