@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from reconciler.engine import Engine
     from specs.validate import SpecSet
     from state.errors import CorruptState
+    from state.keys import Key
+    from state.models import ResourceStatus
     from state.store import Store
 
 EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
@@ -420,46 +422,13 @@ def status(ctx: Context, name: str | None, output: str, live: bool) -> None:
     status is then 1.
     """
     from reconciler.output import print_status_detail, print_status_table
-    from state.errors import StateError
-    from state.models import ResourceStatus
-    from state.store import LOG_FILE_NAME
 
-    store = ctx.store()
-    broken: list[CorruptState] = []
-    if live:
-        from reconciler.control import ControlUnavailable, request
-
-        try:
-            answer = request(ctx.state_dir, "GET", "/status")
-        except ControlUnavailable as exc:
-            ctx.fail(str(exc))
-        summary = answer["daemon"]
-        ctx.err.print(safe(f"daemon: instance {summary['instance']}, source {summary['source']} "
-                           f"at revision {summary['revision']}, queue {summary['queue']}"),
-                      markup=False)
-        records = [ResourceStatus.model_validate(r) for r in answer["resources"]]
-    else:
-        try:
-            broken = store.check_layout((LOG_FILE_NAME,))
-            records, unreadable = store.scan()
-        except StateError as exc:
-            ctx.fail(str(exc))
-        broken += unreadable
+    records, broken = _live_records(ctx) if live else _stored_records(ctx)
     if name is not None:
-        resource = name
-        records = [r for r in records if _names(r.resource, name)]
-        if len(records) > 1:
-            ctx.fail(f"{name} names {len(records)} resources "
-                     f"({', '.join(r.resource for r in records)}): say which, as KIND/NAME")
-        if not records:
-            _report_broken(ctx, broken)
-            listed = f" ({len(broken)} unreadable state file(s) listed above)" if broken else ""
-            ctx.fail(f"no readable status for {resource} in {ctx.state_dir}{listed}")
+        records = _named_record(ctx, records, name, broken)
     if output == "json":
         data: Any = [r.model_dump(mode="json") for r in records]
-        if name is not None:
-            data = data[0]
-        click.echo(safe_json(json.dumps(data, indent=2)))
+        click.echo(safe_json(json.dumps(data[0] if name is not None else data, indent=2)))
     elif name is not None:
         print_status_detail(ctx.out, records[0])
     elif not records:
@@ -472,6 +441,51 @@ def status(ctx: Context, name: str | None, output: str, live: bool) -> None:
                  "records shown are the readable ones")
 
 
+def _stored_records(ctx: Context) -> tuple[list[ResourceStatus], list[CorruptState]]:
+    """Every readable record, and every state file that could not be read."""
+    from state.errors import StateError
+    from state.store import LOG_FILE_NAME
+
+    store = ctx.store()
+    try:
+        broken = store.check_layout((LOG_FILE_NAME,))
+        records, unreadable = store.scan()
+    except StateError as exc:
+        ctx.fail(str(exc))
+    return records, broken + unreadable
+
+
+def _live_records(ctx: Context) -> tuple[list[ResourceStatus], list[CorruptState]]:
+    """The running daemon's records (and its summary, on stderr)."""
+    from reconciler.control import ControlUnavailable, request
+    from state.models import ResourceStatus
+
+    ctx.store()  # the same checks of the state directory as without --live
+    try:
+        answer = request(ctx.state_dir, "GET", "/status")
+    except ControlUnavailable as exc:
+        ctx.fail(str(exc))
+    summary = answer["daemon"]
+    ctx.err.print(safe(f"daemon: instance {summary['instance']}, source {summary['source']} "
+                       f"at revision {summary['revision']}, queue {summary['queue']}"),
+                  markup=False)
+    return [ResourceStatus.model_validate(r) for r in answer["resources"]], []
+
+
+def _named_record(ctx: Context, records: list[ResourceStatus], name: str,
+                  broken: list[CorruptState]) -> list[ResourceStatus]:
+    """The one record ``name`` names; fails naming the candidates, or the unreadable files."""
+    found = [r for r in records if _names(r.resource, name)]
+    if len(found) > 1:
+        ctx.fail(f"{name} names {len(found)} resources "
+                 f"({', '.join(r.resource for r in found)}): say which, as KIND/NAME")
+    if not found:
+        _report_broken(ctx, broken)
+        listed = f" ({len(broken)} unreadable state file(s) listed above)" if broken else ""
+        ctx.fail(f"no readable status for {name} in {ctx.state_dir}{listed}")
+    return found
+
+
 @main.command()
 @click.argument("targets", nargs=-1, required=True)
 @pass_ctx
@@ -481,12 +495,28 @@ def delete(ctx: Context, targets: tuple[str, ...]) -> None:
     Only containers that our inventory lists AND that carry our labels are removed; anything
     else with a matching name is left untouched and reported.
     """
+    spec_set, names, bare = _delete_targets(ctx, targets)
+    with _engine(ctx, lock=True) as engine:  # it deletes dependents before what they use
+        names += _recorded_names(ctx, engine.store, bare)
+        outcomes = engine.delete(spec_set, names)
+    for outcome in outcomes:
+        ctx.out.print(f"{'✓' if outcome.ok else '!'} {safe(outcome.resource)}: "
+                      f"{safe(outcome.message)}", markup=False)
+    if not all(o.ok for o in outcomes):
+        raise SystemExit(EXIT_ERROR)
+
+
+def _delete_targets(ctx: Context, targets: tuple[str, ...]
+                    ) -> tuple[SpecSet | None, list[Key], list[str]]:
+    """The spec set of the PATHs, the keys of KIND/NAMEs, and the bare NAMEs (looked up in
+    the records later, under the lock). A target that is none of these fails, deleting
+    nothing."""
     from reconciler.kinds import REGISTRY, key_of
     from state.keys import InvalidKey, Key
 
     spec_set = None
     names: list[Key] = []
-    bare: list[str] = []  # NAMEs without a kind: looked up in the records, under the lock
+    bare: list[str] = []
     paths = [Path(t) for t in targets if Path(t).exists()]
     if paths:
         spec_set = _load(ctx, tuple(paths))
@@ -506,23 +536,23 @@ def delete(ctx: Context, targets: tuple[str, ...]) -> None:
             names.append(Key(kind, rest))
         except InvalidKey as exc:
             ctx.fail(f"{target}: {exc}; nothing was deleted")
-    with _engine(ctx, lock=True) as engine:  # it deletes dependents before what they use
-        recorded = [r.key for r in engine.store.list()] if bare else []
-        for target in bare:
-            found = [k for k in recorded if k.name == target]
-            if len(found) > 1:
-                ctx.fail(f"{target} names {len(found)} resources ({', '.join(found)}): say "
-                         "which, as KIND/NAME; nothing was deleted")
-            if not found:
-                ctx.out.print(f"✓ {safe(target)}: nothing recorded; nothing to delete",
-                              markup=False)
-            names += found
-        outcomes = engine.delete(spec_set, names)
-    for outcome in outcomes:
-        ctx.out.print(f"{'✓' if outcome.ok else '!'} {safe(outcome.resource)}: "
-                      f"{safe(outcome.message)}", markup=False)
-    if not all(o.ok for o in outcomes):
-        raise SystemExit(EXIT_ERROR)
+    return spec_set, names, bare
+
+
+def _recorded_names(ctx: Context, store: Store, bare: list[str]) -> list[Key]:
+    """The recorded resource each bare NAME names; one that names two is refused."""
+    recorded = [r.key for r in store.list()] if bare else []
+    found: list[Key] = []
+    for target in bare:
+        named = [k for k in recorded if k.name == target]
+        if len(named) > 1:
+            ctx.fail(f"{target} names {len(named)} resources ({', '.join(named)}): say "
+                     "which, as KIND/NAME; nothing was deleted")
+        if not named:
+            ctx.out.print(f"✓ {safe(target)}: nothing recorded; nothing to delete",
+                          markup=False)
+        found += named
+    return found
 
 
 @main.command()

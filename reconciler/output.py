@@ -127,15 +127,8 @@ def _print_table(console: Console, st: ResourceStatus) -> None:
     console.print(table)
 
 
-def print_status_detail(console: Console, st: ResourceStatus) -> None:
-    console.print(Text.assemble((safe(st.resource), "bold"),
-                                f"  (from {safe(st.source_file or '?')})"), highlight=False)
-    console.print(f"  generation: observed {safe(st.observed_generation or '-')}  desired "
-                  f"{safe(st.desired_generation or '-')}", highlight=False, markup=False)
-    for cond in st.conditions:
-        console.print(f"  {cond.type:<12} {cond.status:<8} {safe(cond.reason):<22} "
-                      f"{safe(cond.last_transition_time)}  {safe(cond.message)}",
-                      highlight=False, markup=False)
+def _print_facts(console: Console, st: ResourceStatus) -> None:
+    """One line per fact; a run's gates one line each; the kind's table fact below them."""
     facts = Facts.for_kind(st.kind)
     for key, value in sorted(st.facts.items()):
         if facts is not None and key == facts.TABLE and isinstance(value, dict):
@@ -148,6 +141,18 @@ def print_status_detail(console: Console, st: ResourceStatus) -> None:
             continue
         shown = json.dumps(value) if isinstance(value, dict | list) else str(value)
         console.print(f"  {safe(key)}: {safe(shown)}", highlight=False, markup=False)
+
+
+def print_status_detail(console: Console, st: ResourceStatus) -> None:
+    console.print(Text.assemble((safe(st.resource), "bold"),
+                                f"  (from {safe(st.source_file or '?')})"), highlight=False)
+    console.print(f"  generation: observed {safe(st.observed_generation or '-')}  desired "
+                  f"{safe(st.desired_generation or '-')}", highlight=False, markup=False)
+    for cond in st.conditions:
+        console.print(f"  {cond.type:<12} {cond.status:<8} {safe(cond.reason):<22} "
+                      f"{safe(cond.last_transition_time)}  {safe(cond.message)}",
+                      highlight=False, markup=False)
+    _print_facts(console, st)
     _print_table(console, st)
     if st.inventory:
         console.print("  inventory:", highlight=False)

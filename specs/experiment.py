@@ -547,16 +547,7 @@ def _canary(spec: ExperimentSpec) -> Iterator[Finding]:
     if canary.streams == 32 and not canary.media:
         yield Finding(("canary", "streams"), "32 streams need checksum-pinned object media "
                       "(canary.media, one per stream); synthetic colours stop at 16", R_CANARY)
-    labels = [m.label for m in canary.media]
-    for i, label in enumerate(labels):
-        if label in labels[:i]:
-            yield Finding(("canary", "media", i, "label"), f"label {label!r} is used twice: "
-                          "every source needs its own answer", R_CANARY)
-        words = set(label.split())
-        clash = next((o for o in labels if o != label and set(o.split()) >= words), None)
-        if clash is not None:
-            yield Finding(("canary", "media", i, "label"), f"every word of {label!r} is also in "
-                          f"{clash!r}: an answer for one would count for the other", R_CANARY)
+    yield from _media_labels([m.label for m in canary.media])
     if not canary.semanticIsolation and canary.streams >= 2:
         yield Finding(("canary", "semanticIsolation"), f"{canary.streams} streams need the "
                       "semantic-isolation gate: streams that answer for each other make every "
@@ -571,6 +562,19 @@ def _canary(spec: ExperimentSpec) -> Iterator[Finding]:
     if canary.qualificationOnly and not canary.semanticIsolation:
         yield Finding(("canary", "qualificationOnly"), "qualificationOnly stops after the "
                       "semantic-isolation gate: turn semanticIsolation on", R_CANARY)
+
+
+def _media_labels(labels: list[str]) -> Iterator[Finding]:
+    """Every canary source needs its own answer: no label twice, none inside another."""
+    for i, label in enumerate(labels):
+        if label in labels[:i]:
+            yield Finding(("canary", "media", i, "label"), f"label {label!r} is used twice: "
+                          "every source needs its own answer", R_CANARY)
+        words = set(label.split())
+        clash = next((o for o in labels if o != label and set(o.split()) >= words), None)
+        if clash is not None:
+            yield Finding(("canary", "media", i, "label"), f"every word of {label!r} is also in "
+                          f"{clash!r}: an answer for one would count for the other", R_CANARY)
 
 
 SMOKE_FROM_S = 1800  # the contract: a run longer than 30 minutes smokes first

@@ -150,24 +150,28 @@ def _walk(root: Path, issues: list[SpecIssue]) -> list[Path]:
                                    R_UNREADABLE))
             continue
         for entry in entries:
-            if EDITOR_TEMP.search(entry.name):
-                continue
-            path = Path(entry.path)
-            try:
-                if entry.is_symlink():
-                    _check_link(path, real_root, found, issues)
-                elif entry.is_dir(follow_symlinks=False):
-                    if entry.name not in IGNORED_DIRS:
-                        pending.append(path)
-                elif path.suffix in SPEC_SUFFIXES:
-                    if not entry.is_file(follow_symlinks=False):
-                        issues.append(_refusal(path, "not a regular file", R_NOT_REGULAR))
-                    else:
-                        found.append(path)
-            except OSError as exc:
-                issues.append(_refusal(path, f"cannot inspect: {exc.strerror or exc}",
-                                       R_UNREADABLE))
+            if not EDITOR_TEMP.search(entry.name):
+                _sort_entry(entry, real_root, found, pending, issues)
     return found
+
+
+def _sort_entry(entry: os.DirEntry[str], real_root: Path, found: list[Path],
+                pending: list[Path], issues: list[SpecIssue]) -> None:
+    """One folder entry: a spec file found, a folder to walk, or an issue naming it."""
+    path = Path(entry.path)
+    try:
+        if entry.is_symlink():
+            _check_link(path, real_root, found, issues)
+        elif entry.is_dir(follow_symlinks=False):
+            if entry.name not in IGNORED_DIRS:
+                pending.append(path)
+        elif path.suffix in SPEC_SUFFIXES:
+            if not entry.is_file(follow_symlinks=False):
+                issues.append(_refusal(path, "not a regular file", R_NOT_REGULAR))
+            else:
+                found.append(path)
+    except OSError as exc:
+        issues.append(_refusal(path, f"cannot inspect: {exc.strerror or exc}", R_UNREADABLE))
 
 
 def _check_link(path: Path, real_root: Path, found: list[Path],
@@ -337,52 +341,57 @@ def load_text(text: str, file: str, limits: LoaderLimits = DEFAULT_LIMITS) -> li
         raise SpecError([_too_big(file, len(text.encode("utf-8", "surrogatepass")),
                                   limits.max_file_bytes)])
     loader: Any = None
-    docs: list[Document] = []
     try:
         loader = _Loader(text, limits)
-        index = 0
-        while loader.check_node():
-            node = loader.get_node()
-            if node is None:
-                continue
-            doc = Document(file=file, index=index, data=None)
-            doc.data = _Builder(loader, doc, limits).build(node, ())
-            if doc.data is not None:
-                docs.append(doc)
-            index += 1
-    except _LimitExceeded as exc:
+        return _documents(loader, file, limits)
+    except (_LimitExceeded, yaml.YAMLError, UnicodeEncodeError) as exc:
+        raise SpecError([_parse_issue(exc, text, file, limits, loader)]) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def _documents(loader: Any, file: str, limits: LoaderLimits) -> list[Document]:
+    docs: list[Document] = []
+    index = 0
+    while loader.check_node():
+        node = loader.get_node()
+        if node is None:
+            continue
+        doc = Document(file=file, index=index, data=None)
+        doc.data = _Builder(loader, doc, limits).build(node, ())
+        if doc.data is not None:
+            docs.append(doc)
+        index += 1
+    return docs
+
+
+def _parse_issue(exc: Exception, text: str, file: str, limits: LoaderLimits,
+                 loader: Any) -> SpecIssue:
+    """Where and why a text could not be parsed, located as well as the parser allows."""
+    if isinstance(exc, _LimitExceeded):
         line, col = (exc.mark.line + 1, exc.mark.column + 1) if exc.mark else (1, 1)
-        raise SpecError([SpecIssue(Location(file, line, col), "-", exc.message,
-                                   exc.rule)]) from None
-    except yaml.MarkedYAMLError as exc:
+        return SpecIssue(Location(file, line, col), "-", exc.message, exc.rule)
+    if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = exc.problem or exc.context or "malformed YAML"
         if problem == LIBYAML_TOO_DEEP:  # its scanner reads a flow nest ahead of our composer
-            raise SpecError([SpecIssue(Location(file, line, col), "-", f"nested deeper than "
-                                       f"{limits.max_depth} levels", LIMIT_DEPTH)]) from None
-        raise SpecError([SpecIssue(Location(file, line, col), "-", str(problem),
-                                   R_SYNTAX)]) from None
-    except yaml.reader.ReaderError as exc:  # e.g. a control character: not "marked"
+            return SpecIssue(Location(file, line, col), "-", f"nested deeper than "
+                             f"{limits.max_depth} levels", LIMIT_DEPTH)
+        return SpecIssue(Location(file, line, col), "-", str(problem), R_SYNTAX)
+    if isinstance(exc, yaml.reader.ReaderError):  # e.g. a control character: not "marked"
         index = exc.position
         if getattr(loader, "reader_counts_bytes", False):
             index = len(text.encode("utf-8", "surrogatepass")[:index].decode("utf-8", "ignore"))
         line, col = _position(text, index)
-        raise SpecError([SpecIssue(Location(file, line, col), "-",
-                                   f"unacceptable character #x{exc.character:04x}: {exc.reason}",
-                                   R_SYNTAX)]) from None
-    except yaml.YAMLError as exc:
-        raise SpecError([SpecIssue(Location(file, 1, 1), "-", str(exc).splitlines()[0],
-                                   R_SYNTAX)]) from None
-    except UnicodeEncodeError as exc:  # a lone surrogate (never from a file: decode_spec)
+        return SpecIssue(Location(file, line, col), "-",
+                         f"unacceptable character #x{exc.character:04x}: {exc.reason}", R_SYNTAX)
+    if isinstance(exc, UnicodeEncodeError):  # a lone surrogate (never from a file: decode_spec)
         line, col = _position(text, exc.start)
-        raise SpecError([SpecIssue(Location(file, line, col), "-", f"not valid Unicode: "
-                                   f"{exc.reason} (U+{ord(text[exc.start]):04X})",
-                                   R_SYNTAX)]) from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-    return docs
+        return SpecIssue(Location(file, line, col), "-", f"not valid Unicode: {exc.reason} "
+                         f"(U+{ord(text[exc.start]):04X})", R_SYNTAX)
+    return SpecIssue(Location(file, 1, 1), "-", str(exc).splitlines()[0], R_SYNTAX)
 
 
 def _position(text: str, index: int) -> tuple[int, int]:

@@ -121,12 +121,18 @@ def check_model(spec: DeploymentSpec) -> Iterator[Finding]:
     if path is not None:
         yield from _check_model_path(spec, path)
     if use == "custom":
-        if model.implementationPath is None:
-            yield Finding(("model",), "VLM_MODEL_TO_USE=custom needs model.implementationPath "
-                          "(MODEL_IMPLEMENTATION_PATH)", R4)
-        elif not model.implementationPath.startswith("/"):
-            yield Finding(("model", "implementationPath"), "must be an absolute path inside the "
-                          "container", R4)
+        yield from _check_custom_model(spec)
+
+
+def _check_custom_model(spec: DeploymentSpec) -> Iterator[Finding]:
+    """VLM_MODEL_TO_USE=custom: its implementation must be named, inside the container."""
+    implementation = spec.model.implementationPath
+    if implementation is None:
+        yield Finding(("model",), "VLM_MODEL_TO_USE=custom needs model.implementationPath "
+                      "(MODEL_IMPLEMENTATION_PATH)", R4)
+    elif not implementation.startswith("/"):
+        yield Finding(("model", "implementationPath"), "must be an absolute path inside the "
+                      "container", R4)
 
 
 def _check_model_path(spec: DeploymentSpec, path: str) -> Iterator[Finding]:

@@ -226,11 +226,9 @@ class EventLog:
             if inode is not None and (current != inode or size < offset):
                 # Rotated (or replaced): what we missed is in the rotated files; the seq
                 # filter drops what we already yielded.
-                for path in self.files()[:-1]:
-                    for old in self._read_path(path):
-                        if _matches(old, resource, last):
-                            last = old.seq
-                            yield old
+                for old in self._rotated(resource, last):
+                    last = old.seq
+                    yield old
                 offset = 0
             inode = current
             if size > offset:
@@ -245,6 +243,14 @@ class EventLog:
                 if complete:
                     continue  # more may already be there; look again before waiting
             next(changes)
+
+    def _rotated(self, resource: str | None, last: int) -> Iterator[Event]:
+        """The events after ``last`` (of ``resource``) in the rotated files, oldest first."""
+        for path in self.files()[:-1]:
+            for old in self._read_path(path):
+                if _matches(old, resource, last):
+                    last = old.seq
+                    yield old
 
     def _changes(self, poll_s: float) -> Generator[object, None, None]:
         """Yields when the log's folder changes (an append, a rotation), and at least every

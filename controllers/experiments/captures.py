@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -103,6 +103,68 @@ class _Window:
         self.deadline = self.opened + self.window_s
 
 
+class _Readers:
+    """What the reader threads share: the barrier that starts them together, the admitted
+    requests (now and the peak), the window, and when to stop reading."""
+
+    def __init__(self, make_client: Callable[[], RtviClient], count: int,
+                 enough: Callable[[list[CaptionChunk]], bool], window: _Window, chunk_s: float,
+                 stop: threading.Event) -> None:
+        self.make_client, self.enough, self.window = make_client, enough, window
+        self.chunk_s, self.stop = chunk_s, stop
+        self.barrier = threading.Barrier(count)
+        self.lock = threading.Lock()
+        self.active = [0, 0]  # now, peak
+
+    def read(self, cap: Capture, body: dict[str, Any]) -> None:
+        """One request, from the common start to enough chunks, the window's end or a stop;
+        a refusal or a broken stream is recorded on ``cap``, never raised."""
+        client: RtviClient | None = None
+        try:
+            client = self.make_client()
+            self.barrier.wait(START_TOGETHER_S)
+            self.window.start()
+            self._consume(cap, client.caption_events(body, self.chunk_s + READ_MARGIN_S))
+        except (RtviBusy, RtviRejected) as exc:
+            cap.rejected = str(exc)
+        except ControllerError as exc:
+            cap.broken = str(exc)
+            cap.timed_out = not (cap.admitted or cap.chunks)  # it never answered at all
+        except threading.BrokenBarrierError:
+            cap.rejected = "not started: another reader failed to start"
+        finally:
+            self._ended(cap, client)
+
+    def _consume(self, cap: Capture, events: Iterator[dict[str, Any]]) -> None:
+        try:
+            for event in events:
+                if not cap.admitted:
+                    cap.admitted = True
+                    with self.lock:
+                        self.active[0] += 1
+                        self.active[1] = max(self.active)
+                received = time.time()
+                for chunk in chunks_of(event):
+                    cap.chunks.append(replace(chunk, received_unix=received))
+                    cap.received.append(time.monotonic())
+                self.window.read(cap.source, cap.chunks)
+                if self.enough(cap.chunks) or self.window.closed() or self.stop.is_set():
+                    break
+        finally:
+            events.close()  # type: ignore[attr-defined]  # a generator
+
+    def _ended(self, cap: Capture, client: RtviClient | None) -> None:
+        self.window.ended(cap.source)
+        if cap.admitted:
+            with self.lock:
+                self.active[0] -= 1
+        if client is not None:
+            _stop_request(client, cap.stream_id)
+            client.close()
+        else:
+            self.barrier.abort()  # the others must not wait for a reader that cannot start
+
+
 def capture(make_client: Callable[[], RtviClient], bodies: dict[str, dict[str, Any]],
             enough: Callable[[list[CaptionChunk]], bool], window_s: float, chunk_s: float,
             stop: threading.Event, fresh_s: float = 0.0) -> CaptureRun:
@@ -110,57 +172,10 @@ def capture(make_client: Callable[[], RtviClient], bodies: dict[str, dict[str, A
     ``window_s``, which opens at once, or (``fresh_s`` > 0) once every stream has shown a
     frame, waiting at most ``fresh_s`` for that."""
     captures = {src: Capture(src, str(body["id"])) for src, body in bodies.items()}
-    barrier = threading.Barrier(len(bodies))
-    lock = threading.Lock()
-    active = [0, 0]  # now, peak
     window = _Window(len(bodies), window_s, fresh_s)
-
-    def read(src: str) -> None:
-        cap = captures[src]
-        client: RtviClient | None = None
-        try:
-            client = make_client()
-            barrier.wait(START_TOGETHER_S)
-            window.start()
-            events = client.caption_events(bodies[src], chunk_s + READ_MARGIN_S)
-            try:
-                for event in events:
-                    if not cap.admitted:
-                        cap.admitted = True
-                        with lock:
-                            active[0] += 1
-                            active[1] = max(active)
-                    received = time.time()
-                    for chunk in chunks_of(event):
-                        cap.chunks.append(replace(chunk, received_unix=received))
-                        cap.received.append(time.monotonic())
-                    window.read(src, cap.chunks)
-                    if enough(cap.chunks) or window.closed() or stop.is_set():
-                        break
-            finally:
-                events.close()  # type: ignore[attr-defined]  # a generator
-        except (RtviBusy, RtviRejected) as exc:
-            cap.rejected = str(exc)
-        except ControllerError as exc:
-            if cap.admitted or cap.chunks:
-                cap.broken = str(exc)
-            else:
-                cap.timed_out = True
-                cap.broken = str(exc)
-        except threading.BrokenBarrierError:
-            cap.rejected = "not started: another reader failed to start"
-        finally:
-            window.ended(src)
-            if cap.admitted:
-                with lock:
-                    active[0] -= 1
-            if client is not None:
-                _stop_request(client, cap.stream_id)
-                client.close()
-            else:
-                barrier.abort()  # the others must not wait for a reader that cannot start
-    threads = [threading.Thread(target=read, args=(src,), name=f"capture-{src}", daemon=True)
-               for src in bodies]
+    readers = _Readers(make_client, len(bodies), enough, window, chunk_s, stop)
+    threads = [threading.Thread(target=readers.read, args=(captures[src], bodies[src]),
+                                name=f"capture-{src}", daemon=True) for src in bodies]
     for thread in threads:
         thread.start()
     # Stoppable: on shutdown the readers are abandoned (daemon threads; the restart finds the
@@ -176,7 +191,7 @@ def capture(make_client: Callable[[], RtviClient], bodies: dict[str, dict[str, A
             _drop_warmup(cap, window.opened)
         if not cap.chunks and not cap.rejected and not cap.broken:
             cap.timed_out = True
-    return CaptureRun(captures, active[1],
+    return CaptureRun(captures, readers.active[1],
                       round(window.opened - window.started, 3) if window.opened else 0.0)
 
 

@@ -158,21 +158,32 @@ def _ms(seconds: object) -> float | None:
     return round(float(seconds) * 1000, 3) if isinstance(seconds, int | float) else None
 
 
-def file_burst(scenario_dir: Path, log: str) -> dict[str, Any]:
-    """Every concurrency level (p95/p99 of its iterations' means, failed files), the last clean
-    level, and the first failure with the harness's exact error text from its log."""
-    failed: dict[int, int] = {}
+def _burst_summaries(scenario_dir: Path) -> dict[int, dict[str, Any]]:
+    """Each concurrency level's summary row (means of its iterations), by level."""
     rows: dict[int, dict[str, Any]] = {}
     for path in sorted(scenario_dir.glob("*/test_case_summary.json")):
         case = load(path) or {}
         for key, row in (case.get("concurrency_summary") or {}).items():
             if isinstance(row, dict) and str(key).isdigit():
                 rows[int(key)] = row
+    return rows
+
+
+def _burst_failures(scenario_dir: Path) -> dict[int, int]:
+    """Failed file requests per concurrency level, over every iteration."""
+    failed: dict[int, int] = {}
     for path in sorted(scenario_dir.glob("*/iteration_*/file_burst_results.json")):
         for row in (load(path) or {}).get("concurrency_results") or []:
             if isinstance(row, dict) and isinstance(row.get("concurrency_level"), int):
                 level = row["concurrency_level"]
                 failed[level] = failed.get(level, 0) + _files(row.get("failed_files"))
+    return failed
+
+
+def file_burst(scenario_dir: Path, log: str) -> dict[str, Any]:
+    """Every concurrency level (p95/p99 of its iterations' means, failed files), the last clean
+    level, and the first failure with the harness's exact error text from its log."""
+    rows, failed = _burst_summaries(scenario_dir), _burst_failures(scenario_dir)
     errors = [m["text"] for m in map(ERROR_LINE.search, log.splitlines())
               if m and m["text"].startswith("Error processing file")]
     levels = []
@@ -184,13 +195,13 @@ def file_burst(scenario_dir: Path, log: str) -> dict[str, Any]:
                        "p99_ms": _ms(row.get("mean_p99_latency")),
                        "error": None})
     clean = first = None
-    for level in levels:
-        if level["status"] == "PASS" and first is None:
-            clean = level
-        elif level["status"] != "PASS" and first is None:
-            first = level
-            level["error"] = _short(errors[0]) if errors else (
-                f"{level['failedFiles']} file request(s) failed (the log names no error)")
+    for entry in levels:
+        if entry["status"] == "PASS" and first is None:
+            clean = entry
+        elif entry["status"] != "PASS" and first is None:
+            first = entry
+            entry["error"] = _short(errors[0]) if errors else (
+                f"{entry['failedFiles']} file request(s) failed (the log names no error)")
     return {"levels": levels,
             "lastClean": None if clean is None else {
                 "concurrency": clean["concurrency"], "p95Ms": clean["p95_ms"],

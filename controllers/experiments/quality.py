@@ -64,6 +64,22 @@ def judge(text: str, finish_reason: str | None, facts: Sequence[str] = (),
         found.append(Finding("transport-framing", "transport framing in the content (SSE "
                              "'data:' lines, [DONE] or a chat.completion body)"))
     said = words(text)
+    found += _wording(said)
+    lowered = " ".join(said)
+    missing = [f for f in facts if not _has(lowered, f)]
+    if missing:
+        found.append(Finding("grounding", "missing what the input shows: " + ", ".join(missing)))
+    invented = [f for f in absent if _has(lowered, f)]
+    if invented:
+        found.append(Finding("grounding", "claims what the input does not show: "
+                             + ", ".join(invented)))
+    return found
+
+
+def _wording(said: list[str]) -> list[Finding]:
+    """Repetition (few distinct words, a trigram over and over) and gibberish (words without
+    vowels) in an answer's words."""
+    found: list[Finding] = []
     if len(said) >= MIN_WORDS_FOR_RATIOS:
         if len(set(said)) / len(said) < MIN_DISTINCT_RATIO:
             found.append(Finding("repetitive", f"{len(set(said))} distinct word(s) in "
@@ -79,14 +95,6 @@ def judge(text: str, finish_reason: str | None, facts: Sequence[str] = (),
         if len(vowelless) / len(letters) >= VOWELLESS_RATIO and len(letters) >= 3:
             found.append(Finding("gibberish", f"{len(vowelless)} of {len(letters)} word(s) "
                                  f"have no vowel ({' '.join(vowelless[:4])})"))
-    lowered = " ".join(said)
-    missing = [f for f in facts if not _has(lowered, f)]
-    if missing:
-        found.append(Finding("grounding", "missing what the input shows: " + ", ".join(missing)))
-    invented = [f for f in absent if _has(lowered, f)]
-    if invented:
-        found.append(Finding("grounding", "claims what the input does not show: "
-                             + ", ".join(invented)))
     return found
 
 

@@ -348,24 +348,7 @@ class StreamSetController:
              urls: dict[str, str]) -> tuple[set[str], dict[str, str], dict[str, str]]:
         """Add in batches of ≤256; then list again: a stream counts as registered only when
         RTVI lists it with our URL. Returns (busy, refused, retry) by source name."""
-        by_id = {s.stream_id: s for s in wanted}
-        busy: set[str] = set()
-        failed: dict[str, str] = {}
-        for i in range(0, len(wanted), MAX_BATCH):
-            batch = wanted[i:i + MAX_BATCH]
-            entries = [{"liveStreamUrl": urls[s.name], "description": s.description,
-                        "id": s.stream_id} for s in batch]
-            try:
-                result = rtvi.add_streams(entries)
-            except RtviBusy:
-                busy.update(s.name for s in batch)
-                continue
-            for err in result.errors:
-                src = by_id.get(err.id)
-                if src is not None and err.busy:
-                    busy.add(src.name)
-                elif src is not None and not err.duplicate:  # a duplicate is checked below
-                    failed[src.name] = f"{src.name}: {err.code or err.status} {err.message}"
+        busy, failed = _add_batches(rtvi, wanted, urls)
         if not wanted:
             return busy, failed, {}
         listed = {s.id: s for s in rtvi.list_streams()}
@@ -396,8 +379,7 @@ class StreamSetController:
         captions = desired.streamset.spec.captions
         model = self._model(desired) if captions is not None else ""
         if captions is None:  # captioning switched off: end any session still open
-            for src in desired.sources.values():
-                self.hub.forget_stream(src.stream_id)
+            self._end_captions(desired)
         result = StreamSetResult({n: SourceReport(n) for n in desired.sources})
 
         def say_proving(st: ResourceStatus) -> None:
@@ -408,20 +390,7 @@ class StreamSetController:
             self._write(desired, then=say_proving)
 
         def healthy() -> StreamSetResult | None:
-            pending = [n for n, r in result.sources.items() if not r.fresh]
-            # Probes run MAX_PARALLEL at a time under one deadline: give every wave its time.
-            waves = -(-len(pending) // MAX_PARALLEL)
-            timeout = max(1.0, min(STEADY_PROBE_TIMEOUT_S * waves, deadline - time.monotonic()))
-            samples = probe_many([urls[n] for n in pending], timeout)
-            frames: dict[str, SourceFacts] = {}
-            for name in pending:
-                report, sample = result.sources[name], samples[urls[name]]
-                if isinstance(sample, ControllerError):
-                    report.error = str(sample)
-                else:
-                    report.fresh, report.frame, report.error = True, sample.description, ""
-                    frames[name] = SourceFacts(last_frame_at=utc_now(),
-                                               frame=sample.description)
+            frames = _probe_pending(result, urls, deadline)
             self._write(desired, facts=frames, then=say_proving if waiting else None)
             if captions is not None:
                 self._captions(desired, model, result)
@@ -443,6 +412,10 @@ class StreamSetController:
         if done is None:
             raise SourcesDegraded("sources not verified in time", sorted(result.sources))
         return done
+
+    def _end_captions(self, desired: StreamSetDesired) -> None:
+        for src in desired.sources.values():
+            self.hub.forget_stream(src.stream_id)
 
     def _trust_recorded_frames(self, desired: StreamSetDesired, result: StreamSetResult,
                                record: ResourceStatus) -> None:
@@ -606,3 +579,47 @@ def fresh_summary(result: StreamSetResult) -> str:
 def _event_reason(verb: str) -> str:
     return {"remove": "SourceRemoved", "replace": "SourceReplaced", "publish": "Published",
             "register-sensor": "SensorRegistered", "register": "StreamRegistered"}[verb]
+
+
+def _add_batches(rtvi: RtviClient, wanted: list[DesiredSource], urls: dict[str, str]
+                 ) -> tuple[set[str], dict[str, str]]:
+    """Add ``wanted`` in batches of ≤256: (busy, refused) by source name. A duplicate is not
+    a refusal: whether RTVI lists it with our URL is checked after."""
+    by_id = {s.stream_id: s for s in wanted}
+    busy: set[str] = set()
+    failed: dict[str, str] = {}
+    for i in range(0, len(wanted), MAX_BATCH):
+        batch = wanted[i:i + MAX_BATCH]
+        entries = [{"liveStreamUrl": urls[s.name], "description": s.description,
+                    "id": s.stream_id} for s in batch]
+        try:
+            result = rtvi.add_streams(entries)
+        except RtviBusy:
+            busy.update(s.name for s in batch)
+            continue
+        for err in result.errors:
+            src = by_id.get(err.id)
+            if src is not None and err.busy:
+                busy.add(src.name)
+            elif src is not None and not err.duplicate:
+                failed[src.name] = f"{src.name}: {err.code or err.status} {err.message}"
+    return busy, failed
+
+
+def _probe_pending(result: StreamSetResult, urls: dict[str, str], deadline: float
+                   ) -> dict[str, SourceFacts]:
+    """Probe every source not yet fresh, into ``result``; the facts of those now fresh."""
+    pending = [n for n, r in result.sources.items() if not r.fresh]
+    # Probes run MAX_PARALLEL at a time under one deadline: give every wave its time.
+    waves = -(-len(pending) // MAX_PARALLEL)
+    timeout = max(1.0, min(STEADY_PROBE_TIMEOUT_S * waves, deadline - time.monotonic()))
+    samples = probe_many([urls[n] for n in pending], timeout)
+    frames: dict[str, SourceFacts] = {}
+    for name in pending:
+        report, sample = result.sources[name], samples[urls[name]]
+        if isinstance(sample, ControllerError):
+            report.error = str(sample)
+        else:
+            report.fresh, report.frame, report.error = True, sample.description, ""
+            frames[name] = SourceFacts(last_frame_at=utc_now(), frame=sample.description)
+    return frames

@@ -97,6 +97,29 @@ def parse_behaviour(body: dict[str, object]) -> BehaviourFault:
     return BehaviourFault(str(kind), streams, skip)
 
 
+def _knob_changes(body: dict[str, object]) -> dict[str, object]:
+    """The knob values a ``POST /emulator/knobs`` body sets, checked; raises Invalid."""
+    validation.only_keys(body, KNOB_KEYS)
+    changes: dict[str, object] = {}
+    for key, choices in CHOICE_KNOBS.items():
+        if key in body:
+            if body[key] not in choices:
+                raise Invalid(f"{key}: must be one of {', '.join(choices)}")
+            changes[key] = body[key]
+    for key in ("max_streams", "breach_above"):
+        if key in body:
+            value = body[key]
+            changes[key] = None if value is None else validation.integer(value, key, 0, 2**31)
+    if "legacy_delete" in body:
+        if not isinstance(body["legacy_delete"], bool):
+            raise Invalid("legacy_delete: expected true or false")
+        changes["legacy_delete"] = body["legacy_delete"]
+    for key in SECONDS_KNOBS:
+        if key in body:
+            changes[key] = validation.number(body[key], key, 0, 3_600_000)
+    return changes
+
+
 def register(
     router: Router,
     parts: AdminParts,
@@ -144,27 +167,7 @@ def register(
     @router.route("POST", "/emulator/knobs")
     def set_knobs(_state: ServiceState, request: Request) -> Response:
         try:
-            body = validation.json_object(request)
-            validation.only_keys(body, KNOB_KEYS)
-            changes: dict[str, object] = {}
-            for key, choices in CHOICE_KNOBS.items():
-                if key in body:
-                    if body[key] not in choices:
-                        raise Invalid(f"{key}: must be one of {', '.join(choices)}")
-                    changes[key] = body[key]
-            for key in ("max_streams", "breach_above"):
-                if key in body:
-                    value = body[key]
-                    changes[key] = (
-                        None if value is None else validation.integer(value, key, 0, 2**31)
-                    )
-            if "legacy_delete" in body:
-                if not isinstance(body["legacy_delete"], bool):
-                    raise Invalid("legacy_delete: expected true or false")
-                changes["legacy_delete"] = body["legacy_delete"]
-            for key in SECONDS_KNOBS:
-                if key in body:
-                    changes[key] = validation.number(body[key], key, 0, 3_600_000)
+            changes = _knob_changes(validation.json_object(request))
         except Invalid as exc:
             return validation.invalid_response(exc)
         return Response.json(200, asdict(knobs.update(**changes)))

@@ -215,6 +215,33 @@ def _clean_filename(raw: str) -> str:
     return _FILENAME_NOT_ALLOWED.sub("_", base)[:MAX_FILENAME] or "upload"
 
 
+def _content(fields: dict[str, tuple[str | None, bytes]], values: dict[str, str]
+             ) -> tuple[bytes, str] | Response:
+    """The file's bytes and a fallback name: uploaded, fetched from ``url``, or read from a
+    path on the service's own filesystem; a 400 when none can be had."""
+    upload = fields.get("file")
+    url = values.get("url")
+    if upload is not None:
+        return upload[1], upload[0] or "upload"
+    if url is not None:
+        fetched = _fetch(url)
+        if isinstance(fetched, Response):
+            return fetched
+        return fetched, urllib.parse.urlsplit(url).path
+    if values.get("filename", "").startswith("/"):
+        # The VSS harness sends only a path on the service's own filesystem (a shared volume).
+        named = Path(values["filename"])
+        try:  # a regular file of a bounded size: never a FIFO, a device or /dev/zero
+            if not named.is_file() or named.stat().st_size > MAX_NAMED_FILE_BYTES:
+                raise OSError("not a regular file of at most the size limit")
+            return named.read_bytes(), values["filename"]
+        except OSError:
+            return Response.error(400, "BadParameters", "The file named by filename cannot "
+                                  "be read by the service")
+    return Response.error(400, "BadParameters", "Either file, url or the path of a file the "
+                          "service can read (filename) is required")
+
+
 def parse_upload(request: Request) -> NewFile | Response:
     """The upload, a 400 for a schema-valid form the emulator cannot serve; raises Invalid."""
     fields = parse_multipart(request)
@@ -229,29 +256,10 @@ def parse_upload(request: Request) -> NewFile | Response:
     for name in REQUIRED_FIELDS:
         if name not in values:
             raise Invalid(f"body.{name}: field required")
-    upload = fields.get("file")
-    url = values.get("url")
-    if upload is not None:
-        data, fallback = upload[1], upload[0] or "upload"
-    elif url is not None:
-        fetched = _fetch(url)
-        if isinstance(fetched, Response):
-            return fetched
-        data, fallback = fetched, urllib.parse.urlsplit(url).path
-    elif values.get("filename", "").startswith("/"):
-        # The VSS harness sends only a path on the service's own filesystem (a shared volume).
-        named = Path(values["filename"])
-        try:  # a regular file of a bounded size: never a FIFO, a device or /dev/zero
-            if not named.is_file() or named.stat().st_size > MAX_NAMED_FILE_BYTES:
-                raise OSError("not a regular file of at most the size limit")
-            data = named.read_bytes()
-        except OSError:
-            return Response.error(400, "BadParameters", "The file named by filename cannot "
-                                  "be read by the service")
-        fallback = values["filename"]
-    else:
-        return Response.error(400, "BadParameters", "Either file, url or the path of a file "
-                              "the service can read (filename) is required")
+    content = _content(fields, values)
+    if isinstance(content, Response):
+        return content
+    data, fallback = content
     return NewFile(
         values.get("id"),
         _clean_filename(values.get("filename") or fallback),

@@ -457,6 +457,36 @@ ADDS_PER_PRODUCER = 400
 WORKERS = 10
 
 
+class _Ledger:
+    """What the workers saw, under one lock: who works on what, and the versions read."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.version: Counter[str] = Counter()  # bumped before each add: the "desired state"
+        self.seen: dict[str, int] = {}  # highest version a pass read at its start
+        self.active: set[str] = set()
+        self.busy: Counter[str] = Counter()
+        self.violations: list[str] = []
+        self.passes = Counter[str]()
+
+    def enter(self, key: str) -> None:
+        kind = key.split("/", 1)[0]
+        with self.lock:
+            if key in self.active:
+                self.violations.append(f"two workers on {key}")
+            self.active.add(key)
+            self.busy[kind] += 1
+            if self.busy[kind] > KIND_LIMITS.get(kind, DEFAULT_LIMIT):
+                self.violations.append(f"{self.busy[kind]} workers on kind {kind}")
+            self.seen[key] = max(self.seen.get(key, 0), self.version[key])
+            self.passes[key] += 1
+
+    def leave(self, key: str) -> None:
+        with self.lock:
+            self.active.discard(key)
+            self.busy[key.split("/", 1)[0]] -= 1
+
+
 def test_many_threads_keep_the_invariants() -> None:
     """Workers process while producers add from many threads: never two workers on one key,
     never more than a kind's limit at once, and every key's last add is seen by a pass that
@@ -464,20 +494,14 @@ def test_many_threads_keep_the_invariants() -> None:
     queue = WorkQueue(kind_limits=KIND_LIMITS, default_limit=DEFAULT_LIMIT,
                       base_backoff_s=0.001, max_backoff_s=0.005)
     keys = [f"{kind}/n{i}" for kind in KINDS for i in range(NAMES_PER_KIND)]
-    lock = threading.Lock()
-    version: Counter[str] = Counter()  # bumped before each add: the "desired state"
-    seen: dict[str, int] = {}  # highest version a pass read at its start
-    active: set[str] = set()
-    busy: Counter[str] = Counter()
-    violations: list[str] = []
-    passes = Counter[str]()
+    ledger = _Ledger()
 
     def producer(seed: int) -> None:
         rng = random.Random(seed)
         for _ in range(ADDS_PER_PRODUCER):
             key = rng.choice(keys)
-            with lock:
-                version[key] += 1
+            with ledger.lock:
+                ledger.version[key] += 1
             queue.add(key, rng.choice(list(Priority)), delay_s=rng.choice((0, 0, 0, 0.002)))
             if rng.random() < 0.3:
                 time.sleep(0.0002)
@@ -485,20 +509,9 @@ def test_many_threads_keep_the_invariants() -> None:
     def worker(seed: int) -> None:
         rng = random.Random(seed)
         while (key := queue.get()) is not None:
-            kind = key.split("/", 1)[0]
-            with lock:
-                if key in active:
-                    violations.append(f"two workers on {key}")
-                active.add(key)
-                busy[kind] += 1
-                if busy[kind] > KIND_LIMITS.get(kind, DEFAULT_LIMIT):
-                    violations.append(f"{busy[kind]} workers on kind {kind}")
-                seen[key] = max(seen.get(key, 0), version[key])
-                passes[key] += 1
+            ledger.enter(key)
             time.sleep(rng.uniform(0, 0.0005))
-            with lock:
-                active.discard(key)
-                busy[kind] -= 1
+            ledger.leave(key)
             if rng.random() < 0.1:
                 queue.retry(key)
             else:
@@ -517,6 +530,6 @@ def test_many_threads_keep_the_invariants() -> None:
     for thread in workers:
         thread.join(THREAD_JOIN_S)
     assert not any(thread.is_alive() for thread in workers + producers)
-    assert violations == []
-    assert {key: seen.get(key, 0) for key in version} == dict(version)
-    assert sum(passes.values()) < PRODUCERS * ADDS_PER_PRODUCER  # dedup did merge adds
+    assert ledger.violations == []
+    assert {key: ledger.seen.get(key, 0) for key in ledger.version} == dict(ledger.version)
+    assert sum(ledger.passes.values()) < PRODUCERS * ADDS_PER_PRODUCER  # dedup merged adds
