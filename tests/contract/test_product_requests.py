@@ -15,7 +15,7 @@ import httpx
 
 from tests.conftest import Cli, free_port
 from tests.contract.openapi import violations
-from tests.reconciler.stream_helpers import colours, rtvi_deployment, sources, status, streamset
+from tests.e2e.stream_helpers import colours, rtvi_deployment, sources, status, streamset
 from tests.specs_factory import write
 
 CAPTIONS = {"prompt": "What colour fills the frame?", "chunkDuration": 1, "maxTokens": 32,
@@ -59,7 +59,7 @@ def test_an_experiment_run_speaks_the_published_api(cli: Cli, emulator_image: st
     the 1-frame 1-token smoke, the performance part, blocking batch deletes, asset stats)
     against its own fresh service, recorded to a mount."""
     from tests.contract.openapi import read_records
-    from tests.reconciler.test_experiment import canary
+    from tests.e2e.test_experiment import canary
 
     recorded = tmp_path / "rec"
     recorded.mkdir()

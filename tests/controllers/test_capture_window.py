@@ -1,6 +1,6 @@
 """When a measured window opens: once every stream has shown a decoded frame or ended, or the
 freshness wait ran out; chunks before that are warm-up. Pure: the readers' news is given by
-hand (the end-to-end proof is tests/reconciler/test_experiment.py, with a slow decoder)."""
+hand (the end-to-end proof is tests/e2e/test_experiment.py, with a slow decoder)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The decisions of a Deployment's removal, without an engine: what is looked up, what is done
 with what was found, what is said, how gently it stops, and what is forgotten.
 
-``tests/reconciler/test_guards.py`` proves the same on a real Docker engine (a foreign
+``tests/e2e/test_guards.py`` proves the same on a real Docker engine (a foreign
 container that took the recorded name survives ``delete``).
 """
 

@@ -18,7 +18,7 @@ from controllers.streamset.plan import StreamAction, StreamPlan, StreamSetDesire
 from specs.models import Deployment, StreamSet
 from state.models import ResourceStatus
 from state.store import Store
-from tests.reconciler.stream_helpers import colours, streamset
+from tests.e2e.stream_helpers import colours, streamset
 from tests.specs_factory import deployment
 
 RESOURCE = "StreamSet/cams"

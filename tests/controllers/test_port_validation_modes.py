@@ -1,7 +1,7 @@
 """Port validation end to end against the RTVI emulator served in-process, once per answer
 mode: the sane service passes every gate with evidence; each bad mode fails the gate that
 catches it, quoting the answer. (The Docker run of the same flow, with media and the HF_TOKEN
-restart, is tests/reconciler/test_port_validation.py.)"""
+restart, is tests/e2e/test_port_validation.py.)"""
 
 from __future__ import annotations
 

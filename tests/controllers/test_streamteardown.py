@@ -1,6 +1,6 @@
 """Stream teardown's rules against the RTVI emulator served in-process (no decoding, no child
 process: the fast layer). The end-to-end teardown, with publishers, VST and real frames, is
-in ``tests/reconciler/test_streamset_e2e.py``.
+in ``tests/e2e/test_streamset_e2e.py``.
 """
 
 from __future__ import annotations

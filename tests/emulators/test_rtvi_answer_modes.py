@@ -45,7 +45,7 @@ def test_the_answer_mode_changes_at_run_time_and_refuses_an_unknown_one() -> Non
 
 
 def test_the_file_hang_knob_changes_at_run_time_and_refuses_a_negative_value() -> None:
-    """(The hang itself, on a real uploaded clip, is in tests/reconciler/test_benchmark.py.)"""
+    """(The hang itself, on a real uploaded clip, is in tests/e2e/test_benchmark.py.)"""
     with inproc_rtvi() as rtvi:
         assert httpx.post(f"{rtvi.url}/emulator/knobs",
                           json={"file_hang_s": 2}).json()["file_hang_s"] == 2

@@ -14,7 +14,7 @@ from reconciler.cli import main
 from reconciler.daemon import Daemon, DaemonOptions
 from reconciler.sources import FolderSource, folder_digest
 from state.store import Store
-from tests.reconciler.daemon_helpers import wait_for
+from tests.e2e.daemon_helpers import wait_for
 from tests.reconciler.toy_kinds import toy_kinds, toy_specs
 
 

@@ -24,8 +24,8 @@ from reconciler.sources import (
 )
 from reconciler.sources.git import KEEP_SNAPSHOTS, SNAPSHOTS_DIR
 from state.redaction import redact_urls
-from tests.reconciler.daemon_helpers import wait_for
-from tests.reconciler.gitrepo_helpers import GitRepo
+from tests.e2e.daemon_helpers import wait_for
+from tests.e2e.gitrepo_helpers import GitRepo
 
 SPECS = """\
 apiVersion: rtvi.reconciler/v1

@@ -7,7 +7,7 @@ import threading
 import tenacity
 
 from reconciler.supervisor import RestartPolicy, StopAfterRecentDeaths, Supervisor
-from tests.reconciler.daemon_helpers import wait_for
+from tests.e2e.daemon_helpers import wait_for
 
 
 def _state() -> tenacity.RetryCallState:

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import Cli, free_port
-from tests.reconciler.daemon_helpers import status_of
-from tests.reconciler.stream_helpers import rtvi_deployment
+from tests.e2e.daemon_helpers import status_of
+from tests.e2e.stream_helpers import rtvi_deployment
 from tests.specs_factory import write
 
 RESOURCE = "Experiment/port"

@@ -17,14 +17,14 @@ import pytest
 
 from state.store import Store
 from tests.conftest import Cli, containers_of, free_port
-from tests.reconciler.daemon_helpers import (
+from tests.e2e.daemon_helpers import (
     DaemonProcess,
     events_of,
     is_ready,
     status_of,
     wait_for,
 )
-from tests.reconciler.stream_helpers import (
+from tests.e2e.stream_helpers import (
     PALETTE8,
     PALETTE_ALL,
     Rtvi,

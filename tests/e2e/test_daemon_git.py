@@ -9,7 +9,7 @@ import docker
 import yaml
 
 from tests.conftest import Cli, free_port
-from tests.reconciler.daemon_helpers import (
+from tests.e2e.daemon_helpers import (
     DaemonProcess,
     condition,
     is_ready,
@@ -18,7 +18,7 @@ from tests.reconciler.daemon_helpers import (
     status_of,
     wait_for,
 )
-from tests.reconciler.gitrepo_helpers import GitRepo
+from tests.e2e.gitrepo_helpers import GitRepo
 from tests.specs_factory import HOST, deployment, pinned
 
 INTERVAL_S = 3.0  # short enough for a test, long enough to tell a poke from a fetch

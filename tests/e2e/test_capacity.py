@@ -17,8 +17,8 @@ import pytest
 
 from controllers.experiments.streams import stream_id
 from tests.conftest import Cli, free_port
-from tests.reconciler.daemon_helpers import run_containers, status_of
-from tests.reconciler.stream_helpers import rtvi_deployment
+from tests.e2e.daemon_helpers import run_containers, status_of
+from tests.e2e.stream_helpers import rtvi_deployment
 from tests.specs_factory import write
 
 RESOURCE = "Experiment/capacity"

@@ -13,7 +13,7 @@ import yaml
 
 from controllers.ownership import LABEL_INSTANCE
 from tests.conftest import Cli, free_port
-from tests.reconciler.daemon_helpers import (
+from tests.e2e.daemon_helpers import (
     DaemonProcess,
     condition,
     is_ready,

@@ -16,9 +16,9 @@ import pytest
 
 from emulators.gpuboard.__main__ import UUID
 from tests.conftest import Cli, free_port
-from tests.reconciler.daemon_helpers import status_of
-from tests.reconciler.stream_helpers import rtvi_deployment
-from tests.reconciler.test_port_validation import REVISION
+from tests.e2e.daemon_helpers import status_of
+from tests.e2e.stream_helpers import rtvi_deployment
+from tests.e2e.test_port_validation import REVISION
 from tests.specs_factory import write
 
 

@@ -23,7 +23,7 @@ from reconciler.sources import FolderSource, folder_digest
 from reconciler.supervisor import RestartPolicy
 from state.store import Store
 from tests.conftest import Cli, free_port
-from tests.reconciler.daemon_helpers import (
+from tests.e2e.daemon_helpers import (
     DaemonProcess,
     condition,
     events_of,

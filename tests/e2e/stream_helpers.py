@@ -19,7 +19,7 @@ import httpx
 
 from controllers.statusfacts import StreamSetStatusFacts
 from tests.conftest import Cli, free_port
-from tests.reconciler.daemon_helpers import wait_for
+from tests.e2e.daemon_helpers import wait_for
 from tests.specs_factory import deployment, pinned
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ import pytest
 
 from controllers.statusfacts import DeploymentStatusFacts, HostStatusFacts
 from tests.conftest import Cli, free_port
-from tests.reconciler.daemon_helpers import (
+from tests.e2e.daemon_helpers import (
     DaemonProcess,
     condition,
     events_of,

@@ -1,4 +1,4 @@
-"""Fixtures for the reconciler's end-to-end tests."""
+"""Fixtures of the end-to-end tests (the CLI and the daemon against a real Docker engine)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.reconciler.daemon_helpers import DaemonProcess
+from tests.e2e.daemon_helpers import DaemonProcess
 
 
 @pytest.fixture(autouse=True)

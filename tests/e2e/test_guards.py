@@ -21,9 +21,9 @@ from controllers.streamset.plan import stream_id
 from state.models import InventoryItem, ResourceStatus
 from state.store import Store
 from tests.conftest import Cli, free_port
-from tests.reconciler.daemon_helpers import status_of
-from tests.reconciler.stream_helpers import colours, rtvi_deployment, streamset
-from tests.reconciler.test_experiment import canary
+from tests.e2e.daemon_helpers import status_of
+from tests.e2e.stream_helpers import colours, rtvi_deployment, streamset
+from tests.e2e.test_experiment import canary
 from tests.specs_factory import deployment, pinned, write
 
 

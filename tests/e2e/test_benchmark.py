@@ -24,9 +24,9 @@ import pytest
 import yaml
 
 from tests.conftest import Cli, free_port
+from tests.e2e.daemon_helpers import status_of
+from tests.e2e.stream_helpers import rtvi_deployment
 from tests.emulators.rtsp_source import RtspSource
-from tests.reconciler.daemon_helpers import status_of
-from tests.reconciler.stream_helpers import rtvi_deployment
 from tests.specs_factory import write
 
 RESOURCE = "Experiment/bench"

@@ -13,7 +13,7 @@ import docker
 import httpx
 
 from tests.conftest import Cli, free_port
-from tests.reconciler.daemon_helpers import (
+from tests.e2e.daemon_helpers import (
     DaemonProcess,
     condition,
     is_ready,
@@ -21,7 +21,7 @@ from tests.reconciler.daemon_helpers import (
     status_of,
     wait_for,
 )
-from tests.reconciler.stream_helpers import Rtvi, colours, rtvi_deployment, streamset, vst_process
+from tests.e2e.stream_helpers import Rtvi, colours, rtvi_deployment, streamset, vst_process
 from tests.specs_factory import deployment, pinned, write
 
 RESYNC_NEVER = "3600"
