@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 from pydantic import BaseModel
 
+from controllers.actions import Action
 from controllers.clients.http_api import ClientPool
 from controllers.errors import (
     ControllerError,
@@ -65,22 +66,11 @@ def key_of(resource: SpecResource) -> Key:
     return Key(resource.kind, resource.metadata.name)
 
 
-class ActionLike(Protocol):
-    @property
-    def verb(self) -> str: ...
-
-    @property
-    def target(self) -> str: ...
-
-    @property
-    def cause(self) -> str: ...
-
-
 class PlanLike(Protocol):
     """A kind's plan: the actions it would take, each with its cause, or a conflict."""
 
     @property
-    def actions(self) -> Sequence[ActionLike]: ...
+    def actions(self) -> Sequence[Action]: ...
 
     @property
     def conflict(self) -> str | None: ...

@@ -23,10 +23,11 @@ from collections.abc import Callable
 from typing import Literal
 
 from controllers import ownership
+from controllers.actions import Action
 from controllers.clients.docker_client import ContainerInfo, ContainerRequest
 from controllers.clients.http_api import service_url
 from controllers.deployment.hostports import port_holders
-from controllers.deployment.plan import KIND_CONTAINER, Action, Desired, Plan, plan, staged_name
+from controllers.deployment.plan import KIND_CONTAINER, Desired, Plan, plan, staged_name
 from controllers.deployment.readiness import (
     ReadinessResult,
     started_epoch,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from controllers import ownership
+from controllers.actions import Action
 from controllers.clients.docker_client import ContainerInfo
 from controllers.deployment.readiness import paused_message
 from controllers.errors import PlanError
@@ -29,15 +30,6 @@ SHOWN_CHANGES = 6  # spec paths named in a cause; the rest are counted
 MAX_VALUE_CHARS = 40
 MAX_IMAGE_CHARS = 19
 
-
-@dataclass(frozen=True)
-class Action:
-    verb: Verb
-    target: str
-    cause: str
-
-    def __str__(self) -> str:
-        return f"{self.verb} {self.target}: {self.cause}"
 
 
 @dataclass

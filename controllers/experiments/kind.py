@@ -27,6 +27,7 @@ from pathlib import Path
 import structlog
 from pydantic import ValidationError
 
+from controllers.actions import Action
 from controllers.clients.docker_client import DockerEngine
 from controllers.contract import (
     PassContext,
@@ -73,22 +74,13 @@ EVIDENCE_DIR = "evidence"
 CLEANING = ("Collecting", "CleaningUp", "Done")
 
 
-@dataclass(frozen=True)
-class RunAction:
-    verb: str
-    target: str
-    cause: str
-
-    def __str__(self) -> str:
-        return f"{self.verb} {self.target}: {self.cause}"
-
 
 @dataclass
 class RunPlanView:
     """What a pass would do for an Experiment (``plan`` prints it)."""
 
     resource: str
-    actions: list[RunAction] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
     conflict: str | None = None
 
     @property
@@ -195,13 +187,13 @@ class ExperimentKind:
         telemetry = session.telemetry(spec.telemetry.dcgmUrl).name + (
             " (required)" if spec.telemetry.required else "")
         view.actions += [
-            RunAction("create", f"container {resolved.container_name}", f"run {spec.runId}'s "
+            Action("create", f"container {resolved.container_name}", f"run {spec.runId}'s "
                       f"fresh service from Deployment {spec.template} ({template.spec.image}) "
                       f"on Host {template.spec.host}, {resolved.url}"),
-            *(RunAction(step.verb, step.target, step.cause) for step in kind.planned(spec)),
-            *(RunAction("warn", "measure", why)
+            *(Action(step.verb, step.target, step.cause) for step in kind.planned(spec)),
+            *(Action("warn", "measure", why)
               for why in measure_warnings(spec, {k: str(v) for k, v in run_dep.spec.env.items()})),
-            RunAction("run", f"{spec.type} {spec.runId}", f"gates: "
+            Action("run", f"{spec.type} {spec.runId}", f"gates: "
                       f"{', '.join([*kind.declared_gates(spec), runs.GATE_CLEANUP])}; GPUs: "
                       f"{', '.join(gpus) or 'none'}; GPU telemetry: {telemetry}; budget "
                       f"{spec.budgetSeconds}s, cleanup {spec.cleanupSeconds}s; evidence in "

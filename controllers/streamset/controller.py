@@ -136,14 +136,14 @@ class StreamSetController:
         self._record_desired(desired, the_plan)
         for action in the_plan.actions:
             self._progress(desired.resource, str(action))
-        removed = [a.source for a in the_plan.actions if a.verb in ("remove", "replace")]
+        removed = [a.item for a in the_plan.actions if a.verb in ("remove", "replace")]
         if removed:
             left = self.teardown(desired.resource, removed, desired.rtvi_url,
                                  desired.streamset.spec.teardown.drainTimeoutSeconds,
                                  desired.streamset.spec.teardown.deadlineSeconds)
             if left:
                 raise TeardownIncomplete("could not remove: " + "; ".join(left))
-        touched = {a.source for a in the_plan.actions if a.verb != "remove"}
+        touched = {a.item for a in the_plan.actions if a.verb != "remove"}
         origins = self._publish(desired, the_plan)
         rtvi_urls, retired = self._sensors(desired, the_plan, origins)
         removes = any(a.verb in ("remove", "replace") for a in the_plan.actions)

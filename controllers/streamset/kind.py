@@ -34,11 +34,11 @@ from controllers.streamset.framewatch import FrameWatch
 from controllers.streamset.health import SourcesDegraded
 from controllers.streamset.part import Streaming
 from controllers.streamset.plan import (
-    StreamAction,
     StreamPlan,
     StreamSetDesired,
     desired_sources,
     recorded_sources,
+    source_action,
 )
 from specs.models import DeploymentSpec, StreamSet, Strict, TeardownSpec
 from specs.validate import SpecSet, spec_hash
@@ -155,10 +155,10 @@ def _pending_plan(desired: StreamSetDesired, record: ResourceStatus | None,
     recorded = recorded_sources(record)
     result = StreamPlan(desired.resource)
     for name in sorted(set(recorded) - set(desired.sources)):
-        result.actions.append(StreamAction("remove", name, f"no longer in the spec ({waiting})"))
+        result.actions.append(source_action("remove", name, f"no longer in the spec ({waiting})"))
     for name, src in desired.sources.items():
         if (rec.hash if (rec := recorded.get(name)) else None) != src.hash:
-            result.actions.append(StreamAction("register", name, f"new or changed source "
+            result.actions.append(source_action("register", name, f"new or changed source "
                                                f"({waiting})"))
     return result
 

@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from controllers.actions import Action
 from controllers.clients.docker_client import ContainerInfo
 from controllers.clients.rtvi_client import StreamInfo
 from controllers.clients.vst_client import Sensor
@@ -74,24 +75,15 @@ class StreamSetObserved:
     publishers: dict[str, ContainerInfo]  # by source name
 
 
-@dataclass(frozen=True)
-class StreamAction:
-    verb: Verb
-    source: str
-    cause: str
-
-    @property
-    def target(self) -> str:
-        return f"source {self.source}"
-
-    def __str__(self) -> str:
-        return f"{self.verb} {self.target}: {self.cause}"
+def source_action(verb: Verb, source: str, cause: str) -> Action:
+    """An action on one source of a StreamSet."""
+    return Action(verb, f"source {source}", cause, item=source)
 
 
 @dataclass
 class StreamPlan:
     resource: Key
-    actions: list[StreamAction] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
     conflict: str | None = None
     # RTVI's streams as the plan saw them: a pass that acts on this plan without removing
     # anything first needs not list them again (None: a plan made without asking RTVI).
@@ -105,7 +97,7 @@ class StreamPlan:
         return bool(self.actions)
 
     def verbs(self, source: str) -> set[str]:
-        return {a.verb for a in self.actions if a.source == source}
+        return {a.verb for a in self.actions if a.item == source}
 
 
 def desired_sources(ss: StreamSet, instance: str) -> dict[str, DesiredSource]:
@@ -144,13 +136,13 @@ def plan_streamset(desired: StreamSetDesired, observed: StreamSetObserved,
     recorded = recorded_sources(record)
     owned = {item.name for item in record.inventory} if record is not None else set()
     for name in sorted((owned | set(recorded)) - set(desired.sources)):
-        result.actions.append(StreamAction("remove", name, f"source {name} is no longer in the "
+        result.actions.append(source_action("remove", name, f"source {name} is no longer in the "
                                                            "spec"))
     for name, src in desired.sources.items():
         rec = recorded.get(name)
         # No hash yet: an earlier pass stopped before registering it; repair, not replace.
         if rec is not None and rec.hash not in (None, src.hash):
-            result.actions.append(StreamAction("replace", name, _changed(rec, src)))
+            result.actions.append(source_action("replace", name, _changed(rec, src)))
             continue
         result.actions.extend(_repairs(desired, observed, record, src))
     return result
@@ -166,32 +158,32 @@ def _changed(rec: SourceFacts, src: DesiredSource) -> str:
 
 
 def _repairs(desired: StreamSetDesired, observed: StreamSetObserved,
-             record: ResourceStatus | None, src: DesiredSource) -> list[StreamAction]:
+             record: ResourceStatus | None, src: DesiredSource) -> list[Action]:
     actions = []
     if src.kind != "url":
         pub = observed.publishers.get(src.name)
         if pub is None:
-            actions.append(StreamAction("publish", src.name, "no publisher container"
+            actions.append(source_action("publish", src.name, "no publisher container"
                                         if _known(record, KIND_PUBLISHER, src.name)
                                         else "new source"))
         elif not pub.running:
-            actions.append(StreamAction("publish", src.name, f"publisher {pub.name} is "
+            actions.append(source_action("publish", src.name, f"publisher {pub.name} is "
                                         f"{pub.status} (exit code {pub.exit_code})"))
     if observed.sensors is not None:
         item = record.inventory_item(KIND_SENSOR, src.name) if record is not None else None
         if item is None:
-            actions.append(StreamAction("register-sensor", src.name, "not registered with VST"))
+            actions.append(source_action("register-sensor", src.name, "not registered with VST"))
         elif item.id is None:
-            actions.append(StreamAction("register-sensor", src.name, "VST registration "
+            actions.append(source_action("register-sensor", src.name, "VST registration "
                                         "unconfirmed (a pass stopped mid-way): adopt the sensor "
                                         "by name, or register it"))
         elif item.id not in observed.sensors:
-            actions.append(StreamAction("register-sensor", src.name, f"VST sensor {item.id} is "
+            actions.append(source_action("register-sensor", src.name, f"VST sensor {item.id} is "
                                         "gone"))
     if src.stream_id not in observed.streams:
         cause = (f"stream {src.stream_id} is no longer registered with RTVI"
                  if _known(record, KIND_STREAM, src.name) else "new source")
-        actions.append(StreamAction("register", src.name, cause))
+        actions.append(source_action("register", src.name, cause))
     return actions
 
 

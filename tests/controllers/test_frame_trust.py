@@ -14,7 +14,7 @@ from controllers.streamset.captions import CaptionHub
 from controllers.streamset.controller import StreamSetController
 from controllers.streamset.framewatch import FrameWatch
 from controllers.streamset.health import SourceReport, StreamSetResult
-from controllers.streamset.plan import StreamAction, StreamPlan, StreamSetDesired, desired_sources
+from controllers.streamset.plan import StreamPlan, StreamSetDesired, desired_sources, source_action
 from specs.models import Deployment, StreamSet
 from state.models import ResourceStatus
 from state.store import Store
@@ -100,8 +100,9 @@ def test_a_pass_that_changes_sources_says_so_while_it_registers_and_proves_them(
         "Ready", "Unknown", "WaitingForDeployment", "waiting for Deployment/vlm"))
     ctl = StreamSetController(store, "inst", lambda _h: None, CaptionHub(),  # type: ignore
                               lambda *_: None, ClientPool())
-    plan = StreamPlan(RESOURCE, [StreamAction("register", n, "new source") for n in ("red", "blue")]
-                      + [StreamAction("remove", "old", "no longer desired")])
+    plan = StreamPlan(RESOURCE, [source_action("register", n, "new source")
+                                 for n in ("red", "blue")]
+                      + [source_action("remove", "old", "no longer desired")])
     ctl._record_desired(desired, plan)
     record = store.load(RESOURCE)
     assert record is not None

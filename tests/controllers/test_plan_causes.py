@@ -10,12 +10,12 @@ from __future__ import annotations
 import pytest
 
 from controllers import ownership
+from controllers.actions import Action
 from controllers.clients.docker_client import ContainerInfo
 from controllers.deployment.plan import (
     MAX_IMAGE_CHARS,
     MAX_VALUE_CHARS,
     STAGED_SUFFIX,
-    Action,
     Desired,
     Plan,
     plan,

@@ -80,7 +80,7 @@ def _container(name: str, status: str) -> ContainerInfo:
 
 def _actions(desired: StreamSetDesired, observed: StreamSetObserved,
              record: ResourceStatus | None) -> list[tuple[str, str]]:
-    return [(a.verb, a.source) for a in plan_streamset(desired, observed, record).actions]
+    return [(a.verb, a.item) for a in plan_streamset(desired, observed, record).actions]
 
 
 THREE = ("  - {name: red, synthetic: {colour: RED}}\n"
@@ -123,7 +123,7 @@ def test_forgotten_streams_and_dead_publishers_are_repaired() -> None:
     observed.streams.clear()  # the service restarted
     observed.publishers["red"] = _container("red", "exited")
     actions = plan_streamset(desired, observed, record).actions
-    found: dict[tuple[str, str], Any] = {(a.verb, a.source): a.cause for a in actions}
+    found: dict[tuple[str, str], Any] = {(a.verb, a.item): a.cause for a in actions}
     assert "no longer registered with RTVI" in found[("register", "cam")]
     assert "exited" in found[("publish", "red")]
     assert ("publish", "green") not in found
