@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
 from specs.facts import GpuInfo
+from state.evidence import Verdict
 from state.models import ResourceStatus
 
 
@@ -221,7 +222,7 @@ class ExperimentStatusFacts(Facts):
 
     run_id: str | None = None
     phase: str | None = None
-    result: Literal["PASS", "FAIL", "INCONCLUSIVE"] | None = None
+    result: Verdict | None = None
     reason: str | None = None
     template: str | None = None
     host: str | None = None

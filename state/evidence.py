@@ -42,7 +42,8 @@ MANIFEST = "manifest.json"
 REPORT = "report.md"  # written by controllers.experiments.report, listed by `evidence`
 PLOTS_DIR = "plots"
 GATES_DIR = "gates"
-Result = Literal["PASS", "FAIL", "INCONCLUSIVE"]
+Verdict = Literal["PASS", "FAIL", "INCONCLUSIVE"]
+"""A run's one verdict, in its record, its evidence and its report."""
 CHUNK = 1 << 20
 RUN_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{2,62}$")
 """A run ID is a folder name: no separators, no dot-dot, no leading dash (``specs.experiment``
@@ -121,7 +122,7 @@ class Evidence:
         append_line_durable(self.path(EVENTS), json.dumps(self.redactor.scrub(line),
                                                           sort_keys=True))
 
-    def status(self, phase: str, state: str, result: Result | None = None,
+    def status(self, phase: str, state: str, result: Verdict | None = None,
                **fields: Any) -> None:
         """Replace ``status.json`` (atomic: a reader sees the old or the new one)."""
         self.write_json(STATUS, {"phase": phase, "state": state, "result": result,
@@ -145,7 +146,7 @@ class Evidence:
                                         str(data.get("reason", "")))
         return found
 
-    def finish(self, result: Result, declared: Iterable[str], reason: str) -> Result:
+    def finish(self, result: Verdict, declared: Iterable[str], reason: str) -> Verdict:
         """Write the terminal status. A PASS whose declared gates are not all recorded as
         passed, with evidence, becomes FAIL naming what is missing: PASS is never unbacked."""
         recorded, declared = self.gates(), list(declared)
@@ -156,7 +157,7 @@ class Evidence:
                              *(f"gate {g} did not pass" for g in failed)]) or "no gate declared"
             result, reason = "FAIL", f"refused PASS: {why}"
         self.status("Done", "Terminal", result, reason=reason)
-        self.event("Result", f"{result}: {reason}", result=result)
+        self.event("Verdict", f"{result}: {reason}", result=result)
         return result
 
     def seal(self) -> Path:

@@ -54,11 +54,11 @@ from controllers.experiments.benchreport import BENCH_FILE
 from controllers.experiments.driver import GATE_SMOKE, ONE_FRAME_ONE_TOKEN
 from controllers.experiments.filechat import PinnedFile, ask
 from controllers.experiments.reportparts import Section, load_json
-from controllers.experiments.runtype import PlannedStep, Result, RunContext
+from controllers.experiments.runtype import PlannedStep, RunContext
 from controllers.experiments.service import RunService
 from controllers.waiting import Stopped, until
 from specs.experiment import BenchmarkSpec, ExperimentSpec, smokes
-from state.evidence import MANIFEST, Evidence
+from state.evidence import MANIFEST, Evidence, Verdict
 
 GATE_SCENARIO = "scenario"
 GATE_ENVIRONMENT = "service-environment"
@@ -243,7 +243,7 @@ class BenchmarkType:
                             f"{bench.apiMode or 'the config API mode'}, {side}{paired}: "
                             f"{' '.join(bench.harness.argv)} in {bench.harness.workdir}")]
 
-    def execute(self, ctx: RunContext) -> tuple[Result, str]:
+    def execute(self, ctx: RunContext) -> tuple[Verdict, str]:
         bench = ctx.spec.benchmark
         assert bench is not None
         return Benchmark(ctx, bench).run()
@@ -258,7 +258,7 @@ class Benchmark:
     bench: BenchmarkSpec
     stale_findings: list[dict[str, Any]] = field(default_factory=list)
 
-    def run(self) -> tuple[Result, str]:
+    def run(self) -> tuple[Verdict, str]:
         ctx, bench = self.ctx, self.bench
         problem = self.check_scenario()
         if problem:
@@ -412,7 +412,7 @@ class Benchmark:
     # --- verdict ---------------------------------------------------------------------------
 
     def judge(self, outcome: harnessreport.Outcome,
-               handles: dict[str, str]) -> tuple[Result, str]:
+               handles: dict[str, str]) -> tuple[Verdict, str]:
         ctx, bench = self.ctx, self.bench
         accepted = outcome.judge()
         quiet = max((f["logQuietSeconds"] for f in self.stale_findings), default=0.0)

@@ -24,11 +24,11 @@ from controllers.experiments import isolation, plots
 from controllers.experiments.driver import GATE_SMOKE, LoadDriver, from_first_frame, refusal
 from controllers.experiments.ledger import UnitOutcome, performance_report
 from controllers.experiments.reportparts import Section, latency_point, load_json
-from controllers.experiments.runtype import PlannedStep, Result, RunContext
+from controllers.experiments.runtype import PlannedStep, RunContext
 from controllers.experiments.streams import canary_sources
 from controllers.streamset.caption_events import CaptionChunk
 from specs.experiment import ExperimentSpec, largest_level, smokes
-from state.evidence import Evidence
+from state.evidence import Evidence, Verdict
 
 GATE_ISOLATION = "semantic-isolation"
 GATE_PROBES_GONE = "probe-streams-deleted"
@@ -65,7 +65,7 @@ class CanaryType:
                 PlannedStep("register", f"{largest_level(spec)} stream(s) at a time",
                             "one per source, deleted and proven gone after each part")]
 
-    def execute(self, ctx: RunContext) -> tuple[Result, str]:
+    def execute(self, ctx: RunContext) -> tuple[Verdict, str]:
         canary = ctx.spec.canary
         assert canary is not None
         service = ctx.start_service()

@@ -15,8 +15,9 @@ from typing import Any
 
 from controllers.experiments import harnessreport
 from controllers.experiments.benchmark import Benchmark
-from controllers.experiments.runtype import Result, RunContext
+from controllers.experiments.runtype import RunContext
 from specs.experiment import BenchmarkSpec, CapacitySpec, smokes
+from state.evidence import Verdict
 
 GATE_BOUNDARY = "capacity-boundary"
 CAPACITY_FILE = "evidence/capacity.json"
@@ -34,7 +35,7 @@ def as_benchmark(cap: CapacitySpec) -> BenchmarkSpec:
                          smokeClip=search.smokeClip)
 
 
-def search(ctx: RunContext, cap: CapacitySpec) -> tuple[Result, str]:
+def search(ctx: RunContext, cap: CapacitySpec) -> tuple[Verdict, str]:
     runner = Benchmark(ctx, as_benchmark(cap))
     problem = runner.check_scenario()
     if problem:

@@ -44,11 +44,12 @@ from controllers.experiments.driver import (
 )
 from controllers.experiments.ledger import performance_report
 from controllers.experiments.reportparts import Section, cell, latency_point, load_json
-from controllers.experiments.runtype import PlannedStep, Result, RunContext
+from controllers.experiments.runtype import PlannedStep, RunContext
 from controllers.experiments.service import RunService
 from controllers.experiments.streams import CanarySource, numbered_sources
 from specs.experiment import CapacitySpec, ExperimentSpec, LatencySource, smokes
 from state.evidence import Evidence
+from state.evidence import Verdict as RunVerdict
 
 # How ledger.UnitOutcome.failures() words what load does to a stream; anything else it says
 # is a fault of that stream.
@@ -209,7 +210,7 @@ class CapacityType:
                             f"), {cap.windowSeconds}s windows, p95 <= {cap.maxP95LatencyMs:g} "
                             f"ms, success >= {cap.minSuccessRate:.0%}; {fresh}")]
 
-    def execute(self, ctx: RunContext) -> tuple[Result, str]:
+    def execute(self, ctx: RunContext) -> tuple[RunVerdict, str]:
         cap = ctx.spec.capacity
         assert cap is not None
         if cap.harness is not None:
@@ -221,6 +222,7 @@ class CapacityType:
                 cap.maxP95LatencyMs))
         finally:
             windows.close()
+        result: RunVerdict
         if outcome.found:  # the boundary is the news: the verdict says it
             result = "PASS"
             reason = (f"highest stable {outcome.highest_stable}, first unstable "

@@ -31,10 +31,10 @@ from controllers.experiments.filechat import PinnedFile, ask
 from controllers.experiments.ledger import percentile
 from controllers.experiments.portreport import PORT_FILE
 from controllers.experiments.reportparts import Section
-from controllers.experiments.runtype import PlannedStep, Result, RunContext
+from controllers.experiments.runtype import PlannedStep, RunContext
 from controllers.experiments.service import RunService
 from specs.experiment import ExperimentSpec, PortMedia, PortValidationSpec
-from state.evidence import Evidence
+from state.evidence import Evidence, Verdict
 
 GATE_CONTRACT = "model-contract"
 GATE_PATH = "integration-path"
@@ -100,7 +100,7 @@ class PortValidationType:
                             f"{', '.join(port.modalities)} + control; accuracy over {items} "
                             f"labelled item(s) (minimum {port.minAccuracy:.0%})")]
 
-    def execute(self, ctx: RunContext) -> tuple[Result, str]:
+    def execute(self, ctx: RunContext) -> tuple[Verdict, str]:
         port = ctx.spec.portValidation
         assert port is not None
         return PortValidation(ctx, port).run()
@@ -116,7 +116,7 @@ class PortValidation:
     rows: list[Row] = field(default_factory=list)
     accuracy: list[Row] = field(default_factory=list)
 
-    def run(self) -> tuple[Result, str]:
+    def run(self) -> tuple[Verdict, str]:
         ctx, port = self.ctx, self.port
         service = ctx.start_service()
         gates = {GATE_CONTRACT: self._contract(), GATE_PATH: self._path()}

@@ -49,7 +49,7 @@ from controllers.streamset.publisher.run import publisher_name
 from controllers.waiting import Stopped
 from specs.experiment import CanaryPublisher, ExperimentSpec
 from specs.models import Deployment
-from state.evidence import MANIFEST, Evidence, EvidenceError
+from state.evidence import MANIFEST, Evidence, EvidenceError, Verdict
 from state.keys import Key
 from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
 from state.store import Store
@@ -62,7 +62,6 @@ TERMINAL = "Done"
 LOG_TAIL_LINES = 2000
 CODE_ROOT = Path(__file__).resolve().parents[2]
 GIT_TIMEOUT_S = 5
-Result = str  # "PASS" | "FAIL" | "INCONCLUSIVE"
 
 
 @dataclass(frozen=True)
@@ -140,10 +139,10 @@ class Recorder:
                                                   state="pending", created_at=utc_now()))
         self.update(mutate)
 
-    def finish(self, result: Result, reason: str, gates: dict[str, str], cleaned: bool) -> None:
+    def finish(self, result: Verdict, reason: str, gates: dict[str, str], cleaned: bool) -> None:
         def mutate(st: ResourceStatus) -> None:
             known = ExperimentStatusFacts.of(st)
-            known.phase, known.result, known.reason = TERMINAL, result, reason  # type: ignore[assignment]
+            known.phase, known.result, known.reason = TERMINAL, result, reason
             known.gates, known.finished_at = gates, utc_now()
             known.put(st)
             st.set_condition("Ready", "True" if result == "PASS" else "False", result, reason)
@@ -185,7 +184,7 @@ def launch_record(store: Store, plan: RunPlan) -> Evidence:
 
 def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
             stop: threading.Event, progress: Callable[[str], None],
-            telemetry: Telemetry | None = None) -> Result:
+            telemetry: Telemetry | None = None) -> Verdict:
     """The whole run; returns its result (raises Stopped on shutdown, leaving it resumable).
     ``telemetry``: the Host's GPU telemetry (baselines, the window's means, cleanup proof)."""
     if stop.is_set():  # stopped while queued: nothing was started, the recovery says why
@@ -194,7 +193,7 @@ def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
     rec = Recorder(store, plan.resource, plan.host, evidence, progress)
     declared = [*run_type(plan.spec).declared_gates(plan.spec), GATE_CLEANUP]
     started: list[RunService] = []  # the run's service, once it serves
-    result: Result = "INCONCLUSIVE"
+    result: Verdict = "INCONCLUSIVE"
     reason = ""
     baseline = gpumemory.GpuMemory(None, gpumemory.NO_GPU)
     gpu_read = gpumemory.reader(telemetry)
@@ -242,7 +241,7 @@ def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
 
 def _running(plan: RunPlan, engine: DockerEngine, instance: str, stop: threading.Event,
              progress: Callable[[str], None], rec: Recorder, evidence: Evidence,
-             started: list[RunService]) -> tuple[Result, str]:
+             started: list[RunService]) -> tuple[Verdict, str]:
     """The Running phase: the type's own work, through a context that starts and retires
     the run's service and publishes sources (``started``: the service now serving)."""
     spec = plan.spec
@@ -324,9 +323,9 @@ def _cleanup_gate(evidence: Evidence, report: CleanupReport) -> None:
         report.evidence)
 
 
-def _finish(evidence: Evidence, rec: Recorder, result: Result, declared: list[str],
-            reason: str, cleaned: bool) -> Result:
-    final = evidence.finish(result, declared, reason)  # type: ignore[arg-type]
+def _finish(evidence: Evidence, rec: Recorder, result: Verdict, declared: list[str],
+            reason: str, cleaned: bool) -> Verdict:
+    final = evidence.finish(result, declared, reason)
     bundle_report.write(evidence, final, reason)
     gates = {n: f"{'PASS' if g.passed else 'FAIL'}: {g.reason}"
              for n, g in evidence.gates().items()}
@@ -338,7 +337,7 @@ def _finish(evidence: Evidence, rec: Recorder, result: Result, declared: list[st
 
 def recover(store: Store, record: ResourceStatus, engine: DockerEngine, instance: str,
             evidence_root: Path, stop: threading.Event, token: str | None,
-            telemetry: Telemetry | None = None) -> Result:
+            telemetry: Telemetry | None = None) -> Verdict:
     """A run the process lost (crash, kill -9): INCONCLUSIVE, after its cleanup."""
     known = ExperimentStatusFacts.of(record)
     assert known.run_id is not None

@@ -23,9 +23,7 @@ from controllers.experiments.reportparts import Section
 from controllers.experiments.service import RunService
 from controllers.experiments.streams import CanarySource
 from specs.experiment import CanaryPublisher, ExperimentSpec
-from state.evidence import Evidence
-
-Result = str  # "PASS" | "FAIL" | "INCONCLUSIVE"
+from state.evidence import Evidence, Verdict
 
 
 @dataclass(frozen=True)
@@ -85,7 +83,7 @@ class ExperimentType(Protocol):
         """What the run will publish, register and judge, for ``plan``."""
         ...
 
-    def execute(self, ctx: RunContext) -> tuple[Result, str]:
+    def execute(self, ctx: RunContext) -> tuple[Verdict, str]:
         """The Running phase: the result and, unless PASS, why."""
         ...
 
