@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
 
 import structlog
 from pydantic import BaseModel
@@ -79,16 +79,21 @@ class PlanLike(Protocol):
     def changes(self) -> bool: ...
 
 
+S = TypeVar("S", bound=SpecResource, contravariant=True)  # a kind's spec model
+D = TypeVar("D")  # its resolved desired state
+P = TypeVar("P", bound=PlanLike)  # its plan
+
+
 @dataclass
-class ResourcePlan:
+class ResourcePlan(Generic[D, P]):
     """The plan for one resource, or why it cannot be planned. ``desired`` is the kind's own
     resolved view of the spec (opaque to everyone else). A plan with neither ``plan`` nor
     ``error`` has nothing to show (a Host: observed, nothing of it is ours to change)."""
 
     resource: Key
     name: str
-    desired: object | None = None
-    plan: PlanLike | None = None
+    desired: D | None = None
+    plan: P | None = None
     issues: list[SpecIssue] = field(default_factory=list)
     error: str | None = None
     error_reason: str = ""
@@ -99,7 +104,7 @@ class ResourcePlan:
     def changes(self) -> bool:
         return self.plan is not None and self.plan.changes
 
-    def failed(self, exc: Exception) -> ResourcePlan:
+    def failed(self, exc: Exception) -> Self:
         """Write why planning failed into this plan (and return it): the one place where
         plan-time exceptions become plan errors. A refusal by a rule that needed observed facts
         (PlanError) carries its issues; a failed observation (ControllerError) is retried
@@ -117,7 +122,7 @@ class ResourcePlan:
         return self
 
     @contextmanager
-    def observing(self) -> Iterator[ResourcePlan]:
+    def observing(self) -> Iterator[Self]:
         """Planning steps run inside: a refusal or a failed observation is written into this
         plan (:meth:`failed`) instead of raised; the steps done before it stay (``desired``)."""
         try:
@@ -245,9 +250,11 @@ class PassContext:
     clients: ClientPool = field(default_factory=ClientPool)  # closed when the pass ends
 
 
-class Kind(Protocol):
-    """One kind of resource. ``depends_on``: kinds whose resources must be converged first
-    (and that wake this kind's resources when they change)."""
+class Kind(Protocol[S, D, P]):
+    """One kind of resource, typed by its spec model ``S``, its desired state ``D`` and its
+    plan ``P``: what ``plan`` returns is what ``act`` receives, with no downcast between.
+    ``depends_on``: kinds whose resources must be converged first (and that wake this
+    kind's resources when they change)."""
 
     name: str
     model: type[Strict]
@@ -255,7 +262,7 @@ class Kind(Protocol):
     owns: bool  # its records stand for things we created (the prune guard protects them)
     max_parallel: int | None  # passes at once in the daemon (None: its --workers)
 
-    def references(self, resource: SpecResource) -> list[Key]:
+    def references(self, resource: S) -> list[Key]:
         """Keys of the resources this one depends on (must exist in the spec set)."""
         ...
 
@@ -263,11 +270,11 @@ class Kind(Protocol):
         """Keys a recorded resource depends on (it is deleted before them)."""
         ...
 
-    def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
+    def plan(self, ctx: PassContext, resource: S) -> ResourcePlan[D, P]:
         """Observe (read-only) and plan. Never writes, never acts."""
         ...
 
-    def act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
+    def act(self, ctx: PassContext, rp: ResourcePlan[D, P]) -> Result:
         """Carry out a plan (re-checking what may have changed since it was made)."""
         ...
 
@@ -322,9 +329,14 @@ def guarded(resource: Key, step: Callable[[], Result],
     return (retry if again else terminal)(resource, f"{reason}: {message}", reason)
 
 
-def unplanned(ctx: PassContext, rp: ResourcePlan, digest: str | None) -> Result:
+def unplanned(ctx: PassContext, rp: ResourcePlan[Any, Any], digest: str | None) -> Result:
     """A resource that could not be planned (``rp.error``): record why, retry if not permanent."""
     message = rp.error or "not planned"
     reason = rp.error_reason or "Error"
     ctx.services.record_failure(rp.resource, reason, message, rp.permanent, digest)
     return (terminal if rp.permanent else retry)(rp.resource, message, reason)
+
+
+AnyKind = Kind[Any, Any, Any]
+"""A kind whatever its types: what the registry, the engine and the daemon hold."""
+AnyPlan = ResourcePlan[Any, Any]

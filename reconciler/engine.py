@@ -17,6 +17,7 @@ import structlog
 
 from reconciler.kinds import (
     REGISTRY,
+    AnyPlan,
     Hooks,
     NoHooks,
     PassContext,
@@ -66,11 +67,11 @@ class Engine:
 
     # --- one-shot commands -------------------------------------------------------------------
 
-    def plan(self, spec_set: SpecSet, revision: str | None = None) -> list[ResourcePlan]:
+    def plan(self, spec_set: SpecSet, revision: str | None = None) -> list[AnyPlan]:
         """Plan every resource in dependency order; read-only. A resource whose dependency
         will change in this run is told so (``PassContext.pending``) and plans from its
         record rather than asking a service that is about to be replaced."""
-        plans: list[ResourcePlan] = []
+        plans: list[AnyPlan] = []
         unsettled: set[Key] = set()
         for resource in sorted(spec_set.resources, key=lambda r: self.registry.level(r.kind)):
             kind = self.registry.get(resource.kind)
@@ -86,7 +87,7 @@ class Engine:
             plans.append(rp)
         return plans
 
-    def apply(self, plans: list[ResourcePlan], timeout_s: float | None, spec_set: SpecSet,
+    def apply(self, plans: list[AnyPlan], timeout_s: float | None, spec_set: SpecSet,
               revision: str | None = None) -> list[Result]:
         """Act on every plan, one dependency level at a time, each level in parallel."""
         ctx = self.context(revision, spec_set, timeout_s=timeout_s)
@@ -139,7 +140,7 @@ class Engine:
                         wake=result.wake + tuple(kind.recorded_references(record)))
         return result
 
-    def _plan_one(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
+    def _plan_one(self, ctx: PassContext, resource: SpecResource) -> AnyPlan:
         key = key_of(resource)
         kind = self.registry.get(resource.kind)
         assert kind is not None
@@ -150,7 +151,7 @@ class Engine:
         except Exception as exc:  # a bug in a kind: one failed plan, never a traceback
             return ResourcePlan(key, resource.metadata.name).failed(exc)
 
-    def _act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
+    def _act(self, ctx: PassContext, rp: AnyPlan) -> Result:
         kind = self.registry.get(rp.resource.kind)
         assert kind is not None
 

@@ -20,13 +20,13 @@ from reconciler.textsafe import safe, safe_block
 from state.models import Condition, ResourceStatus
 
 if TYPE_CHECKING:
-    from reconciler.kinds import ResourcePlan
+    from reconciler.kinds import AnyPlan
 
 VERB_MARK = {"create": "+", "recreate": "~", "publish": "+", "register": "+",
              "register-sensor": "+", "replace": "~", "remove": "-", "run": ">"}
 ADDING = ("create", "publish", "register", "register-sensor")
 
-def print_plan(console: Console, plans: list[ResourcePlan]) -> None:
+def print_plan(console: Console, plans: list[AnyPlan]) -> None:
     creates = recreates = removes = in_sync = 0
     for rp in plans:
         if rp.error is not None:

@@ -16,7 +16,6 @@ from controllers.contract import (
     ResourcePlan,
     Result,
     Runtime,
-    SpecResource,
     done,
     guarded,
     retry,
@@ -36,6 +35,9 @@ from state.models import ResourceStatus
 log = structlog.get_logger("reconciler.kinds")
 
 
+DeploymentPlan = ResourcePlan[Desired, Plan]
+
+
 class DeploymentKind:
     name = "Deployment"
     model: type[Strict] = Deployment
@@ -43,18 +45,16 @@ class DeploymentKind:
     owns = True
     max_parallel: int | None = None
 
-    def references(self, resource: SpecResource) -> list[Key]:
-        assert isinstance(resource, Deployment)
+    def references(self, resource: Deployment) -> list[Key]:
         return [Key("Host", resource.spec.host)]
 
     def recorded_references(self, record: ResourceStatus) -> list[Key]:
         return [Key("Host", _host_of(record))]
 
-    def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
-        assert isinstance(resource, Deployment)
-        assert ctx.spec_set is not None
+    def plan(self, ctx: PassContext, resource: Deployment) -> DeploymentPlan:
+        assert ctx.spec_set is not None  # a pass that plans has its spec set
         services, hosts = ctx.services, Hosts.of(ctx.services)
-        rp = ResourcePlan(Key("Deployment", resource.metadata.name), resource.metadata.name)
+        rp = DeploymentPlan(Key("Deployment", resource.metadata.name), resource.metadata.name)
         hosts.pass_started(rp.resource)  # a name freed from now on is not missed (conflict)
         host_name = resource.spec.host
         if host_name in hosts.errors:
@@ -68,13 +68,13 @@ class DeploymentKind:
             rp.plan = _controller(ctx, host_name).plan(rp.desired)
         return rp
 
-    def act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
+    def act(self, ctx: PassContext, rp: DeploymentPlan) -> Result:
         desired, plan = rp.desired, rp.plan
-        digest = desired.spec_hash if isinstance(desired, Desired) else None
+        digest = desired.spec_hash if desired is not None else None
 
         def failed(reason: str, message: str, stalled: bool) -> None:
             ctx.services.record_failure(rp.resource, reason, message, stalled, digest)
-        if not isinstance(desired, Desired) or not isinstance(plan, Plan):
+        if desired is None or plan is None:
             return unplanned(ctx, rp, digest)
         host = desired.deployment.spec.host
         Hosts.of(ctx.services).conflict(rp.resource, host, plan.conflict is not None)

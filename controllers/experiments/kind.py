@@ -34,7 +34,6 @@ from controllers.contract import (
     ResourcePlan,
     Result,
     Runtime,
-    SpecResource,
     done,
     guarded,
     recheck,
@@ -101,6 +100,9 @@ def evidence_root(ctx: PassContext, exp: Experiment) -> Path:
     return Path(root) if root else ctx.services.store.root / EVIDENCE_DIR
 
 
+ExperimentPlan = ResourcePlan[ExperimentDesired, RunPlanView]
+
+
 class ExperimentKind:
     name = "Experiment"
     model: type[Strict] = Experiment
@@ -108,8 +110,7 @@ class ExperimentKind:
     owns = True
     max_parallel: int | None = None
 
-    def references(self, resource: SpecResource) -> list[Key]:
-        assert isinstance(resource, Experiment)
+    def references(self, resource: Experiment) -> list[Key]:
         return [Key("Deployment", resource.spec.template)]
 
     def recorded_references(self, record: ResourceStatus) -> list[Key]:
@@ -118,11 +119,10 @@ class ExperimentKind:
 
     # --- plan ------------------------------------------------------------------------------
 
-    def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
-        assert isinstance(resource, Experiment)
-        assert ctx.spec_set is not None
+    def plan(self, ctx: PassContext, resource: Experiment) -> ExperimentPlan:
+        assert ctx.spec_set is not None  # a pass that plans has its spec set
         key = Key("Experiment", resource.metadata.name)
-        rp = ResourcePlan(key, resource.metadata.name)
+        rp = ExperimentPlan(key, resource.metadata.name)
         Hosts.of(ctx.services).pass_started(key)  # a name freed from now on is not missed
         record = ctx.services.store.load(key)
         known = ExperimentStatusFacts.of(record)
@@ -208,13 +208,14 @@ class ExperimentKind:
 
     # --- act -------------------------------------------------------------------------------
 
-    def act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
+    def act(self, ctx: PassContext, rp: ExperimentPlan) -> Result:
         desired = rp.desired
-        if not isinstance(desired, ExperimentDesired):
+        if desired is None:
             return unplanned(ctx, rp, None)
         return guarded(rp.resource, lambda: self._advance(ctx, rp, desired))
 
-    def _advance(self, ctx: PassContext, rp: ResourcePlan, desired: ExperimentDesired) -> Result:
+    def _advance(self, ctx: PassContext, rp: ExperimentPlan, desired: ExperimentDesired
+                 ) -> Result:
         services = ctx.services
         key = rp.resource
         record = services.store.load(key)
@@ -225,8 +226,7 @@ class ExperimentKind:
             if record is not None and known.run_id == desired.experiment.spec.runId:
                 return self._verdict(record, desired)
             return unplanned(ctx, rp, None)
-        view = rp.plan
-        conflict = view.conflict if isinstance(view, RunPlanView) else None
+        conflict = rp.plan.conflict if rp.plan is not None else None
         host = desired.launch.host
         Hosts.of(services).conflict(key, host, conflict is not None)
         if conflict is not None:

@@ -11,10 +11,10 @@ import time
 
 from controllers.contract import (
     PassContext,
+    PlanLike,
     ResourcePlan,
     Result,
     Runtime,
-    SpecResource,
     done,
     retry,
     terminal,
@@ -33,6 +33,9 @@ from state.models import ResourceStatus
 FACTS_MAX_AGE_S = 300.0
 
 
+HostPlan = ResourcePlan[Host, PlanLike]  # observed, never changed: no plan of its own
+
+
 class HostKind:
     name = "Host"
     model: type[Strict] = Host
@@ -40,22 +43,21 @@ class HostKind:
     owns = False
     max_parallel: int | None = 2  # each observes an engine: two at a time are plenty
 
-    def references(self, resource: SpecResource) -> list[Key]:
+    def references(self, resource: Host) -> list[Key]:
         return []
 
     def recorded_references(self, record: ResourceStatus) -> list[Key]:
         return []
 
-    def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
+    def plan(self, ctx: PassContext, resource: Host) -> HostPlan:
         """Observe the Host (kept in memory for its dependents' plans; recorded by act)."""
-        assert isinstance(resource, Host)
         observe(Hosts.of(ctx.services), resource)
-        return ResourcePlan(Key("Host", resource.metadata.name), resource.metadata.name,
-                            desired=resource)
+        return HostPlan(Key("Host", resource.metadata.name), resource.metadata.name,
+                        desired=resource)
 
-    def act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
+    def act(self, ctx: PassContext, rp: HostPlan) -> Result:
         host = rp.desired
-        assert isinstance(host, Host)
+        assert host is not None  # plan always sets it
         hosts, name = Hosts.of(ctx.services), host.metadata.name
         error = hosts.errors.get(name)
         session = hosts.sessions.get(name)

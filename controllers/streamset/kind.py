@@ -16,7 +16,6 @@ from controllers.contract import (
     ResourcePlan,
     Result,
     Runtime,
-    SpecResource,
     done,
     guarded,
     retry,
@@ -48,6 +47,9 @@ from state.models import ResourceStatus
 log = structlog.get_logger("reconciler.kinds")
 
 
+StreamSetPlan = ResourcePlan[StreamSetDesired, StreamPlan]
+
+
 class StreamSetKind:
     name = "StreamSet"
     model: type[Strict] = StreamSet
@@ -55,8 +57,7 @@ class StreamSetKind:
     owns = True
     max_parallel: int | None = None
 
-    def references(self, resource: SpecResource) -> list[Key]:
-        assert isinstance(resource, StreamSet)
+    def references(self, resource: StreamSet) -> list[Key]:
         refs = [Key("Deployment", resource.spec.deployment)]
         if resource.spec.publisher.host:
             refs.append(Key("Host", resource.spec.publisher.host))
@@ -66,14 +67,13 @@ class StreamSetKind:
         deployment = StreamSetStatusFacts.of(record).deployment
         return [Key("Deployment", deployment)] if deployment else []
 
-    def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
-        assert isinstance(resource, StreamSet)
-        assert ctx.spec_set is not None
+    def plan(self, ctx: PassContext, resource: StreamSet) -> StreamSetPlan:
+        assert ctx.spec_set is not None  # a pass that plans has its spec set
         dependency = Key("Deployment", resource.spec.deployment)
         waiting = (f"after {dependency} is Ready" if dependency in ctx.pending
                    else deployment_ready(ctx, resource, ctx.spec_set))
-        rp = ResourcePlan(Key("StreamSet", resource.metadata.name), resource.metadata.name,
-                          waiting=waiting)
+        rp = StreamSetPlan(Key("StreamSet", resource.metadata.name), resource.metadata.name,
+                           waiting=waiting)
         with rp.observing():
             desired = _resolve(ctx, resource, ctx.spec_set)
             rp.desired = desired
@@ -85,13 +85,13 @@ class StreamSetKind:
             rp.plan = _controller(ctx).plan(desired)
         return rp
 
-    def act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
+    def act(self, ctx: PassContext, rp: StreamSetPlan) -> Result:
         desired = rp.desired
-        digest = desired.spec_hash if isinstance(desired, StreamSetDesired) else None
+        digest = desired.spec_hash if desired is not None else None
 
         def failed(reason: str, message: str, stalled: bool) -> None:
             ctx.services.record_failure(rp.resource, reason, message, stalled, digest)
-        if not isinstance(desired, StreamSetDesired) or ctx.spec_set is None:
+        if desired is None or ctx.spec_set is None:
             return unplanned(ctx, rp, digest)
         waiting = deployment_ready(ctx, desired.streamset, ctx.spec_set)  # again: it may be now
         if waiting is not None:
@@ -99,7 +99,7 @@ class StreamSetKind:
             return wait(rp.resource, waiting, "WaitingForDeployment")
         # Planned once per pass: the plan made against the Deployment as it is now is acted on;
         # one made while the Deployment was still pending is made again, now that it is Ready.
-        planned = rp.plan if rp.waiting is None and isinstance(rp.plan, StreamPlan) else None
+        planned = rp.plan if rp.waiting is None else None
         return guarded(rp.resource, lambda: _apply(ctx, desired, planned), failed)
 
     def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:

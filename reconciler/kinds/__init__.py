@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 from controllers.contract import (
+    AnyKind,
+    AnyPlan,
     Hooks,
     Kind,
     NoHooks,
@@ -36,6 +38,7 @@ REGISTRY = Registry()
 for _kind in (HostKind(), DeploymentKind(), StreamSetKind(), ExperimentKind()):
     REGISTRY.register(_kind, KINDS)
 
-__all__ = ["REGISTRY", "Hooks", "Kind", "NoHooks", "Outcome", "PassContext", "Registry",
-           "RegistryError", "ResourcePlan", "Result", "Services", "SpecResource", "done",
-           "guarded", "key_of", "recheck", "retry", "stopped", "terminal", "wait"]
+__all__ = ["REGISTRY", "AnyKind", "AnyPlan", "Hooks", "Kind", "NoHooks", "Outcome",
+           "PassContext", "Registry", "RegistryError", "ResourcePlan", "Result", "Services",
+           "SpecResource", "done", "guarded", "key_of", "recheck", "retry", "stopped",
+           "terminal", "wait"]

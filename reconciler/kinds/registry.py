@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from controllers.contract import Kind, key_of
+from controllers.contract import AnyKind, key_of
 from specs.models import Strict
 from state.keys import Key
 
@@ -27,10 +27,10 @@ class RegistryError(Exception):
 
 class Registry:
     def __init__(self) -> None:
-        self._kinds: dict[str, Kind] = {}
+        self._kinds: dict[str, AnyKind] = {}
         self._levels: dict[str, int] = {}
 
-    def register(self, kind: Kind, spec_models: dict[str, type[Strict]] | None = None) -> None:
+    def register(self, kind: AnyKind, spec_models: dict[str, type[Strict]] | None = None) -> None:
         """Add ``kind``; its spec model is added to ``spec_models`` (the loader's table of
         kinds) so that its documents validate."""
         if kind.name in self._kinds:
@@ -56,13 +56,13 @@ class Registry:
         if spec_models is not None:
             spec_models.pop(name, None)
 
-    def get(self, name: str) -> Kind | None:
+    def get(self, name: str) -> AnyKind | None:
         return self._kinds.get(name)
 
     def __contains__(self, name: object) -> bool:
         return name in self._kinds
 
-    def __iter__(self) -> Iterator[Kind]:
+    def __iter__(self) -> Iterator[AnyKind]:
         """Kinds in dependency order (what is depended on first)."""
         return iter(sorted(self._kinds.values(), key=lambda k: (self._levels[k.name], k.name)))
 

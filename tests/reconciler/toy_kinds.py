@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal, Self
 
+from controllers.actions import Action
 from controllers.contract import Runtime
 from controllers.services import Part, Services
 from controllers.waiting import until
@@ -29,7 +30,6 @@ from reconciler.kinds import (
     PassContext,
     ResourcePlan,
     Result,
-    SpecResource,
     done,
     retry,
     wait,
@@ -64,17 +64,12 @@ class Lamp(Strict):
 
 class _Plan:
     def __init__(self, verb: str | None, target: str, cause: str) -> None:
-        self.actions = [_Action(verb, target, cause)] if verb else []
+        self.actions = [Action(verb, target, cause)] if verb else []
         self.conflict: str | None = None
 
     @property
     def changes(self) -> bool:
         return bool(self.actions)
-
-
-class _Action:
-    def __init__(self, verb: str, target: str, cause: str) -> None:
-        self.verb, self.target, self.cause = verb, target, cause
 
 
 def _ready(ctx: PassContext, key: Key, message: str) -> None:
@@ -85,6 +80,8 @@ def _ready(ctx: PassContext, key: Key, message: str) -> None:
 
 
 WATCH_PACE_S = 0.05
+SwitchPlan = ResourcePlan[Switch, _Plan]
+LampPlan = ResourcePlan[Lamp, _Plan]
 
 
 class SwitchKind:
@@ -97,19 +94,19 @@ class SwitchKind:
     def __init__(self, world: Path) -> None:
         self.world = world
 
-    def references(self, resource: SpecResource) -> list[Key]:
+    def references(self, resource: Switch) -> list[Key]:
         return []
 
     def recorded_references(self, record: ResourceStatus) -> list[Key]:
         return []
 
-    def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
+    def plan(self, ctx: PassContext, resource: Switch) -> SwitchPlan:
         name = resource.metadata.name
         on = (self.world / f"switch-{name}").exists()
-        return ResourcePlan(Key("Switch", name), name, desired=resource,
-                            plan=_Plan(None if on else "create", f"switch {name}", "new Switch"))
+        return SwitchPlan(Key("Switch", name), name, desired=resource,
+                          plan=_Plan(None if on else "create", f"switch {name}", "new Switch"))
 
-    def act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
+    def act(self, ctx: PassContext, rp: SwitchPlan) -> Result:
         if not (self.world / "power").exists():
             return retry(rp.resource, "no power yet", "NoPower")  # backoff retry
         changed = rp.changes
@@ -144,27 +141,25 @@ class LampKind:
     def __init__(self, world: Path) -> None:
         self.world = world
 
-    def references(self, resource: SpecResource) -> list[Key]:
-        assert isinstance(resource, Lamp)
+    def references(self, resource: Lamp) -> list[Key]:
         return [Key("Switch", resource.spec.switch)]
 
     def recorded_references(self, record: ResourceStatus) -> list[Key]:
         return [Key("Switch", record.facts["switch"])] if record.facts.get("switch") else []
 
-    def plan(self, ctx: PassContext, resource: SpecResource) -> ResourcePlan:
-        assert isinstance(resource, Lamp)
+    def plan(self, ctx: PassContext, resource: Lamp) -> LampPlan:
         name = resource.metadata.name
         lamp = self.world / f"lamp-{name}"
         have = lamp.read_text() if lamp.exists() else None
         switch = Key("Switch", resource.spec.switch)
         waiting = f"after {switch} is on" if switch in ctx.pending else None
         verb = None if have == resource.spec.colour else "create"
-        return ResourcePlan(Key("Lamp", name), name, desired=resource, waiting=waiting,
-                            plan=_Plan(verb, f"lamp {name}", f"colour {resource.spec.colour}"))
+        return LampPlan(Key("Lamp", name), name, desired=resource, waiting=waiting,
+                        plan=_Plan(verb, f"lamp {name}", f"colour {resource.spec.colour}"))
 
-    def act(self, ctx: PassContext, rp: ResourcePlan) -> Result:
+    def act(self, ctx: PassContext, rp: LampPlan) -> Result:
         lamp = rp.desired
-        assert isinstance(lamp, Lamp)
+        assert lamp is not None  # plan always sets it
         if lamp.spec.colour == "boom":
             raise RuntimeError("the bulb exploded")  # a bug no kind expected
         hold = self.world / f"hold-{rp.name}"  # the test holds this pass mid-way
