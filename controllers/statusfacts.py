@@ -28,7 +28,7 @@ class Facts(BaseModel):
     """Base of every kind's facts: camelCase on disk, strict about unknown keys when written."""
 
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True,
-                              validate_assignment=True)
+                              validate_assignment=True, defer_build=True)  # built on first use
 
     KIND: ClassVar[str | None] = None  # the kind whose records these facts describe
     # The fact ``status NAME`` shows as a table (not a line), and its (row key, header) columns.

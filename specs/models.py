@@ -25,7 +25,9 @@ PRESET_NAMES = ("cr3-nano-reasoner-fp8", "cr3-nano-reasoner-nvfp4")
 class Strict(BaseModel):
     """Base for every spec model: unknown fields refused, no silent type coercion."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    # defer_build: a model is compiled on its first use, so a command that never meets an
+    # Experiment does not pay for compiling the Experiment models at start-up.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
 def _env_value(value: object) -> object:

@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import functools
 import ssl
+import threading
 
 import httpx
 
+_TLS_LOCK = threading.Lock()
+
 
 @functools.cache
-def _tls() -> ssl.SSLContext:
+def _tls_once() -> ssl.SSLContext:
     return ssl.create_default_context()
+
+
+def _tls() -> ssl.SSLContext:
+    """Built once, under a lock: ``functools.cache`` alone lets the 16 threads of a parallel
+    apply all miss it at once and load the CA bundle 16 times (0.4 s of a no-op apply)."""
+    with _TLS_LOCK:
+        return _tls_once()
 
 
 def client(timeout: float, token: str | None = None) -> httpx.Client:

@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 from pydantic import ValidationError
@@ -44,7 +45,6 @@ from controllers.contract import (
 )
 from controllers.deployment.controller import resolve_desired
 from controllers.errors import ControllerError, PermanentError, PlanError
-from controllers.experiments import run as runs
 from controllers.experiments.board import RunBoard, Work
 from controllers.experiments.service import (
     for_run,
@@ -53,7 +53,6 @@ from controllers.experiments.service import (
     remove_containers,
     run_deployment,
 )
-from controllers.experiments.types import run_type
 from controllers.host.fleet import Hosts
 from controllers.host.session import HostSession
 from controllers.secrets import api_token, resolve
@@ -66,6 +65,10 @@ from specs.validate import spec_hash
 from state.keys import Key
 from state.models import ResourceStatus
 from state.store import Store
+
+if TYPE_CHECKING:  # a run's machinery (every type, reports, plots): imported by a pass that
+    # has an Experiment to plan or run, not by every command that loads the kinds
+    from controllers.experiments import run as runs
 
 log = structlog.get_logger("reconciler.kinds")
 RUN_POLL_S = 5.0  # how often a pass looks at a run under way (its end wakes one at once)
@@ -148,6 +151,9 @@ class ExperimentKind:
 
     def _launch_plan(self, ctx: PassContext, exp: Experiment,
                      view: RunPlanView) -> runs.RunPlan:
+        from controllers.experiments import run as runs
+        from controllers.experiments.types import run_type
+
         spec_set, services = ctx.spec_set, ctx.services
         assert spec_set is not None
         spec = exp.spec
@@ -216,6 +222,8 @@ class ExperimentKind:
 
     def _advance(self, ctx: PassContext, rp: ExperimentPlan, desired: ExperimentDesired
                  ) -> Result:
+        from controllers.experiments import run as runs
+
         services = ctx.services
         key = rp.resource
         record = services.store.load(key)
@@ -250,6 +258,8 @@ class ExperimentKind:
 
     def _under_way(self, ctx: PassContext, record: ResourceStatus) -> Result:
         """A run that is not terminal: report it, or recover it if this process lost it."""
+        from controllers.experiments import run as runs
+
         services, known = ctx.services, ExperimentStatusFacts.of(record)
         assert known.run_id is not None
         if RunBoard.of(services).running(known.run_id):
@@ -324,6 +334,8 @@ class ExperimentKind:
     def _prune(self, ctx: PassContext, record: ResourceStatus) -> Result:
         """The spec is gone: stop nothing that is terminal, clean up whatever a run left
         running, keep the evidence."""
+        from controllers.experiments import run as runs
+
         services, known = ctx.services, ExperimentStatusFacts.of(record)
         board = RunBoard.of(services)
         if known.run_id and board.running(known.run_id):

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from controllers.clients import httpclients
 from controllers.errors import ControllerError, TemporaryError
@@ -215,6 +214,8 @@ def parse_dcgm(text: str) -> tuple[GpuReading, ...]:
     fields: dict[str, dict[str, float]] = {}
     index: dict[str, int] = {}
     try:
+        from prometheus_client.parser import text_string_to_metric_families  # DCGM only
+
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 uuid = sample.labels.get("UUID") or sample.labels.get("uuid")
