@@ -37,7 +37,8 @@ from controllers.errors import (
 )
 from controllers.waiting import Stopped
 from specs.errors import SpecIssue
-from specs.models import Metadata, Strict
+from specs.kinds import SpecKind
+from specs.models import Metadata
 from state.errors import StateError
 from state.keys import Key
 from state.models import ResourceStatus
@@ -257,7 +258,7 @@ class Kind(Protocol[S, D, P]):
     kind's resources when they change)."""
 
     name: str
-    model: type[Strict]
+    spec: SpecKind  # its model, rules and references, declared once (specs.kinds)
     depends_on: tuple[str, ...]
     owns: bool  # its records stand for things we created (the prune guard protects them)
     max_parallel: int | None  # passes at once in the daemon (None: its --workers)
@@ -287,6 +288,11 @@ class Kind(Protocol[S, D, P]):
         workers such as the frame watch), under ``runtime``'s supervisor. One-shot commands
         never call it."""
         ...
+
+
+def declared_references(spec: SpecKind, resource: SpecResource) -> list[Key]:
+    """The keys of what ``resource`` references, as its kind declares them."""
+    return [Key(ref.kind, name) for ref, name in spec.named(resource)]
 
 
 def guarded(resource: Key, step: Callable[[], Result],

@@ -9,7 +9,8 @@ from __future__ import annotations
 import ipaddress
 
 from specs.experiment import R_TEMPLATE, Experiment, check_template
-from specs.models import Deployment, Host, StreamSet
+from specs.kinds import SPEC_KINDS
+from specs.models import Deployment
 from specs.models import Resource as BuiltinResource
 from specs.rules import R10, Finding
 
@@ -29,27 +30,26 @@ def check_set(resources: list[Resource]) -> list[tuple[Resource, Finding]]:
             found.append((res, Finding(("metadata", "name"), f"another {res.kind} is already "
                                        f"named {res.metadata.name}", R_UNIQUE)))
         seen.add(key)
-    hosts = {r.metadata.name for r in resources if isinstance(r, Host)}
+    found.extend(_references(resources, seen))
     deployments = [r for r in resources if isinstance(r, Deployment)]
-    for dep in deployments:
-        if dep.spec.host not in hosts:
-            known = ", ".join(sorted(hosts)) or "none"
-            found.append((dep, Finding(("spec", "host"), f"Host {dep.spec.host!r} is not defined "
-                                       f"(Hosts in this spec set: {known})", R_REFERENCE)))
-    names = {d.metadata.name for d in deployments}
-    for ss in (r for r in resources if isinstance(r, StreamSet)):
-        if ss.spec.deployment not in names:
-            known = ", ".join(sorted(names)) or "none"
-            found.append((ss, Finding(("spec", "deployment"), f"Deployment "
-                                      f"{ss.spec.deployment!r} is not defined (Deployments in "
-                                      f"this spec set: {known})", R_REFERENCE)))
-        host = ss.spec.publisher.host
-        if host is not None and host not in hosts:
-            found.append((ss, Finding(("spec", "publisher", "host"), f"Host {host!r} is not "
-                                      "defined", R_REFERENCE)))
     found.extend(_gpu_claims(deployments))
     found.extend(_port_claims(deployments))
     found.extend(_experiments([r for r in resources if isinstance(r, Experiment)], deployments))
+    return found
+
+
+def _references(resources: list[Resource], names: set[tuple[str, str]]
+                ) -> list[tuple[Resource, Finding]]:
+    """Every reference a kind declares (``specs.kinds``) names a resource of the set."""
+    found: list[tuple[Resource, Finding]] = []
+    for res in resources:
+        declared = SPEC_KINDS.get(res.kind)
+        for ref, name in declared.named(res) if declared is not None else ():
+            if ref.checked and (ref.kind, name) not in names:
+                known = ", ".join(sorted(n for k, n in names if k == ref.kind)) or "none"
+                found.append((res, Finding(ref.path, f"{ref.kind} {name!r} is not defined "
+                                           f"(the {ref.kind} names in this spec set: {known})",
+                                           R_REFERENCE)))
     return found
 
 

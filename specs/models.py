@@ -293,4 +293,3 @@ class StreamSet(Strict):
 Resource = Host | Deployment | StreamSet
 # The loader's table of kinds. Built-ins here; ``reconciler.kinds`` adds any other kind's
 # model when it registers it (specs never import the reconciler).
-KINDS: dict[str, type[Strict]] = {"Host": Host, "Deployment": Deployment, "StreamSet": StreamSet}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -17,23 +16,12 @@ from pydantic import ValidationError
 
 from specs.crossref import Resource, check_set
 from specs.errors import SpecError, SpecIssue
-from specs.experiment import Experiment, check_experiment
+from specs.kinds import SPEC_KINDS
 from specs.loader import DEFAULT_LIMITS, Document, LoaderLimits, PathKey, load_paths, load_text
-from specs.models import API_VERSION, KINDS, Deployment, Host, StreamSet
-from specs.rules import Finding, check_deployment
-from specs.streamrules import check_streamset
+from specs.models import API_VERSION, Deployment, Host, StreamSet
+from specs.rules import Finding
 
 R_SCHEMA = "schema"
-# specs.models cannot name the Experiment model (specs.experiment builds on it), so the loader's
-# table of kinds gets it here, where every kind's model and rules meet.
-KINDS["Experiment"] = Experiment
-# Each kind's observation-free rules, by kind (a kind without rules has no entry). A new kind
-# adds its checker here, next to its model in ``KINDS``: validation has no per-kind branch.
-RULES: dict[str, Callable[[Any], list[Finding]]] = {
-    "Deployment": check_deployment,
-    "StreamSet": check_streamset,
-    "Experiment": check_experiment,
-}
 PYDANTIC_MESSAGES = {
     "extra_forbidden": "unknown field",
     "missing": "required field is missing",
@@ -95,7 +83,7 @@ def build_spec_set(docs: list[Document]) -> SpecSet:
             continue
         result.resources.append(resource)
         result.documents.setdefault((resource.kind, resource.metadata.name), doc)
-        rules = RULES.get(resource.kind)
+        rules = SPEC_KINDS[resource.kind].rules
         if rules is not None:
             issues.extend(_issue(doc, f) for f in rules(resource))
     if not [i for i in issues if i.severity == "error"]:
@@ -117,11 +105,12 @@ def _parse(doc: Document, issues: list[SpecIssue]) -> Resource | None:
         issues.append(_issue(doc, Finding(("apiVersion",), f"must be {API_VERSION!r}, got "
                                           f"{data.get('apiVersion')!r}", R_SCHEMA)))
         return None
-    model = KINDS.get(str(data.get("kind")))
-    if model is None:
+    kind = SPEC_KINDS.get(str(data.get("kind")))
+    if kind is None:
         issues.append(_issue(doc, Finding(("kind",), f"unknown kind {data.get('kind')!r}; known: "
-                                          f"{', '.join(KINDS)}", R_SCHEMA)))
+                                          f"{', '.join(SPEC_KINDS)}", R_SCHEMA)))
         return None
+    model = kind.model
     try:
         # A registered kind's model has the shape of a Resource (apiVersion, kind, metadata,
         # spec); the union names only the built-ins.
@@ -178,8 +167,8 @@ def json_schema() -> dict[str, Any]:
     """One JSON Schema covering every kind, for editors (yaml-language-server)."""
     defs: dict[str, Any] = {}
     refs = []
-    for kind, model in KINDS.items():
-        schema = model.model_json_schema(ref_template="#/$defs/{model}")
+    for kind, declared in SPEC_KINDS.items():
+        schema = declared.model.model_json_schema(ref_template="#/$defs/{model}")
         defs.update(schema.pop("$defs", {}))
         defs[kind] = schema
         refs.append({"$ref": f"#/$defs/{kind}"})

@@ -16,6 +16,7 @@ from controllers.contract import (
     ResourcePlan,
     Result,
     Runtime,
+    declared_references,
     done,
     guarded,
     retry,
@@ -28,7 +29,8 @@ from controllers.deployment.removal import remove_owned
 from controllers.host.fleet import Hosts
 from controllers.services import Services
 from controllers.statusfacts import DeploymentStatusFacts
-from specs.models import Deployment, Strict
+from specs.kinds import DEPLOYMENT
+from specs.models import Deployment
 from state.keys import Key
 from state.models import ResourceStatus
 
@@ -40,13 +42,13 @@ DeploymentPlan = ResourcePlan[Desired, Plan]
 
 class DeploymentKind:
     name = "Deployment"
-    model: type[Strict] = Deployment
+    spec = DEPLOYMENT
     depends_on: tuple[str, ...] = ("Host",)
     owns = True
     max_parallel: int | None = None
 
     def references(self, resource: Deployment) -> list[Key]:
-        return [Key("Host", resource.spec.host)]
+        return declared_references(self.spec, resource)
 
     def recorded_references(self, record: ResourceStatus) -> list[Key]:
         return [Key("Host", _host_of(record))]

@@ -35,6 +35,7 @@ from controllers.contract import (
     ResourcePlan,
     Result,
     Runtime,
+    declared_references,
     done,
     guarded,
     recheck,
@@ -59,7 +60,8 @@ from controllers.secrets import api_token, resolve
 from controllers.services import Services
 from controllers.statusfacts import ExperimentStatusFacts
 from specs.experiment import Experiment, TelemetrySpec, measure_warnings
-from specs.models import DeploymentSpec, Strict
+from specs.kinds import EXPERIMENT
+from specs.models import DeploymentSpec
 from specs.rules import Finding, check_deployment
 from specs.validate import spec_hash
 from state.keys import Key
@@ -108,13 +110,13 @@ ExperimentPlan = ResourcePlan[ExperimentDesired, RunPlanView]
 
 class ExperimentKind:
     name = "Experiment"
-    model: type[Strict] = Experiment
+    spec = EXPERIMENT
     depends_on: tuple[str, ...] = ("Host", "Deployment")
     owns = True
     max_parallel: int | None = None
 
     def references(self, resource: Experiment) -> list[Key]:
-        return [Key("Deployment", resource.spec.template)]
+        return declared_references(self.spec, resource)
 
     def recorded_references(self, record: ResourceStatus) -> list[Key]:
         template = ExperimentStatusFacts.of(record).template

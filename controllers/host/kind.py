@@ -15,6 +15,7 @@ from controllers.contract import (
     ResourcePlan,
     Result,
     Runtime,
+    declared_references,
     done,
     retry,
     terminal,
@@ -25,7 +26,8 @@ from controllers.host.watch import HostWatchers
 from controllers.services import Services
 from controllers.statusfacts import HostStatusFacts
 from specs.facts import HostFacts
-from specs.models import Host, Strict
+from specs.kinds import HOST
+from specs.models import Host
 from specs.validate import spec_hash
 from state.keys import Key
 from state.models import ResourceStatus
@@ -38,13 +40,13 @@ HostPlan = ResourcePlan[Host, PlanLike]  # observed, never changed: no plan of i
 
 class HostKind:
     name = "Host"
-    model: type[Strict] = Host
+    spec = HOST
     depends_on: tuple[str, ...] = ()
     owns = False
     max_parallel: int | None = 2  # each observes an engine: two at a time are plenty
 
     def references(self, resource: Host) -> list[Key]:
-        return []
+        return declared_references(self.spec, resource)
 
     def recorded_references(self, record: ResourceStatus) -> list[Key]:
         return []

@@ -16,6 +16,7 @@ from controllers.contract import (
     ResourcePlan,
     Result,
     Runtime,
+    declared_references,
     done,
     guarded,
     retry,
@@ -39,7 +40,8 @@ from controllers.streamset.plan import (
     recorded_sources,
     source_action,
 )
-from specs.models import DeploymentSpec, StreamSet, Strict, TeardownSpec
+from specs.kinds import STREAMSET
+from specs.models import DeploymentSpec, StreamSet, TeardownSpec
 from specs.validate import SpecSet, spec_hash
 from state.keys import Key
 from state.models import ResourceStatus
@@ -52,16 +54,13 @@ StreamSetPlan = ResourcePlan[StreamSetDesired, StreamPlan]
 
 class StreamSetKind:
     name = "StreamSet"
-    model: type[Strict] = StreamSet
+    spec = STREAMSET
     depends_on: tuple[str, ...] = ("Host", "Deployment")
     owns = True
     max_parallel: int | None = None
 
     def references(self, resource: StreamSet) -> list[Key]:
-        refs = [Key("Deployment", resource.spec.deployment)]
-        if resource.spec.publisher.host:
-            refs.append(Key("Host", resource.spec.publisher.host))
-        return refs
+        return declared_references(self.spec, resource)
 
     def recorded_references(self, record: ResourceStatus) -> list[Key]:
         deployment = StreamSetStatusFacts.of(record).deployment

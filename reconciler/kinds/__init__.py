@@ -32,11 +32,10 @@ from controllers.host.kind import HostKind
 from controllers.services import Services
 from controllers.streamset.kind import StreamSetKind
 from reconciler.kinds.registry import Registry, RegistryError
-from specs.models import KINDS
 
 REGISTRY = Registry()
 for _kind in (HostKind(), DeploymentKind(), StreamSetKind(), ExperimentKind()):
-    REGISTRY.register(_kind, KINDS)
+    REGISTRY.register(_kind)
 
 __all__ = ["REGISTRY", "AnyKind", "AnyPlan", "Hooks", "Kind", "NoHooks", "Outcome",
            "PassContext", "Registry", "RegistryError", "ResourcePlan", "Result", "Services",

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from controllers.contract import AnyKind, key_of
-from specs.models import Strict
+from specs import kinds as spec_kinds
 from state.keys import Key
 
 if TYPE_CHECKING:
@@ -30,9 +30,8 @@ class Registry:
         self._kinds: dict[str, AnyKind] = {}
         self._levels: dict[str, int] = {}
 
-    def register(self, kind: AnyKind, spec_models: dict[str, type[Strict]] | None = None) -> None:
-        """Add ``kind``; its spec model is added to ``spec_models`` (the loader's table of
-        kinds) so that its documents validate."""
+    def register(self, kind: AnyKind) -> None:
+        """Add ``kind``, and its spec declaration to the table the loader validates with."""
         if kind.name in self._kinds:
             raise RegistryError(f"kind {kind.name} is already registered")
         unknown = [d for d in kind.depends_on if d not in self._kinds]
@@ -42,19 +41,16 @@ class Registry:
         self._kinds[kind.name] = kind
         self._levels[kind.name] = 1 + max((self._levels[d] for d in kind.depends_on),
                                           default=-1)
-        if spec_models is not None:
-            spec_models[kind.name] = kind.model
+        spec_kinds.register(kind.spec)
 
-    def unregister(self, name: str, spec_models: dict[str, type[Strict]] | None = None
-                   ) -> None:
+    def unregister(self, name: str) -> None:
         """Remove a kind nobody depends on (tests register toy kinds and take them away)."""
         users = [k.name for k in self._kinds.values() if name in k.depends_on]
         if users:
             raise RegistryError(f"kind {name} is needed by {', '.join(users)}")
         self._kinds.pop(name, None)
         self._levels.pop(name, None)
-        if spec_models is not None:
-            spec_models.pop(name, None)
+        spec_kinds.unregister(name)
 
     def get(self, name: str) -> AnyKind | None:
         return self._kinds.get(name)

@@ -198,3 +198,18 @@ def test_a_toy_kinds_own_watch_worker_and_part_run_in_the_daemon(tmp_path: Path)
             assert not (world / "meter-closed").exists()
         assert (world / "meter").read_text() == "stopped"  # the worker ended with the daemon
         assert (world / "meter-closed").exists()  # and its part was closed
+
+
+def test_a_toy_kinds_declared_reference_is_checked_by_the_loader(tmp_path: Path) -> None:
+    """The Lamp declares its reference to a Switch once (``specs.kinds.Reference``): the
+    loader refuses a Lamp naming a Switch the set lacks, with the file, line and rule."""
+    world, specs, state = tmp_path / "world", tmp_path / "specs", tmp_path / "state"
+    specs.mkdir()
+    (specs / "toys.yaml").write_text(toy_specs().split("---")[1])  # the Lamp alone
+    with toy_kinds(world):
+        done = _cli(state, "validate", str(specs))
+        assert done.exit_code == 1
+        assert "Switch 'hall' is not defined (the Switch names in this spec set: none)" in done.output
+        assert "toys.yaml:" in done.output
+        assert "references name an existing resource" in done.output
+    assert _cli(state, "validate", str(specs)).exit_code == 1  # unregistered: unknown kind

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Literal, Self
 
 from controllers.actions import Action
-from controllers.contract import Runtime
+from controllers.contract import Runtime, declared_references
 from controllers.services import Part, Services
 from controllers.waiting import until
 from reconciler.kinds import (
@@ -34,7 +34,8 @@ from reconciler.kinds import (
     retry,
     wait,
 )
-from specs.models import KINDS, Metadata, Strict
+from specs.kinds import Reference, SpecKind
+from specs.models import Metadata, Strict
 from state.keys import Key
 from state.models import ResourceStatus
 
@@ -86,7 +87,7 @@ LampPlan = ResourcePlan[Lamp, _Plan]
 
 class SwitchKind:
     name = "Switch"
-    model: type[Strict] = Switch
+    spec = SpecKind("Switch", Switch)
     depends_on: tuple[str, ...] = ()
     owns = True
     max_parallel: int | None = None
@@ -95,7 +96,7 @@ class SwitchKind:
         self.world = world
 
     def references(self, resource: Switch) -> list[Key]:
-        return []
+        return declared_references(self.spec, resource)
 
     def recorded_references(self, record: ResourceStatus) -> list[Key]:
         return []
@@ -133,7 +134,9 @@ class SwitchKind:
 
 class LampKind:
     name = "Lamp"
-    model: type[Strict] = Lamp
+    # Declared once: the loader checks that the Switch exists, the daemon orders by it.
+    spec = SpecKind("Lamp", Lamp, references=(
+        Reference(("spec", "switch"), "Switch", lambda lamp: lamp.spec.switch),))
     depends_on: tuple[str, ...] = ("Switch",)
     owns = True
     max_parallel: int | None = None
@@ -142,7 +145,7 @@ class LampKind:
         self.world = world
 
     def references(self, resource: Lamp) -> list[Key]:
-        return [Key("Switch", resource.spec.switch)]
+        return declared_references(self.spec, resource)
 
     def recorded_references(self, record: ResourceStatus) -> list[Key]:
         return [Key("Switch", record.facts["switch"])] if record.facts.get("switch") else []
@@ -223,13 +226,13 @@ class Meter(Part):
 @contextmanager
 def toy_kinds(world: Path) -> Iterator[None]:
     world.mkdir(parents=True, exist_ok=True)
-    REGISTRY.register(SwitchKind(world), KINDS)
-    REGISTRY.register(LampKind(world), KINDS)
+    REGISTRY.register(SwitchKind(world))
+    REGISTRY.register(LampKind(world))
     try:
         yield
     finally:
-        REGISTRY.unregister("Lamp", KINDS)
-        REGISTRY.unregister("Switch", KINDS)
+        REGISTRY.unregister("Lamp")
+        REGISTRY.unregister("Switch")
 
 
 def toy_specs(switch: str = "hall", lamp: str = "desk", colour: str = "amber") -> str:

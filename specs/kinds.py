@@ -1,0 +1,71 @@
+"""Every kind's spec side, declared once: its model, its observation-free rules, and the
+resources it references.
+
+``specs.validate`` parses a document with its kind's model and checks its rules,
+``specs.crossref`` checks that every reference names a resource of the set, and the kind's
+adapter (``controllers/<kind>/kind.py``) takes its model and its dependencies from the same
+declaration, so the three cannot disagree. A new kind declares its ``SpecKind`` and is
+registered with the kind registry, which adds it here (``register``): one table, changed from
+one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from specs.experiment import Experiment, check_experiment
+from specs.loader import PathKey
+from specs.models import Deployment, Host, StreamSet, Strict
+from specs.rules import Finding, check_deployment
+from specs.streamrules import check_streamset
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A field that names another resource: where it is, the kind it names, and its value
+    (None when it is not set). ``checked``: the set must hold it; False where the kind's
+    own rules say more about a missing one (an Experiment's template)."""
+
+    path: PathKey
+    kind: str
+    name: Callable[[Any], str | None]
+    checked: bool = True
+
+
+@dataclass(frozen=True)
+class SpecKind:
+    name: str
+    model: type[Strict]
+    rules: Callable[[Any], list[Finding]] | None = None
+    references: tuple[Reference, ...] = ()
+
+    def named(self, resource: Any) -> Iterator[tuple[Reference, str]]:
+        """Each reference ``resource`` sets, with the name it gives."""
+        for ref in self.references:
+            name = ref.name(resource)
+            if name:
+                yield ref, name
+
+
+HOST = SpecKind("Host", Host)
+DEPLOYMENT = SpecKind("Deployment", Deployment, check_deployment, (
+    Reference(("spec", "host"), "Host", lambda d: d.spec.host),))
+STREAMSET = SpecKind("StreamSet", StreamSet, check_streamset, (
+    Reference(("spec", "deployment"), "Deployment", lambda s: s.spec.deployment),
+    Reference(("spec", "publisher", "host"), "Host", lambda s: s.spec.publisher.host)))
+EXPERIMENT = SpecKind("Experiment", Experiment, check_experiment, (
+    Reference(("spec", "template"), "Deployment", lambda e: e.spec.template, checked=False),))
+
+SPEC_KINDS: dict[str, SpecKind] = {k.name: k for k in (HOST, DEPLOYMENT, STREAMSET, EXPERIMENT)}
+
+
+def register(kind: SpecKind) -> None:
+    """Add a kind's declaration (the kind registry does, for a kind that is not built in)."""
+    SPEC_KINDS[kind.name] = kind
+
+
+def unregister(name: str) -> None:
+    if name not in (HOST.name, DEPLOYMENT.name, STREAMSET.name, EXPERIMENT.name):
+        SPEC_KINDS.pop(name, None)
