@@ -287,7 +287,7 @@ class Store:
     def update(
         self,
         resource: Key,
-        fn: Callable[[ResourceStatus], None],
+        fn: Callable[[ResourceStatus], object],  # what it returns is ignored
         create: bool = True,
     ) -> ResourceStatus | None:
         """Load (or create) ``resource``, let ``fn`` change it in place, save and return it.
@@ -321,7 +321,7 @@ class Store:
     def update_unless_known(
         self,
         resource: Key,
-        fn: Callable[[ResourceStatus], None],
+        fn: Callable[[ResourceStatus], object],  # what it returns is ignored
         known: ResourceStatus | None,
     ) -> bool:
         """:meth:`update`, unless ``fn`` leaves ``known`` as it is (then False).

@@ -98,7 +98,7 @@ def _guarded_api_init(self: docker.api.client.APIClient, *args: Any, **kwargs: A
     _real_api_init(self, *args, **kwargs)
 
 
-docker.api.client.APIClient.__init__ = _guarded_api_init  # type: ignore[method-assign]
+docker.api.client.APIClient.__init__ = _guarded_api_init
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -187,10 +187,13 @@ def cli(state_dir: Path, instance: str) -> Cli:
 def containers_of(client: docker.DockerClient, instance: str) -> list[Any]:
     """Every container (any state) of one test instance. docker-py lists, then inspects each
     one; a container removed in between (a short-lived probe) raises NotFound, so list again."""
+    found: list[Any]
     for _ in range(5):
         try:
-            return client.containers.list(all=True,
-                                          filters={"label": f"{LABEL_INSTANCE}={instance}"})
+            found = client.containers.list(all=True,
+                                           filters={"label": f"{LABEL_INSTANCE}={instance}"})
+            return found
         except docker.errors.NotFound:
             continue
-    return client.containers.list(all=True, filters={"label": f"{LABEL_INSTANCE}={instance}"})
+    found = client.containers.list(all=True, filters={"label": f"{LABEL_INSTANCE}={instance}"})
+    return found

@@ -356,7 +356,7 @@ class Scenario:
     def single(self, video: dict[str, Any], chunk: int) -> list[dict[str, Any]]:
         tcid = f"single_live_stream_{video.get('name') or 'live_stream'}_{chunk}sec"
         duration = float(video.get("duration_seconds", self.spec.get("duration_seconds", 60)))
-        iterations = []
+        iterations: list[dict[str, Any]] = []
         for n in range(1, int(self.spec.get("iterations", 1)) + 1):
             folder = self.dir / tcid / f"iteration_{n}"
             stream_id, added = self.api.add_stream(
@@ -661,7 +661,7 @@ class Scenario:
         tcid = f"file_burst_{named}{path.stem}_{chunk}sec"
         levels = [int(n) for n in video.get("concurrency_levels") or [1]]
         mode = self.api_mode(video)
-        iterations = []
+        iterations: list[dict[str, Any]] = []
         for n in range(1, int(self.spec.get("iterations", 1)) + 1):
             folder = self.dir / tcid / f"iteration_{n}"
             rows = [self._level(video, chunk, path, level, mode, folder) for level in levels]

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]  # no stubs on this machine's index
 import referencing
 from referencing.jsonschema import DRAFT202012
 
@@ -74,7 +74,8 @@ def spec() -> dict[str, Any]:
 @functools.cache
 def _registry() -> referencing.Registry[Any]:
     resource = referencing.Resource.from_contents(spec(), default_specification=DRAFT202012)
-    return referencing.Registry().with_resource(SPEC_URI, resource)
+    registry: referencing.Registry[Any] = referencing.Registry().with_resource(SPEC_URI, resource)
+    return registry
 
 
 def _validator(schema: Mapping[str, Any]) -> jsonschema.Draft202012Validator:
@@ -171,7 +172,7 @@ def _request_problems(
                 problems.append("request body: missing")
         else:
             content = body.get("content", {})
-            media = content.get(JSON) or next(iter(content.values()), {})
+            media: dict[str, Any] = content.get(JSON) or next(iter(content.values()), {})
             problems += [f"request body: {e}" for e in schema_errors(request_body,
                                                                      media.get("schema", {}))]
     return problems

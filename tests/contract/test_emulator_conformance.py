@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -53,23 +54,27 @@ def _drive_health_and_metadata(http: httpx.Client) -> None:
 
 def _drive_streams_and_captions(http: httpx.Client) -> None:
     first, second = _new(), _new()
-    place = {"place_name": "dock", "place_type": None, "place_lat": 48.1, "place_lon": -11,
-             "place_alt": None, "place_coordinate_x": 3.5, "place_coordinate_y": 0}
-    entries = [{"liveStreamUrl": DEAD_URL, "description": "first", "id": first, **place},
-               {"liveStreamUrl": DEAD_URL, "description": "second", "id": second,
-                "sensor_name": "cam two", "username": "u", "password": "p"}]
+    place: dict[str, Any] = {"place_name": "dock", "place_type": None, "place_lat": 48.1,
+                             "place_lon": -11, "place_alt": None, "place_coordinate_x": 3.5,
+                             "place_coordinate_y": 0}
+    entries: list[dict[str, Any]] = [
+        {"liveStreamUrl": DEAD_URL, "description": "first", "id": first, **place},
+        {"liveStreamUrl": DEAD_URL, "description": "second", "id": second,
+         "sensor_name": "cam two", "username": "u", "password": "p"}]
     assert http.post("/v1/streams/add", json={"streams": entries}).status_code == 200
     duplicate = http.post("/v1/streams/add", json={"streams": entries[:1]})
     assert duplicate.status_code == 200
     assert duplicate.json()["errors"][0]["status_code"] == 409
-    for bad in ({"streams": [{**entries[0], "place_lat": "48.1"}]},
-                {"streams": [{**entries[0], "place_floor": 2}]},
-                {"streams": [{"liveStreamUrl": DEAD_URL}]},
-                {"streams": []}):
-        assert http.post("/v1/streams/add", json=bad).status_code == 422, bad
+    bad_adds: list[dict[str, Any]] = [{"streams": [{**entries[0], "place_lat": "48.1"}]},
+                                      {"streams": [{**entries[0], "place_floor": 2}]},
+                                      {"streams": [{"liveStreamUrl": DEAD_URL}]},
+                                      {"streams": []}]
+    for bad_add in bad_adds:
+        assert http.post("/v1/streams/add", json=bad_add).status_code == 422, bad_add
     assert http.get("/v1/streams/get-stream-info").status_code == 200
 
-    query = {"id": first, "prompt": "Describe.", "model": MODEL, "chunk_duration": 1,
+    query: dict[str, Any] = {"id": first, "prompt": "Describe.", "model": MODEL,
+                             "chunk_duration": 1,
              "max_tokens": 64, "seed": 7, "enable_audio": False, "media_type": "video",
              "api_type": "internal", "response_format": {"type": "text"}}
     assert http.post("/v1/generate_captions", json=query).status_code == 200
@@ -94,9 +99,9 @@ def _drive_streams_and_captions(http: httpx.Client) -> None:
                            params={"request_id": response.headers["x-request-id"]}
                            ).status_code == 200
         assert _take(lines, 3)[-1] == "data: [DONE]"
-    for bad in ({**query, "chunk_duration": 0.5}, {**query, "bogus": 1},
+    for bad_query in ({**query, "chunk_duration": 0.5}, {**query, "bogus": 1},
                 {**query, "id": "-leading-dash"}, {"prompt": "p", "model": MODEL}):
-        assert http.post("/v1/generate_captions", json=bad).status_code == 422, bad
+        assert http.post("/v1/generate_captions", json=bad_query).status_code == 422, bad_query
     assert http.post("/v1/generate_captions", json={**query, "id": _new()}).status_code == 400
     assert http.post("/v1/generate_captions", json={**query, "id": []}).status_code == 400
     assert http.post("/emulator/knobs", json={"max_streams": 0}).status_code == 200
@@ -119,8 +124,11 @@ def _drive_streams_and_captions(http: httpx.Client) -> None:
                                "drain_timeout_seconds": 0})
     assert batch.status_code == 200
     assert batch.json()["deleted"] == [second]
-    for bad in ({"stream_ids": []}, {"stream_ids": ["nope"]}, {"stream_ids": [second], "x": 1}):
-        assert http.request("DELETE", "/v1/streams/delete-batch", json=bad).status_code == 422
+    bad_deletes: list[dict[str, Any]] = [{"stream_ids": []}, {"stream_ids": ["nope"]},
+                                         {"stream_ids": [second], "x": 1}]
+    for bad_delete in bad_deletes:
+        assert http.request("DELETE", "/v1/streams/delete-batch",
+                            json=bad_delete).status_code == 422
 
 
 def _drive_files(http: httpx.Client) -> None:
@@ -135,10 +143,10 @@ def _drive_files(http: httpx.Client) -> None:
     assert http.post("/v1/files", data={**form, "id": chosen},
                      files={"file": ("again.png", PNG)}).status_code == 400
     assert http.post("/v1/files", data=form).status_code == 400  # neither file nor url
-    for bad in ({**form, "purpose": "fun"}, {"purpose": "vision"},
+    for bad_x in ({**form, "purpose": "fun"}, {"purpose": "vision"},
                 {**form, "url": "https://example.invalid/a.mp4"}):
-        assert http.post("/v1/files", data=bad, files={"file": ("x.png", PNG)}
-                         ).status_code == 422, bad
+        assert http.post("/v1/files", data=bad_x, files={"file": ("x.png", PNG)}
+                         ).status_code == 422, bad_x
     assert http.get("/v1/files", params={"purpose": "vision"}).status_code == 200
     assert http.get("/v1/files").status_code == 422
     assert http.get(f"/v1/files/{file_id}").status_code == 200
@@ -163,8 +171,8 @@ def _drive_chat_and_completions(http: httpx.Client) -> None:
         assert response.status_code == 200
         list(response.iter_lines())
     assert http.post("/v1/chat/completions", json={**chat, "id": _new()}).status_code == 400
-    for bad in ({**chat, "bogus": 1}, {**chat, "n": 2}, {"model": MODEL, "messages": []}):
-        assert http.post("/v1/chat/completions", json=bad).status_code == 422, bad
+    for bad_y in ({**chat, "bogus": 1}, {**chat, "n": 2}, {"model": MODEL, "messages": []}):
+        assert http.post("/v1/chat/completions", json=bad_y).status_code == 422, bad_y
     text = {"model": MODEL, "prompt": "hello there", "max_tokens": 2}
     assert http.post("/v1/completions", json=text).status_code == 200
     with http.stream("POST", "/v1/completions", json={**text, "stream": True}) as response:
@@ -174,7 +182,7 @@ def _drive_chat_and_completions(http: httpx.Client) -> None:
 
 
 def _drive_cameras_and_config(http: httpx.Client) -> None:
-    add = {"key": "cam-1", "value": {"camera_id": "cam-1", "camera_name": "Dock 1",
+    add: dict[str, Any] = {"key": "cam-1", "value": {"camera_id": "cam-1", "camera_name": "Dock 1",
                                      "camera_url": DEAD_URL, "change": "camera_add"}}
     added = http.post("/v1/stream/add", json=add)
     assert added.status_code == 200, added.text

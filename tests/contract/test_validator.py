@@ -64,7 +64,7 @@ def test_conforming_exchanges_pass() -> None:
 )
 def test_known_drifts_are_violations(exchange: tuple[object, ...], needle: str) -> None:
     method, path, status, request, response = exchange
-    events = None
+    events: list[object] | None = None
     if response is None:  # the old caption event shape
         events = [{**CHUNK, "stream_id": STREAM, "choices": [{"index": 0}]}, "[DONE]"]
     with pytest.raises(openapi.ContractViolation, match=needle):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import cast
 
 from controllers.clients.http_api import ClientPool
 from controllers.clients.rtvi_client import RtviClient
@@ -14,7 +15,7 @@ def test_one_client_per_service_and_url_shared_across_threads() -> None:
     with ThreadPoolExecutor(8) as threads:
         got = list(threads.map(lambda _: pool.get(RtviClient, "http://127.0.0.1:1"), range(32)))
     assert len({id(c) for c in got}) == 1
-    assert pool.get(VstClient, "http://127.0.0.1:1") is not got[0]
+    assert pool.get(VstClient, "http://127.0.0.1:1") is not cast(object, got[0])
     assert pool.get(RtviClient, "http://127.0.0.1:2") is not got[0]
     pool.close()
 

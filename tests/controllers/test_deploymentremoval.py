@@ -24,11 +24,12 @@ from controllers.deployment.removal import (
     stop_grace,
 )
 from specs.models import DeploymentSpec
+from state.keys import Key
 from state.models import InventoryItem, ResourceStatus
 from state.store import Store
 
 INSTANCE = "default"
-RESOURCE = "Deployment/vlm"
+RESOURCE = Key("Deployment", "vlm")
 CONTAINER_ID = "0123456789abcdef" * 4
 
 
@@ -43,7 +44,7 @@ def _info(labels: dict[str, str]) -> ContainerInfo:
 
 def _record(*items: InventoryItem, applied: object = None) -> ResourceStatus:
     record = ResourceStatus(resource=RESOURCE, kind="Deployment", name="vlm",
-                            applied_spec=applied)  # type: ignore[arg-type]
+                            applied_spec=applied)
     for item in items:
         record.upsert_inventory(item)
     return record

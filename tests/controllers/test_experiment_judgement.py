@@ -149,8 +149,10 @@ def test_a_run_over_its_budget_is_stopped_and_says_why() -> None:
             ended.set()
         return "PASS"
     woken = threading.Event()
-    assert board.start("slow-1", work, budget_s=0.2, on_overrun=lambda: said.append("over") is None,
-                       on_end=woken.set)
+    def overrun() -> bool:
+        said.append("over")
+        return True
+    assert board.start("slow-1", work, budget_s=0.2, on_overrun=overrun, on_end=woken.set)
     assert not board.start("slow-1", work)  # one run per run ID at a time
     assert ended.wait(10)
     assert said == ["over"]

@@ -10,6 +10,7 @@ from controllers.host.gpus import parse_apps_csv, parse_gpu_csv
 from specs.facts import GpuInfo, HostFacts
 from specs.hostrules import check_against_host, check_gpu_exclusivity
 from specs.validate import parse_text
+from state.keys import Key
 from state.models import InventoryItem, ResourceStatus, utc_now
 from state.store import Store
 from tests.specs.cases import HEADER, body
@@ -125,7 +126,7 @@ def test_gpu_held_by_a_deployment_applied_in_an_earlier_run(tmp_path: Path) -> N
         st.source_file = "old.yaml"
         st.upsert_inventory(InventoryItem(kind="container", name="rtvi-old", host="local",
                                           id="c" * 64, state="created", created_at=utc_now()))
-    store.update("Deployment/old", deployed)
+    store.update(Key("Deployment", "old"), deployed)
     new_set = parse_text(HEADER + body(extra="  gpus: [1]\n"))
     [finding] = gpus_held_by_others(new_set.deployments[0], new_set, store, _facts("9.0", "9.0"))
     assert finding.path == ("spec", "gpus", 0)
@@ -139,7 +140,7 @@ def test_gpu_held_by_a_deployment_applied_in_an_earlier_run(tmp_path: Path) -> N
     other = parse_text(HEADER + body(extra="  gpus: [0]\n"))
     assert gpus_held_by_others(other.deployments[0], other, store, _facts("9.0", "9.0")) == []
     # Once its container is gone (deleted), the GPU is free again.
-    store.update("Deployment/old",
+    store.update(Key("Deployment", "old"),
                  lambda st: st.remove_inventory("container", "rtvi-old"))
     assert gpus_held_by_others(new_set.deployments[0], new_set, store,
                                _facts("9.0", "9.0")) == []

@@ -16,12 +16,13 @@ from controllers.streamset.framewatch import FrameWatch
 from controllers.streamset.health import SourceReport, StreamSetResult
 from controllers.streamset.plan import StreamPlan, StreamSetDesired, desired_sources, source_action
 from specs.models import Deployment, StreamSet
+from state.keys import Key
 from state.models import ResourceStatus
 from state.store import Store
 from tests.e2e.stream_helpers import colours, streamset
 from tests.specs_factory import deployment
 
-RESOURCE = "StreamSet/cams"
+RESOURCE = Key("StreamSet", "cams")
 
 
 def _stamp(seconds_ago: float) -> str:

@@ -11,6 +11,7 @@ from controllers.errors import PlanError
 from specs.errors import Location, SpecIssue
 from specs.rules import R_SECRET_VALUE
 from specs.validate import parse_text, spec_hash
+from state.keys import Key
 from state.models import InventoryItem, ResourceStatus
 from tests.specs.cases import HEADER, body
 
@@ -22,9 +23,9 @@ IMAGE_B = "sha256:" + "b" * 64
 def _desired(extra: str = "") -> Desired:
     dep = parse_text(HEADER + body(extra=extra)).deployments[0]
     digest = spec_hash(dep)
-    return Desired(dep, "Deployment/vlm", digest, "rtvi-vlm", IMAGE_A, {}, ownership.labels_for(
-        INSTANCE, "Deployment/vlm", digest), "http://127.0.0.1:18000", "http://127.0.0.1:18000",
-        "x.yaml")
+    return Desired(dep, Key("Deployment", "vlm"), digest, "rtvi-vlm", IMAGE_A, {},
+                   ownership.labels_for(INSTANCE, "Deployment/vlm", digest),
+                   "http://127.0.0.1:18000", "http://127.0.0.1:18000", "x.yaml")
 
 
 def _container(desired: Desired, status: str = "running", image: str = IMAGE_A,

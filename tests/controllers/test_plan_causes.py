@@ -25,6 +25,7 @@ from controllers.errors import PlanError
 from specs.errors import Location, SpecIssue
 from specs.rules import R_SECRET_VALUE
 from specs.validate import parse_text, spec_hash
+from state.keys import Key
 from state.models import InventoryItem, ResourceStatus
 from tests.specs.cases import HEADER, body
 
@@ -32,7 +33,7 @@ INSTANCE = "default"
 IMAGE_A = "sha256:" + "a" * 64
 IMAGE_B = "sha256:" + "b" * 64
 NAME = "rtvi-vlm"
-RESOURCE = "Deployment/vlm"
+RESOURCE = Key("Deployment", "vlm")
 
 
 def _desired(extra: str = "", image_id: str = IMAGE_A) -> Desired:
@@ -283,4 +284,4 @@ def test_staged_name_is_the_name_with_a_suffix_no_deployment_can_have() -> None:
 
 def test_an_action_reads_as_verb_target_cause() -> None:
     assert str(Action("recreate", "container x", "why")) == "recreate container x: why"
-    assert Plan("Deployment/x").changes is False
+    assert Plan(Key("Deployment", "x")).changes is False

@@ -56,8 +56,9 @@ def clip(tmp_path: Path) -> Path:
 def test_image_is_built_once_and_reused(docker_engine: DockerEngine, image_id: str,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     tag, _items = publisher_image.image_tag()
-    assert docker_engine.image(tag) is not None
-    assert docker_engine.image(tag).id == image_id
+    found = docker_engine.image(tag)
+    assert found is not None
+    assert found.id == image_id
     capsys.readouterr()
     assert publisher_image.ensure_publisher_image(docker_engine) == image_id
     assert "imported" not in capsys.readouterr().err  # the second call did not rebuild

@@ -13,7 +13,7 @@ import pytest
 from controllers.experiments import report
 from controllers.experiments.reportparts import Section
 from controllers.experiments.types import TYPES
-from state.evidence import Evidence, verify
+from state.evidence import REPORT, Evidence, verify
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -57,10 +57,10 @@ def test_a_capacity_bundle_gets_its_ledger_plots_and_a_report_that_embeds_them(
         [{"at": 100.0 + t, "gpus": {"GPU-abc": [1000 + 10 * t, 50.0]}} for t in range(5)],
         {"GPU-abc": {"samples": 5}}))
     written = report.write(evidence, "PASS", "highest stable 6, first unstable 7")
-    assert written == [report.LATENCY_PNG, report.MEMORY_PNG, report.REPORT]
+    assert written == [report.LATENCY_PNG, report.MEMORY_PNG, REPORT]
     for png in written[:2]:
         assert png_size(evidence.path(png).read_bytes()) == (700, 420)
-    text = evidence.path(report.REPORT).read_text()
+    text = evidence.path(REPORT).read_text()
     assert text.startswith("# Run cap-1: PASS\n")
     assert "claim: 6 streams \\| within 1 s" in text  # a | never breaks the table
     assert "| capacity-boundary | PASS | highest stable 6, first unstable 7 |" in text
@@ -86,7 +86,7 @@ def test_gpu_memory_not_measured_is_said_never_drawn_as_zero(tmp_path: Path) -> 
     why = "not measured (nvidia-smi on Host local exited 127: not found)"
     evidence.write_json("evidence/telemetry.json", telemetry([], why))
     report.write(evidence, "PASS", "")
-    text = evidence.path(report.REPORT).read_text()
+    text = evidence.path(REPORT).read_text()
     assert f"during the run: {why}." in text
     assert png_size(evidence.path(report.MEMORY_PNG).read_bytes()) == (700, 420)
 
@@ -99,13 +99,13 @@ def test_a_canary_bundle_plots_its_one_level_and_a_bare_bundle_only_reports(
         "chunkLatencyMs": {"p50": 20, "p95": 30, "p99": 35}, "droppedChunks": 0,
         "ledger": {"offered": 4, "completed": 4}})
     assert report.write(evidence, "PASS", "")[0] == report.LATENCY_PNG
-    text = evidence.path(report.REPORT).read_text()
+    text = evidence.path(REPORT).read_text()
     assert "4 live stream(s): p50 20 ms, p95 30 ms, p99 35 ms; dropped chunks 0." in text
     assert "| completed | offered |" in text
     assert "| 4 | 4 |" in text
     bare = Evidence.create(tmp_path / "evidence", "bare-1")  # interrupted before anything
-    assert report.write(bare, "INCONCLUSIVE", "interrupted") == [report.REPORT]
-    assert "## Plots" not in bare.path(report.REPORT).read_text()
+    assert report.write(bare, "INCONCLUSIVE", "interrupted") == [REPORT]
+    assert "## Plots" not in bare.path(REPORT).read_text()
 
 
 def test_a_window_file_that_cannot_be_read_leaves_a_gap_not_a_failure(tmp_path: Path) -> None:
@@ -145,18 +145,18 @@ class _BrokenType(_ToyType):
 
 def test_each_type_writes_its_own_section_found_through_the_registry(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(TYPES, "toy", _ToyType())  # type: ignore[arg-type]
-    monkeypatch.setitem(TYPES, "broken", _BrokenType())  # type: ignore[arg-type]
+    monkeypatch.setitem(TYPES, "toy", _ToyType())
+    monkeypatch.setitem(TYPES, "broken", _BrokenType())
     toy = Evidence.create(tmp_path / "evidence", "toy-1")
     toy.write_json("manifest.json", {"spec": {"type": "toy", "toy": {"widgets": 3}}})
     # Evidence files of another type do not make its section appear: the type decides.
     toy.write_json("evidence/performance.json", {"chunkLatencyMs": {"p95": 30}})
-    assert report.write(toy, "PASS", "") == [report.REPORT]
-    text = toy.path(report.REPORT).read_text()
+    assert report.write(toy, "PASS", "") == [REPORT]
+    text = toy.path(REPORT).read_text()
     assert "## Toy\n\nmeasured 3 widgets" in text
     assert "## Performance" not in text
     broken = Evidence.create(tmp_path / "evidence", "broken-1")
     broken.write_json("manifest.json", {"spec": {"type": "broken"}})
-    assert report.write(broken, "FAIL", "") == [report.REPORT]  # the run's end goes on
+    assert report.write(broken, "FAIL", "") == [REPORT]  # the run's end goes on
     assert "Chunk latency: not drawn (KeyError: 'widgets')" in broken.path(
-        report.REPORT).read_text()
+        REPORT).read_text()

@@ -82,8 +82,10 @@ def test_what_is_not_a_regular_file_is_named_for_what_it_is(tmp_path: Path) -> N
     folder.mkdir()
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    for path, kind in [(folder, "a directory"), (fifo, "a FIFO (named pipe)"),
-                       ("/dev/null", "a character device")]:  # a socket cannot even be opened
+    cases: list[tuple[Path | str, str]] = [
+        (folder, "a directory"), (fifo, "a FIFO (named pipe)"),
+        ("/dev/null", "a character device")]
+    for path, kind in cases:  # a socket cannot even be opened
         assert _refusal(_ref(path)) == (f"secret HF_TOKEN: {path} is {kind}; secrets are "
                                         "read only from regular files")
 

@@ -16,6 +16,7 @@ from controllers.streamset.plan import (
     stream_id,
 )
 from specs.validate import parse_text, spec_hash
+from state.keys import Key
 from state.models import InventoryItem, ResourceStatus
 
 INSTANCE = "default"
@@ -51,7 +52,7 @@ def _desired_from(text: str) -> StreamSetDesired:
     spec_set = parse_text(text, "s.yaml")
     ss = spec_set.streamsets[0]
     dep = spec_set.deployments[0]
-    return StreamSetDesired(ss, dep, "StreamSet/cams", spec_hash(ss), "http://127.0.0.1:18000",
+    return StreamSetDesired(ss, dep, Key("StreamSet", "cams"), spec_hash(ss), "http://127.0.0.1:18000",
                             "local", None, desired_sources(ss, INSTANCE), "s.yaml")
 
 

@@ -175,9 +175,10 @@ def test_a_stream_in_use_is_asked_again_with_growing_pauses_then_reported(
 def test_a_stream_freed_while_retrying_is_deleted(rtvi: InprocRtvi) -> None:
     ids = _add(rtvi, 2)
     rtvi.stuck(ids[1])
-    threading.Thread(target=lambda: until(
-        lambda: True if len(_deletes(rtvi)) >= 1 else None, timeout_s=10, pace=0.02)
-        and rtvi.unstuck(), daemon=True).start()
+    def unstick_after_the_first_delete() -> None:
+        if until(lambda: True if len(_deletes(rtvi)) >= 1 else None, timeout_s=10, pace=0.02):
+            rtvi.unstuck()
+    threading.Thread(target=unstick_after_the_first_delete, daemon=True).start()
     assert _delete(rtvi, ids) == []
     assert rtvi.stream_ids() == set()
 

@@ -12,6 +12,7 @@ from typing import Any, ClassVar, TypeVar
 
 import docker
 
+from state.keys import Key
 from state.models import Event
 from state.store import Store
 from tests.conftest import RECONCILER, Cli, containers_of
@@ -100,12 +101,18 @@ def running_ids(client: docker.DockerClient, instance: str) -> list[str]:
 
 def status_of(cli: Cli, resource: str) -> dict[str, Any] | None:
     """Read the daemon's store directly (atomic files): cheap enough to poll."""
-    record = Store(cli.state_dir).load(resource)
+    record = Store(cli.state_dir).load(Key.parse(resource))
     return None if record is None else record.model_dump(mode="json")
 
 
 def events_of(cli: Cli, resource: str | None = None) -> list[Event]:
     return Store(cli.state_dir).events.read(resource=resource)
+
+
+def field_of(cli: Cli, resource: str, name: str) -> Any:
+    """One field of a resource's record (None while it has no record)."""
+    status = status_of(cli, resource)
+    return None if status is None else status.get(name)
 
 
 def condition(status: dict[str, Any] | None, ctype: str) -> dict[str, Any] | None:

@@ -110,7 +110,8 @@ def test_invalid_revision_keeps_last_good_snapshot(
         write(specs, deployment("vlm", pinned(emulator_image), port, env={"X": 1}),
               name="vlm.yaml", host=False)
         wait_for("recovery on the next good revision",
-                 lambda: condition(status_of(cli, "Source/specs"), "Ready")["status"] == "True"
+                 lambda: (condition(status_of(cli, "Source/specs"), "Ready") or {}).get(
+                     "status") == "True"
                  and running_ids(docker_client, instance) not in ([], [container]), 10)
         wait_for("Ready", lambda: is_ready(cli, "Deployment/vlm"), 30)
     finally:

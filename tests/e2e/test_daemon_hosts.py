@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,9 @@ from tests.specs_factory import HOST, deployment, pinned
 
 
 def _remote_owned(remote: RemoteEngine, instance: str) -> list[Any]:
-    return remote.client.containers.list(all=True,
-                                         filters={"label": f"{LABEL_INSTANCE}={instance}"})
+    found: list[Any] = remote.client.containers.list(
+        all=True, filters={"label": f"{LABEL_INSTANCE}={instance}"})
+    return found
 
 
 def _cond(cli: Cli, resource: str, ctype: str) -> dict[str, Any] | None:
@@ -58,7 +60,7 @@ def test_two_hosts_one_unreachable_then_back(
     try:
         daemon.wait_healthy()
         for name in ("near", "far"):
-            wait_for(f"{name} Ready", lambda n=name: is_ready(cli, f"Deployment/{n}"), 60)
+            wait_for(f"{name} Ready", partial(is_ready, cli, f"Deployment/{name}"), 60)
         [near] = owned(docker_client, instance)
         [far_container] = _remote_owned(remote, instance)
         assert near.labels["rtvi.reconciler/resource"] == "Deployment/near"

@@ -7,6 +7,7 @@ that takes a minute to load must neither starve other resources nor keep SIGTERM
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 
 import docker
@@ -114,7 +115,7 @@ def test_a_no_op_pass_writes_no_state_file_and_makes_at_most_2_api_calls_per_hos
     passes = "rtvi_reconciler_reconcile_duration_seconds_count"
     try:
         for name in ("a", "b", "c"):
-            wait_for(f"{name} Ready", lambda n=name: is_ready(cli, f"Deployment/{n}"), 60)
+            wait_for(f"{name} Ready", partial(is_ready, cli, f"Deployment/{name}"), 60)
         wait_for("the queue to drain and no pass in flight", lambda: _idle(port), 10)
         files = [p for p in cli.state_dir.rglob("*") if p.is_file() and p.suffix != ".log"]
         before = {p: p.stat().st_mtime_ns for p in files}

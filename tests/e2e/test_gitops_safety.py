@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from tests.e2e.daemon_helpers import (
     DaemonProcess,
     condition,
     events_of,
+    field_of,
     is_ready,
     running_ids,
     status_of,
@@ -52,7 +54,7 @@ def fleet(cli: Cli, instance: str, emulator_image: str, docker_client: docker.Do
     daemon.wait_healthy()
     try:
         for name in ("a", "b"):
-            wait_for(f"Deployment/{name} Ready", lambda n=name: is_ready(cli, f"Deployment/{n}"),
+            wait_for(f"Deployment/{name} Ready", partial(is_ready, cli, f"Deployment/{name}"),
                      60)
         ids = sorted(running_ids(docker_client, instance))
         assert len(ids) == 2
@@ -123,7 +125,7 @@ def test_an_emptied_folder_holds_the_revision(
 def test_a_save_truncated_for_0_3_s_or_stalled_is_never_acted_on(
         cli: Cli, instance: str, docker_client: docker.DockerClient, fleet: Any) -> None:
     specs, _, ids = fleet
-    history = status_of(cli, "Deployment/a")["history"]  # type: ignore[index]
+    history = field_of(cli, "Deployment/a", "history")
     target = specs / "a.yaml"
     content = target.read_bytes()
     for stalled in (False, False, True):  # an editor that truncates, then writes (not atomic)
@@ -139,14 +141,14 @@ def test_a_save_truncated_for_0_3_s_or_stalled_is_never_acted_on(
         _settle(cli, specs)
     assert sorted(running_ids(docker_client, instance)) == ids
     _nothing_deleted(cli)
-    assert status_of(cli, "Deployment/a")["history"] == history  # type: ignore[index]
+    assert field_of(cli, "Deployment/a", "history") == history
 
 
 def test_a_revision_that_prunes_everything_is_held_until_approved(
         cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
         fleet: Any) -> None:
     specs, _, ids = fleet
-    created = [e["action"] for e in status_of(cli, "Deployment/a")["history"]]  # type: ignore
+    created = [e["action"] for e in field_of(cli, "Deployment/a", "history")]
     (specs / "a.yaml").unlink()
     (specs / "b.yaml").unlink()
     cond = wait_for("the mass prune to be held", lambda: _held(cli, "MassPrune"), 10)
@@ -172,7 +174,7 @@ def test_a_revision_that_prunes_everything_is_held_until_approved(
     write(specs, deployment("a", pinned(emulator_image), free_port()), name="a.yaml",
           host=False)
     wait_for("Deployment/a Ready again", lambda: is_ready(cli, "Deployment/a"), 60)
-    history = [e["action"] for e in status_of(cli, "Deployment/a")["history"]]  # type: ignore
+    history = [e["action"] for e in field_of(cli, "Deployment/a", "history")]
     assert history[:len(created)] == created
     assert "delete" in history
     assert history.index("delete") < len(history) - 1  # and the new life after it

@@ -18,6 +18,7 @@ from pathlib import Path
 import docker
 
 from controllers.streamset.plan import stream_id
+from state.keys import Key
 from state.models import InventoryItem, ResourceStatus
 from state.store import Store
 from tests.conftest import Cli, free_port
@@ -85,7 +86,7 @@ def test_a_foreign_container_with_a_pending_entrys_name_survives_delete(
     def pending(st: ResourceStatus) -> None:
         st.inventory = [InventoryItem(kind="container", name=name, host="local",
                                       state="pending", created_at="2026-01-01T00:00:00Z")]
-    store.update("Deployment/vlm", pending)
+    store.update(Key("Deployment", "vlm"), pending)
     foreign = docker_client.containers.create(emulator_image, name=name, command=["true"],
                                               labels={"rtvi.test": "1"})
     try:

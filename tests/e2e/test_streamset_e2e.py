@@ -15,6 +15,7 @@ from typing import Any
 import docker
 import pytest
 
+from state.keys import Key
 from state.store import Store
 from tests.conftest import Cli, containers_of, free_port
 from tests.e2e.daemon_helpers import (
@@ -165,7 +166,7 @@ def test_rtvi_restart_reregisters_and_a_dropped_vst_stream_degrades_by_name(
         # kill -9 between "VST created the sensor" and "we recorded its ID": the next pass
         # adopts the sensor by its deterministic name instead of registering a second one.
         store = Store(cli.state_dir)
-        store.update("StreamSet/cams", lambda st: st.upsert_inventory(
+        store.update(Key("StreamSet", "cams"), lambda st: st.upsert_inventory(
             st.inventory_item("sensor", "blue").model_copy(update={"id": None,  # type: ignore
                                                                     "state": "pending"})))
         _apply(cli, specs)

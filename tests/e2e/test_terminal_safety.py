@@ -20,6 +20,7 @@ from reconciler.cli import Context
 from reconciler.kinds import ResourcePlan
 from reconciler.output import print_plan, print_status_detail
 from reconciler.textsafe import escape_control, safe_json
+from state.keys import Key
 from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
 from state.store import Store
 from tests.conftest import Cli, free_port
@@ -50,8 +51,8 @@ def _plant(store: Store) -> None:
     status.add_history(HistoryEntry(time=utc_now(), action="create", target="container x",
                                     cause=HOSTILE, result="ok"))
     store.save(status)
-    store.events.append("Deployment/vlm", "Warning", "Hostile", HOSTILE)
-    store.events.append("Deployment/vlm", "Normal", "Created", "second " + OSC_TITLE)
+    store.events.append(Key("Deployment", "vlm"), "Warning", "Hostile", HOSTILE)
+    store.events.append(Key("Deployment", "vlm"), "Normal", "Created", "second " + OSC_TITLE)
 
 
 def test_planted_state_is_escaped_in_status_and_events(cli: Cli, state_dir: Path) -> None:
@@ -95,7 +96,8 @@ def test_error_messages_are_escaped(cli: Cli, tmp_path: Path) -> None:
 def test_plan_and_detail_printers_escape_every_field() -> None:
     buffer = io.StringIO()
     console = Console(file=buffer, width=200, highlight=False, emoji=False)
-    print_plan(console, [ResourcePlan(resource="Deployment/x" + ESC_RED, name="x", error=HOSTILE)])
+    print_plan(console, [ResourcePlan(resource=Key("Deployment", "x" + ESC_RED), name="x",
+                                      error=HOSTILE)])
     status = ResourceStatus(resource="Deployment/x", kind="Deployment", name="x",
                             source_file="specs" + OSC_TITLE + "[red]f[/red].yaml")
     print_status_detail(console, status)

@@ -10,6 +10,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -57,11 +58,11 @@ def wait_decoding(http: httpx.Client, *stream_ids: str, frames: int = 2) -> None
     wait_for(probe, timeout=30.0, what=f"{frames} decoded frames on {stream_ids}")
 
 
-def caption_body(ids: str | list[str], **extra: object) -> dict[str, object]:
+def caption_body(ids: str | list[str], **extra: object) -> dict[str, Any]:
     return {"id": ids, "prompt": "Describe the frame.", "model": MODEL, **extra}
 
 
-def sse_events(response: httpx.Response) -> Iterator[dict[str, object] | str]:
+def sse_events(response: httpx.Response) -> Iterator[dict[str, Any] | str]:
     """Parsed ``data:`` payloads; the literal ``"[DONE]"`` for the end marker."""
     for line in response.iter_lines():
         if not line.startswith("data: "):
@@ -105,10 +106,10 @@ def cmdline(pid: int) -> str:
         return ""
 
 
-def first_events(http: httpx.Client, body: dict[str, object],
-                 count: int) -> list[dict[str, object]]:
+def first_events(http: httpx.Client, body: dict[str, Any],
+                 count: int) -> list[dict[str, Any]]:
     """The first ``count`` JSON events of a streamed ``generate_captions`` (then hang up)."""
-    events: list[dict[str, object]] = []
+    events: list[dict[str, Any]] = []
     with http.stream("POST", "/v1/generate_captions", json=body) as response:
         assert response.status_code == 200
         for event in sse_events(response):
@@ -119,21 +120,21 @@ def first_events(http: httpx.Client, body: dict[str, object],
     return events
 
 
-def chunk_of(event: dict[str, object]) -> dict[str, object]:
+def chunk_of(event: dict[str, Any]) -> dict[str, Any]:
     """The one chunk an event or body carries, whichever shape it came in: a wrapped event's
     ``chunk_responses[0]`` (with the wrapper's ``error`` and ``media_info``), or a flat one."""
     inner = event.get("chunk_responses")
     if not isinstance(inner, list):
         return event
     assert len(inner) == 1, event
-    chunk: dict[str, object] = dict(inner[0])
+    chunk: dict[str, Any] = dict(inner[0])
     for key in ("error", "media_info"):
         if key in event:
             chunk[key] = event[key]
     return chunk
 
 
-def first_chunks(http: httpx.Client, body: dict[str, object],
-                 count: int) -> list[dict[str, object]]:
+def first_chunks(http: httpx.Client, body: dict[str, Any],
+                 count: int) -> list[dict[str, Any]]:
     """:func:`first_events`, each read as its one chunk."""
     return [chunk_of(event) for event in first_events(http, body, count)]

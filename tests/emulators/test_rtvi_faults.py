@@ -9,6 +9,7 @@ wrong stream's frames names the wrong colour.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 
@@ -35,17 +36,17 @@ def _two_streams(
     return emulator, red, green
 
 
-def _caption(http: httpx.Client, stream_id: str) -> dict[str, object]:
+def _caption(http: httpx.Client, stream_id: str) -> dict[str, Any]:
     answer = http.post("/v1/generate_captions", json=rc.caption_body(stream_id, chunk_duration=1))
     assert answer.status_code == 200, answer.text
     return rc.chunk_of(answer.json())
 
 
-def _stream(http: httpx.Client, stream_id: str, count: int) -> list[dict[str, object]]:
+def _stream(http: httpx.Client, stream_id: str, count: int) -> list[dict[str, Any]]:
     return rc.first_chunks(http, rc.caption_body(stream_id, stream=True, chunk_duration=1), count)
 
 
-def _events(http: httpx.Client, stream_id: str, count: int) -> list[dict[str, object]]:
+def _events(http: httpx.Client, stream_id: str, count: int) -> list[dict[str, Any]]:
     return rc.first_events(http, rc.caption_body(stream_id, stream=True, chunk_duration=1), count)
 
 
@@ -98,7 +99,7 @@ def test_error_inside_a_200_event_in_both_shapes(
         [wrapped] = _events(http, red, 1)  # the default shape
         assert wrapped["error"] == {"code": "InternalError",
                                     "message": "VLM inference failed for this chunk"}
-        assert wrapped["chunk_responses"][0]["content"] == ""  # type: ignore[index]
+        assert wrapped["chunk_responses"][0]["content"] == ""
         http.post("/emulator/knobs", json={"caption_shape": "flat"})
         [flat] = _events(http, red, 1)
         assert flat["error"] == wrapped["error"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tests.emulators import rtvi_client as rc
 from tests.emulators.helpers import EmulatorProcess
@@ -39,8 +40,8 @@ def _png(path: Path, colour: str) -> bytes:
     return path.read_bytes()
 
 
-def _chat(target: str | None, text: str = "What colour is it?") -> dict[str, object]:
-    body: dict[str, object] = {
+def _chat(target: str | None, text: str = "What colour is it?") -> dict[str, Any]:
+    body: dict[str, Any] = {
         "model": rc.MODEL,
         "messages": [{"role": "user", "content": [{"type": "text", "text": text}]}],
     }

@@ -11,6 +11,7 @@ import contextlib
 import datetime
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx
 
@@ -38,14 +39,14 @@ def _one_stream(start_emulator: StartEmulator, rtsp_source: RtspSource,
     return emulator, stream_id
 
 
-def _body(stream_id: str, chunk_s: int = 1) -> dict[str, object]:
+def _body(stream_id: str, chunk_s: int = 1) -> dict[str, Any]:
     return rc.caption_body([stream_id], stream=True, chunk_duration=chunk_s,
                            stream_options={"include_usage": True})
 
 
 @contextlib.contextmanager
 def _captioning(emulator: EmulatorProcess, stream_id: str) -> Iterator[
-        tuple[Iterator[dict[str, object] | str], httpx.Client]]:
+        tuple[Iterator[dict[str, Any] | str], httpx.Client]]:
     """One streamed caption request on ``stream_id``, its first event read; yields the rest
     of its events and a second client to act with while the request is open."""
     with rc.client(emulator) as http, http.stream(
@@ -113,7 +114,7 @@ def test_latency_from_end_timestamp_includes_a_delay_between_source_and_service(
         for event in rc.sse_events(response):
             assert isinstance(event, dict)
             received = time.time()
-            [chunk] = event["chunk_responses"]  # type: ignore[misc]
+            [chunk] = event["chunk_responses"]
             if chunk["frame_count"]:
                 info = event["media_info"]
                 assert isinstance(info, dict)

@@ -35,7 +35,7 @@ def test_flat_and_wrapped_shapes(start_emulator: StartEmulator, rtsp_source: Rts
         body = rc.caption_body(stream_id, stream=True, chunk_duration=1)
         [wrapped] = rc.first_events(http, body, 1)
         assert set(wrapped) == {"id", "created", "model", "media_info", "chunk_responses"}
-        [chunk] = wrapped["chunk_responses"]  # type: ignore[misc]
+        [chunk] = wrapped["chunk_responses"]
         assert chunk["content"] == "The frame shows solid RED."
         # media_info stamps the chunk's first and last frames, inside its window
         info = wrapped["media_info"]

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -69,10 +70,10 @@ class VstEmulator:
         sensor_id: str = response.json()["sensorId"]
         return sensor_id
 
-    def streams(self, sensor_id: str) -> list[dict[str, object]]:
+    def streams(self, sensor_id: str) -> list[dict[str, Any]]:
         response = self.request("GET", f"{API}/sensor/{sensor_id}/streams")
         assert response.status_code == 200, response.text
-        streams: list[dict[str, object]] = response.json()
+        streams: list[dict[str, Any]] = response.json()
         return streams
 
     def add_live(self, name: str, url: str) -> tuple[str, str]:
@@ -199,7 +200,7 @@ def test_each_sensor_republishes_its_own_colour(
     red_stream, blue_stream = vst.streams(red_id)[0], vst.streams(blue_id)[0]
     assert red_stream["url"] == f"rtsp://{LOOPBACK}:{vst.rtsp_port}/live/{red_id}"
     assert red_stream["isMain"] is True
-    assert red_stream["metadata"]["codec"] == "H264"  # type: ignore[index]
+    assert red_stream["metadata"]["codec"] == "H264"
     grouped = vst.request("GET", f"{API}/sensor/streams").json()
     assert grouped == {red_id: [red_stream], blue_id: [blue_stream]}
 
@@ -290,7 +291,7 @@ def test_add_fault_fails_the_next_adds_then_clears(
     ],
 )
 def test_bad_add_bodies_are_422_naming_the_field(
-    start_vst: Callable[..., VstEmulator], body: dict[str, object], named: str
+    start_vst: Callable[..., VstEmulator], body: dict[str, Any], named: str
 ) -> None:
     vst = start_vst()
     response = vst.request("POST", f"{API}/sensor/add", json=body)

@@ -13,6 +13,7 @@ from click.testing import Result as ClickResult
 from reconciler.cli import main
 from reconciler.daemon import Daemon, DaemonOptions
 from reconciler.sources import FolderSource, folder_digest
+from state.keys import Key
 from state.store import Store
 from tests.e2e.daemon_helpers import wait_for
 from tests.reconciler.toy_kinds import toy_kinds, toy_specs
@@ -93,12 +94,12 @@ def _daemon(tmp_path: Path, specs: Path) -> Daemon:
 
 
 def _record(daemon: Daemon, key: str) -> Any:
-    return daemon.store.load(key)
+    return daemon.store.load(Key.parse(key))
 
 
 def _lit(daemon: Daemon, key: str) -> Any:
     """The record once the kind has called it Ready (its world file is written just before)."""
-    record = daemon.store.load(key)
+    record = daemon.store.load(Key.parse(key))
     ready = record.condition("Ready") if record is not None else None
     return record if ready is not None and ready.status == "True" else None
 
@@ -113,7 +114,8 @@ def test_the_daemon_orders_wakes_and_prunes_a_toy_kind(tmp_path: Path) -> None:
             # The Switch fails (no power) and is retried with backoff; the Lamp waits for it
             # and is never retried on its own (resync is an hour away).
             wait_for("the Switch to be retried", lambda: [
-                e for e in daemon.store.events.read("Switch/hall") if e.reason == "Backoff"][1:],
+                e for e in daemon.store.events.read(Key("Switch", "hall"))
+                if e.reason == "Backoff"][1:],
                      10)
             assert not (world / "lamp-desk").exists()
             (world / "power").touch()
@@ -209,7 +211,8 @@ def test_a_toy_kinds_declared_reference_is_checked_by_the_loader(tmp_path: Path)
     with toy_kinds(world):
         done = _cli(state, "validate", str(specs))
         assert done.exit_code == 1
-        assert "Switch 'hall' is not defined (the Switch names in this spec set: none)" in done.output
+        assert ("Switch 'hall' is not defined (the Switch names in this spec set: none)"
+                in done.output)
         assert "toys.yaml:" in done.output
         assert "references name an existing resource" in done.output
     assert _cli(state, "validate", str(specs)).exit_code == 1  # unregistered: unknown kind

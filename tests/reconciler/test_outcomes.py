@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from controllers.contract import PlanLike
 from controllers.errors import (
     PermanentError,
     PlanError,
@@ -49,7 +50,7 @@ def _raising(exc: BaseException) -> Result:
 def test_each_exception_becomes_its_outcome(exc: Exception, outcome: Outcome, reason: str,
                                             stalled: bool | None) -> None:
     recorded: list[tuple[str, str, bool]] = []
-    result = guarded("Toy/a", lambda: _raising(exc),
+    result = guarded(Key("Toy", "a"), lambda: _raising(exc),
                      lambda r, m, s: recorded.append((r, m, s)))
     assert result.outcome is outcome
     assert result.reason == reason
@@ -65,20 +66,20 @@ def test_each_exception_becomes_its_outcome(exc: Exception, outcome: Outcome, re
 def test_a_state_directory_error_is_not_an_outcome() -> None:
     """The caller names the file (the CLI) or moves it aside (the daemon)."""
     with pytest.raises(StateError):
-        guarded("Toy/a", lambda: _raising(StateError("unreadable")))
+        guarded(Key("Toy", "a"), lambda: _raising(StateError("unreadable")))
 
 
 def test_a_recorder_that_fails_does_not_change_the_outcome() -> None:
     def broken(reason: str, message: str, stalled: bool) -> None:
         raise OSError("disk gone")
-    result = guarded("Toy/a", lambda: _raising(TemporaryError("busy")), broken)
+    result = guarded(Key("Toy", "a"), lambda: _raising(TemporaryError("busy")), broken)
     assert result.outcome is Outcome.RETRY
 
 
 def test_the_constructors_say_one_outcome_each() -> None:
-    made = [done("K/a", "ok"), retry("K/a", "no", "R"), wait("K/a", "later", "W"),
-            recheck("K/a", "loading", "P", 1.0), terminal("K/a", "stuck", "T"),
-            stopped("K/a", "bye")]
+    key = Key("K", "a")
+    made = [done(key, "ok"), retry(key, "no", "R"), wait(key, "later", "W"),
+            recheck(key, "loading", "P", 1.0), terminal(key, "stuck", "T"), stopped(key, "bye")]
     assert [r.outcome for r in made] == list(Outcome)
     assert [r.ok for r in made] == [True, False, False, False, False, False]
     assert made[-1].reason == "Stopped"
@@ -86,7 +87,7 @@ def test_the_constructors_say_one_outcome_each() -> None:
 
 def test_a_delay_belongs_to_a_recheck_only() -> None:
     with pytest.raises(ValueError, match="RECHECK"):
-        Result("K/a", Outcome.RETRY, "no", "R", after_s=3.0)
+        Result(Key("K", "a"), Outcome.RETRY, "no", "R", after_s=3.0)
 
 
 @pytest.mark.parametrize(("exc", "reason", "permanent", "issues"), [
@@ -98,7 +99,7 @@ def test_a_delay_belongs_to_a_recheck_only() -> None:
 ])
 def test_each_plan_time_exception_becomes_a_plan_error(exc: Exception, reason: str,
                                                        permanent: bool, issues: int) -> None:
-    rp = ResourcePlan(Key("Toy", "a"), "a").failed(exc)
+    rp: ResourcePlan[object, PlanLike] = ResourcePlan(Key("Toy", "a"), "a").failed(exc)
     assert rp.error is not None
     assert rp.error_reason == reason
     assert rp.permanent is permanent
@@ -106,7 +107,7 @@ def test_each_plan_time_exception_becomes_a_plan_error(exc: Exception, reason: s
 
 
 def test_observing_keeps_what_was_planned_before_the_failure() -> None:
-    rp = ResourcePlan(Key("Toy", "a"), "a")
+    rp: ResourcePlan[object, PlanLike] = ResourcePlan(Key("Toy", "a"), "a")
     with rp.observing():
         rp.desired = "resolved"
         raise TemporaryError("engine busy")

@@ -12,6 +12,7 @@ from collections import Counter
 import pytest
 
 from reconciler.workqueue import Priority, QueueStats, WorkQueue, jittered
+from state.keys import Key
 
 T0 = 1000.0
 THREAD_JOIN_S = 5.0
@@ -41,7 +42,7 @@ def make_queue(clock: FakeClock, **kwargs: object) -> WorkQueue:
 
 def drain(queue: WorkQueue) -> list[str]:
     """Every key get() hands out right now, without marking any done."""
-    keys = []
+    keys: list[str] = []
     while (key := queue.get(timeout=0)) is not None:
         keys.append(key)
     return keys
@@ -53,19 +54,19 @@ def drain(queue: WorkQueue) -> list[str]:
 def test_adding_a_queued_key_keeps_one_entry(clock: FakeClock) -> None:
     queue = make_queue(clock)
     for _ in range(3):
-        queue.add("Deployment/a")
-    queue.add("Deployment/b")
-    queue.add("Deployment/a", Priority.RESYNC)
+        queue.add(Key("Deployment", "a"))
+    queue.add(Key("Deployment", "b"))
+    queue.add(Key("Deployment", "a"), Priority.RESYNC)
     assert queue.stats() == QueueStats(depth=2, processing=0, delayed=0)
     assert drain(queue) == ["Deployment/a", "Deployment/b"]
 
 
 def test_merge_keeps_earliest_due_time(clock: FakeClock) -> None:
     queue = make_queue(clock)
-    queue.add("Deployment/late-then-early", delay_s=10)
-    queue.add("Deployment/late-then-early", delay_s=5)
-    queue.add("Deployment/early-then-late", delay_s=5)
-    queue.add("Deployment/early-then-late", delay_s=10)
+    queue.add(Key("Deployment", "late-then-early"), delay_s=10)
+    queue.add(Key("Deployment", "late-then-early"), delay_s=5)
+    queue.add(Key("Deployment", "early-then-late"), delay_s=5)
+    queue.add(Key("Deployment", "early-then-late"), delay_s=10)
     clock.now = T0 + 4.9
     assert queue.get(timeout=0) is None
     clock.now = T0 + 5
@@ -75,28 +76,28 @@ def test_merge_keeps_earliest_due_time(clock: FakeClock) -> None:
 def test_merge_keeps_most_urgent_priority_and_resync_never_delays_a_change(
         clock: FakeClock) -> None:
     queue = make_queue(clock)
-    queue.add("Deployment/other", Priority.RESYNC)
-    queue.add("Deployment/changed", Priority.CHANGE)
-    queue.add("Deployment/changed", Priority.RESYNC, delay_s=300)  # periodic resync tick
+    queue.add(Key("Deployment", "other"), Priority.RESYNC)
+    queue.add(Key("Deployment", "changed"), Priority.CHANGE)
+    queue.add(Key("Deployment", "changed"), Priority.RESYNC, delay_s=300)  # periodic resync tick
     # still due now and still a CHANGE: ahead of the older RESYNC item
     assert drain(queue) == ["Deployment/changed", "Deployment/other"]
 
 
 def test_resync_then_change_upgrades_the_priority(clock: FakeClock) -> None:
     queue = make_queue(clock)
-    queue.add("Deployment/a", Priority.RESYNC)
-    queue.add("Deployment/b", Priority.RESYNC)
-    queue.add("Deployment/b", Priority.CHANGE)
+    queue.add(Key("Deployment", "a"), Priority.RESYNC)
+    queue.add(Key("Deployment", "b"), Priority.RESYNC)
+    queue.add(Key("Deployment", "b"), Priority.CHANGE)
     assert drain(queue) == ["Deployment/b", "Deployment/a"]
 
 
 def test_merge_takes_priority_and_due_time_independently(clock: FakeClock) -> None:
     queue = make_queue(clock)
-    queue.add("Deployment/first", Priority.RESYNC)
-    queue.add("Deployment/resync-now", Priority.RESYNC)
-    queue.add("Deployment/resync-now", Priority.CHANGE, delay_s=10)  # → CHANGE, due now
-    queue.add("Deployment/change-later", Priority.CHANGE, delay_s=10)
-    queue.add("Deployment/change-later", Priority.RESYNC)  # → CHANGE, due now
+    queue.add(Key("Deployment", "first"), Priority.RESYNC)
+    queue.add(Key("Deployment", "resync-now"), Priority.RESYNC)
+    queue.add(Key("Deployment", "resync-now"), Priority.CHANGE, delay_s=10)  # → CHANGE, due now
+    queue.add(Key("Deployment", "change-later"), Priority.CHANGE, delay_s=10)
+    queue.add(Key("Deployment", "change-later"), Priority.RESYNC)  # → CHANGE, due now
     assert drain(queue) == ["Deployment/resync-now", "Deployment/change-later",
                             "Deployment/first"]
 
@@ -107,25 +108,25 @@ def test_merge_takes_priority_and_due_time_independently(clock: FakeClock) -> No
 def test_a_key_in_processing_is_not_handed_out_again_and_done_requeues_it(
         clock: FakeClock) -> None:
     queue = make_queue(clock)
-    queue.add("Deployment/a")
+    queue.add(Key("Deployment", "a"))
     assert queue.get(timeout=0) == "Deployment/a"
-    queue.add("Deployment/a")
-    queue.add("Deployment/a", Priority.RESYNC)
+    queue.add(Key("Deployment", "a"))
+    queue.add(Key("Deployment", "a"), Priority.RESYNC)
     assert queue.get(timeout=0) is None
     assert queue.stats() == QueueStats(depth=0, processing=1, delayed=0)
-    queue.done("Deployment/a")
+    queue.done(Key("Deployment", "a"))
     assert queue.stats() == QueueStats(depth=1, processing=0, delayed=0)
     assert queue.get(timeout=0) == "Deployment/a"
-    queue.done("Deployment/a")
+    queue.done(Key("Deployment", "a"))
     assert queue.get(timeout=0) is None  # not dirty this time: no re-queue
 
 
 def test_dirty_requeue_keeps_the_delay_of_the_add(clock: FakeClock) -> None:
     queue = make_queue(clock)
-    queue.add("Deployment/a")
+    queue.add(Key("Deployment", "a"))
     assert queue.get(timeout=0) == "Deployment/a"
-    queue.add("Deployment/a", Priority.RESYNC, delay_s=30)
-    queue.done("Deployment/a")
+    queue.add(Key("Deployment", "a"), Priority.RESYNC, delay_s=30)
+    queue.done(Key("Deployment", "a"))
     assert queue.stats() == QueueStats(depth=0, processing=0, delayed=1)
     clock.now = T0 + 29
     assert queue.get(timeout=0) is None
@@ -135,19 +136,19 @@ def test_dirty_requeue_keeps_the_delay_of_the_add(clock: FakeClock) -> None:
 
 def test_dirty_adds_merge_to_the_earliest_due_time(clock: FakeClock) -> None:
     queue = make_queue(clock)
-    queue.add("Deployment/a")
+    queue.add(Key("Deployment", "a"))
     assert queue.get(timeout=0) == "Deployment/a"
-    queue.add("Deployment/a")
-    queue.add("Deployment/a", Priority.RESYNC, delay_s=30)
-    queue.done("Deployment/a")
+    queue.add(Key("Deployment", "a"))
+    queue.add(Key("Deployment", "a"), Priority.RESYNC, delay_s=30)
+    queue.done(Key("Deployment", "a"))
     assert queue.get(timeout=0) == "Deployment/a"
 
 
 def test_stray_done_is_ignored(clock: FakeClock) -> None:
     queue = make_queue(clock)
-    queue.add("Deployment/a")
-    queue.done("Deployment/a")  # queued, not processing
-    queue.done("Deployment/never")
+    queue.add(Key("Deployment", "a"))
+    queue.done(Key("Deployment", "a"))  # queued, not processing
+    queue.done(Key("Deployment", "never"))
     assert queue.stats() == QueueStats(depth=1, processing=0, delayed=0)
 
 
@@ -158,19 +159,19 @@ def test_per_kind_limit_skips_a_saturated_kind_without_blocking_others(clock: Fa
     queue = make_queue(clock, kind_limits={"Host": 2}, default_limit=3)
     for key in ("Host/a", "Host/b", "Host/c", "Deployment/x", "Deployment/y", "Deployment/z",
                 "Deployment/w"):
-        queue.add(key)
+        queue.add(Key.parse(key))
     assert drain(queue) == ["Host/a", "Host/b", "Deployment/x", "Deployment/y", "Deployment/z"]
     assert queue.stats() == QueueStats(depth=2, processing=5, delayed=0)
-    queue.done("Deployment/y")
+    queue.done(Key("Deployment", "y"))
     assert drain(queue) == ["Deployment/w"]
-    queue.done("Host/b")
+    queue.done(Key("Host", "b"))
     assert drain(queue) == ["Host/c"]
 
 
 def test_done_wakes_a_getter_blocked_on_a_saturated_kind() -> None:
     queue = WorkQueue(kind_limits={"Host": 1})
-    queue.add("Host/a")
-    queue.add("Host/b")
+    queue.add(Key("Host", "a"))
+    queue.add(Key("Host", "b"))
     assert queue.get(timeout=0) == "Host/a"
     got: list[str | None] = []
     getter = threading.Thread(target=lambda: got.append(queue.get(timeout=THREAD_JOIN_S)),
@@ -179,7 +180,7 @@ def test_done_wakes_a_getter_blocked_on_a_saturated_kind() -> None:
     time.sleep(0.05)
     assert got == []  # blocked: Host is saturated
     started = time.monotonic()
-    queue.done("Host/a")
+    queue.done(Key("Host", "a"))
     getter.join(THREAD_JOIN_S)
     assert got == ["Host/b"]
     assert time.monotonic() - started < 1.0  # woken, not timed out
@@ -190,20 +191,20 @@ def test_done_wakes_a_getter_blocked_on_a_saturated_kind() -> None:
 
 def test_change_goes_before_many_resync_items(clock: FakeClock) -> None:
     queue = make_queue(clock, default_limit=1000)
-    resync = [f"Deployment/r{i:03d}" for i in range(200)]
+    resync = [Key("Deployment", f"r{i:03d}") for i in range(200)]
     for key in resync:
         queue.add(key, Priority.RESYNC)
-    queue.add("Deployment/changed", Priority.CHANGE)
+    queue.add(Key("Deployment", "changed"), Priority.CHANGE)
     assert drain(queue) == ["Deployment/changed", *resync]
 
 
 def test_ready_items_order_by_due_time_then_insertion(clock: FakeClock) -> None:
     queue = make_queue(clock)
-    queue.add("Deployment/due-2", delay_s=2)
-    queue.add("Deployment/due-1", delay_s=1)
-    queue.add("Deployment/now-first")
-    queue.add("Deployment/now-second")
-    queue.add("Deployment/now-first")  # re-adding keeps its place
+    queue.add(Key("Deployment", "due-2"), delay_s=2)
+    queue.add(Key("Deployment", "due-1"), delay_s=1)
+    queue.add(Key("Deployment", "now-first"))
+    queue.add(Key("Deployment", "now-second"))
+    queue.add(Key("Deployment", "now-first"))  # re-adding keeps its place
     clock.now = T0 + 3
     assert drain(queue) == ["Deployment/now-first", "Deployment/now-second",
                             "Deployment/due-1", "Deployment/due-2"]
@@ -214,7 +215,7 @@ def test_ready_items_order_by_due_time_then_insertion(clock: FakeClock) -> None:
 
 def test_delayed_item_becomes_ready_at_its_due_time(clock: FakeClock) -> None:
     queue = make_queue(clock)
-    queue.add("Deployment/a", delay_s=5)
+    queue.add(Key("Deployment", "a"), delay_s=5)
     assert queue.stats() == QueueStats(depth=0, processing=0, delayed=1)
     clock.now = T0 + 4.99
     assert queue.get(timeout=0) is None
@@ -225,7 +226,7 @@ def test_delayed_item_becomes_ready_at_its_due_time(clock: FakeClock) -> None:
 
 def test_blocking_get_returns_a_delayed_item_when_due() -> None:
     queue = WorkQueue()
-    queue.add("Deployment/a", delay_s=0.15)
+    queue.add(Key("Deployment", "a"), delay_s=0.15)
     started = time.monotonic()
     assert queue.get(timeout=THREAD_JOIN_S) == "Deployment/a"
     assert 0.14 <= time.monotonic() - started < 1.0
@@ -233,7 +234,7 @@ def test_blocking_get_returns_a_delayed_item_when_due() -> None:
 
 def test_blocking_get_waits_without_polling(clock: FakeClock) -> None:
     queue = make_queue(clock)
-    queue.add("Deployment/a", delay_s=3600)
+    queue.add(Key("Deployment", "a"), delay_s=3600)
     reads = clock.reads
     started = time.monotonic()
     assert queue.get(timeout=0.2) is None
@@ -249,7 +250,7 @@ def test_add_from_another_thread_wakes_a_blocked_get() -> None:
     getter.start()
     time.sleep(0.05)
     started = time.monotonic()
-    queue.add("Deployment/a")
+    queue.add(Key("Deployment", "a"))
     getter.join(THREAD_JOIN_S)
     assert got == ["Deployment/a"]
     assert time.monotonic() - started < 1.0  # woken, not timed out
@@ -262,23 +263,23 @@ def test_backoff_doubles_from_base_and_is_capped(clock: FakeClock) -> None:
     queue = make_queue(clock, base_backoff_s=0.5, max_backoff_s=60)
     delays = []
     for attempt in range(1, 11):
-        delays.append(queue.retry("Deployment/a"))
-        assert queue.failures("Deployment/a") == attempt
+        delays.append(queue.retry(Key("Deployment", "a")))
+        assert queue.failures(Key("Deployment", "a")) == attempt
     assert delays == [0.5, 1, 2, 4, 8, 16, 32, 60, 60, 60]
     for _ in range(2000):  # a huge failure count must not overflow
-        queue.retry("Deployment/b")
-    assert queue.retry("Deployment/b") == 60
+        queue.retry(Key("Deployment", "b"))
+    assert queue.retry(Key("Deployment", "b")) == 60
 
 
 def test_retry_queues_the_key_at_now_plus_delay_as_a_change(clock: FakeClock) -> None:
     queue = make_queue(clock)
-    queue.add("Deployment/resync", Priority.RESYNC)
-    queue.retry("Deployment/a")
-    queue.retry("Deployment/a")  # second failure: 1 s; the earlier 0.5 s entry wins
+    queue.add(Key("Deployment", "resync"), Priority.RESYNC)
+    queue.retry(Key("Deployment", "a"))
+    queue.retry(Key("Deployment", "a"))  # second failure: 1 s; the earlier 0.5 s entry wins
     clock.now = T0 + 0.49
     assert drain(queue) == ["Deployment/resync"]
-    queue.done("Deployment/resync")
-    queue.add("Deployment/resync", Priority.RESYNC)
+    queue.done(Key("Deployment", "resync"))
+    queue.add(Key("Deployment", "resync"), Priority.RESYNC)
     clock.now = T0 + 0.5
     assert drain(queue) == ["Deployment/a", "Deployment/resync"]
 
@@ -290,10 +291,10 @@ def test_jitter_stays_within_bounds_and_under_the_cap(clock: FakeClock) -> None:
         nominal = min(10.0, 0.5 * 2 ** (failures - 1))
         samples = []
         for _ in range(100):
-            queue.forget("Deployment/a")
+            queue.forget(Key("Deployment", "a"))
             for _ in range(failures - 1):
-                queue.retry("Deployment/a")
-            samples.append(queue.retry("Deployment/a"))
+                queue.retry(Key("Deployment", "a"))
+            samples.append(queue.retry(Key("Deployment", "a")))
         assert all(nominal * 0.9 <= d <= min(10.0, nominal * 1.1) for d in samples), samples
         assert min(samples) < nominal * 0.97  # jitter is really applied, both ways
         if nominal < 10:
@@ -304,37 +305,37 @@ def test_jitter_stays_within_bounds_and_under_the_cap(clock: FakeClock) -> None:
 
 def test_change_add_overrides_a_pending_retry_delay(clock: FakeClock) -> None:
     queue = make_queue(clock, base_backoff_s=30, max_backoff_s=60)
-    queue.add("Deployment/a")
+    queue.add(Key("Deployment", "a"))
     assert queue.get(timeout=0) == "Deployment/a"
-    assert queue.retry("Deployment/a") == 30
+    assert queue.retry(Key("Deployment", "a")) == 30
     assert queue.stats() == QueueStats(depth=0, processing=1, delayed=0)  # effective at done
-    queue.done("Deployment/a")
+    queue.done(Key("Deployment", "a"))
     assert queue.stats() == QueueStats(depth=0, processing=0, delayed=1)
     assert queue.get(timeout=0) is None
-    queue.add("Deployment/a", Priority.CHANGE)  # the spec was fixed
+    queue.add(Key("Deployment", "a"), Priority.CHANGE)  # the spec was fixed
     assert queue.get(timeout=0) == "Deployment/a"
 
 
 def test_change_add_during_processing_overrides_the_retry_at_done(clock: FakeClock) -> None:
     queue = make_queue(clock, base_backoff_s=30, max_backoff_s=60)
-    queue.add("Deployment/a")
+    queue.add(Key("Deployment", "a"))
     assert queue.get(timeout=0) == "Deployment/a"
-    queue.retry("Deployment/a")
-    queue.add("Deployment/a")
-    queue.done("Deployment/a")
+    queue.retry(Key("Deployment", "a"))
+    queue.add(Key("Deployment", "a"))
+    queue.done(Key("Deployment", "a"))
     assert queue.get(timeout=0) == "Deployment/a"
 
 
 def test_forget_resets_the_failure_count(clock: FakeClock) -> None:
     queue = make_queue(clock)
     for _ in range(4):
-        queue.retry("Deployment/a")
-    queue.retry("Deployment/b")
-    assert queue.failures("Deployment/a") == 4
-    queue.forget("Deployment/a")
-    assert queue.failures("Deployment/a") == 0
-    assert queue.failures("Deployment/b") == 1
-    assert queue.retry("Deployment/a") == 0.5
+        queue.retry(Key("Deployment", "a"))
+    queue.retry(Key("Deployment", "b"))
+    assert queue.failures(Key("Deployment", "a")) == 4
+    queue.forget(Key("Deployment", "a"))
+    assert queue.failures(Key("Deployment", "a")) == 0
+    assert queue.failures(Key("Deployment", "b")) == 1
+    assert queue.retry(Key("Deployment", "a")) == 0.5
 
 
 # --- shutdown, idle, stats --------------------------------------------------------------------
@@ -353,14 +354,14 @@ def test_shut_down_unblocks_a_blocked_get_and_stops_handing_out() -> None:
     getter.join(THREAD_JOIN_S)
     assert got == [None]
     assert time.monotonic() - started < 1.0
-    queue.add("Deployment/a")
+    queue.add(Key("Deployment", "a"))
     assert queue.get(timeout=THREAD_JOIN_S) is None
     assert queue.stats().depth == 0  # adds after shutdown are dropped
 
 
 def test_shut_down_returns_none_even_with_ready_items(clock: FakeClock) -> None:
     queue = make_queue(clock)
-    queue.add("Deployment/a")
+    queue.add(Key("Deployment", "a"))
     queue.shut_down()
     assert queue.get(timeout=THREAD_JOIN_S) is None
 
@@ -368,7 +369,7 @@ def test_shut_down_returns_none_even_with_ready_items(clock: FakeClock) -> None:
 def test_wait_idle(clock: FakeClock) -> None:
     queue = make_queue(clock)
     assert queue.wait_idle(0)
-    queue.add("Deployment/a", delay_s=10)
+    queue.add(Key("Deployment", "a"), delay_s=10)
     assert not queue.wait_idle(0.02)  # a delayed item is still work
     clock.now = T0 + 10
     assert queue.get(timeout=0) == "Deployment/a"
@@ -383,12 +384,12 @@ def test_wait_idle(clock: FakeClock) -> None:
 
 def test_wait_idle_after_shut_down_waits_only_for_processing(clock: FakeClock) -> None:
     queue = make_queue(clock)
-    queue.add("Deployment/a")
-    queue.add("Deployment/b")
+    queue.add(Key("Deployment", "a"))
+    queue.add(Key("Deployment", "b"))
     assert queue.get(timeout=0) == "Deployment/a"
     queue.shut_down()
     assert not queue.wait_idle(0.02)
-    queue.done("Deployment/a")
+    queue.done(Key("Deployment", "a"))
     assert queue.wait_idle(0)
 
 
@@ -396,10 +397,10 @@ def test_many_re_adds_keep_order_and_lose_nothing(clock: FakeClock) -> None:
     """Every earlier re-add leaves a stale heap entry behind; enough of them trigger rebuilds
     of the heaps, which must keep every key, the untouched ones too, once and in order."""
     queue = make_queue(clock, default_limit=100)
-    quiet = [f"Deployment/quiet-{i}" for i in range(5)]
+    quiet = [Key("Deployment", f"quiet-{i}") for i in range(5)]
     for key in quiet:
         queue.add(key, Priority.RESYNC, delay_s=10_000)
-    busy = ["Deployment/a", "Deployment/b", "Deployment/c"]
+    busy = [Key("Deployment", n) for n in ("a", "b", "c")]
     for step in range(3000, 0, -1):
         for offset, key in enumerate(busy):
             queue.add(key, Priority.RESYNC, delay_s=step + offset)
@@ -413,11 +414,11 @@ def test_many_re_adds_keep_order_and_lose_nothing(clock: FakeClock) -> None:
 def test_stats_counts_queued_processing_and_delayed(clock: FakeClock) -> None:
     queue = make_queue(clock)
     assert queue.stats() == QueueStats(depth=0, processing=0, delayed=0)
-    queue.add("Deployment/a")
-    queue.add("Deployment/b")
-    queue.add("Deployment/c")
-    queue.add("Deployment/later", delay_s=5)
-    queue.retry("Deployment/retried")
+    queue.add(Key("Deployment", "a"))
+    queue.add(Key("Deployment", "b"))
+    queue.add(Key("Deployment", "c"))
+    queue.add(Key("Deployment", "later"), delay_s=5)
+    queue.retry(Key("Deployment", "retried"))
     assert queue.get(timeout=0) == "Deployment/a"
     assert queue.stats() == QueueStats(depth=2, processing=1, delayed=2)
     clock.now = T0 + 5
@@ -493,7 +494,7 @@ def test_many_threads_keep_the_invariants() -> None:
     read the key's version after it (the level-triggered guarantee)."""
     queue = WorkQueue(kind_limits=KIND_LIMITS, default_limit=DEFAULT_LIMIT,
                       base_backoff_s=0.001, max_backoff_s=0.005)
-    keys = [f"{kind}/n{i}" for kind in KINDS for i in range(NAMES_PER_KIND)]
+    keys = [Key(kind, f"n{i}") for kind in KINDS for i in range(NAMES_PER_KIND)]
     ledger = _Ledger()
 
     def producer(seed: int) -> None:

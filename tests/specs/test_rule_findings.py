@@ -155,8 +155,9 @@ def test_an_absolute_model_path_is_a_read_only_mount() -> None:
     assert findings(check_model, **model(use="u", path=path)) == [
         (("model", "path"), f"absolute MODEL_PATH {path} must be bind-mounted read-only: add a "
          "spec.mounts entry whose target contains it", R2, "error")]
-    mounts = [{"source": "/srv/a", "target": "/data"},
-              {"source": "/srv/m", "target": "/models", "readOnly": False}]
+    mounts: list[dict[str, object]] = [
+        {"source": "/srv/a", "target": "/data"},
+        {"source": "/srv/m", "target": "/models", "readOnly": False}]
     assert findings(check_model, mounts=mounts, **model(use="u", path=path)) == [
         (("mounts", 1, "readOnly"), f"the mount holding MODEL_PATH {path} must be read-only",
          R2, "error")]

@@ -194,7 +194,7 @@ def test_every_experiment_example_is_valid_beside_the_quickstart(example: str) -
     root = Path(__file__).resolve().parents[2] / "specs" / "examples"
     spec_set = load_spec_set([root / "quickstart", root / example])
     [exp] = [r for r in spec_set.resources if r.kind == "Experiment"]
-    assert exp.spec.type == {"port-validation": "portValidation"}.get(  # type: ignore[attr-defined]
+    assert exp.spec.type == {"port-validation": "portValidation"}.get(
         example, example)
 
 

@@ -79,7 +79,7 @@ def test_kill9_leaves_a_readable_store(tmp_path: Path) -> None:
         statuses = store.list()  # raises CorruptState if any file is torn
         assert 1 <= len(statuses) <= RESOURCES
         for status in statuses:
-            assert store.load(status.resource) == status
+            assert store.load(status.key) == status
         this_round = [s.facts["i"] for s in statuses if s.facts["round"] == round_no]
         assert max(this_round) >= done  # everything reported as saved is there
 

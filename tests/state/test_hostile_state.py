@@ -80,7 +80,7 @@ def _plant_fifo(state: Path, _outside: Path) -> None:
 
 @dataclass(frozen=True)
 class Variant:
-    plant: Callable[[Path, Path], None]
+    plant: Callable[[Path, Path], object]
     broken: str  # path relative to the state dir that every failing command must name
     fails: tuple[str, ...]  # commands that must exit non-zero
 

@@ -14,7 +14,7 @@ def test_a_key_is_its_text_and_gives_back_its_parts() -> None:
     key = Key("Deployment", "vlm-1.a")
     assert key == "Deployment/vlm-1.a"
     assert (key.kind, key.name) == ("Deployment", "vlm-1.a")
-    assert {key: 1}["Deployment/vlm-1.a"] == 1  # hashes as its text: records, queues, metrics
+    assert {key: 1}["Deployment/vlm-1.a"] == 1  # type: ignore[index]  # hashes as its text: records, queues, metrics
     assert json.dumps([key]) == '["Deployment/vlm-1.a"]'
     again = pickle.loads(pickle.dumps(key))
     assert isinstance(again, Key)

@@ -17,6 +17,7 @@ import pytest
 from reconciler import logsetup as rlog
 from state.atomic import write_atomic
 from state.errors import CorruptState, StateError
+from state.keys import Key
 from state.models import ResourceStatus
 from state.store import Store
 from tests.conftest import Cli
@@ -45,7 +46,7 @@ def test_event_log_link_is_refused_not_written_or_truncated(state_dir: Path,
     (state_dir / "events.jsonl").symlink_to(torn)
     store = Store(state_dir)
     with pytest.raises(StateError, match=r"events\.jsonl"):
-        store.events.append("Host/local", "Normal", "Planted", "must not land outside")
+        store.events.append(Key("Host", "local"), "Normal", "Planted", "must not land outside")
     with pytest.raises(CorruptState, match="symbolic link"):
         store.events.read()
     assert torn.read_bytes() == TORN_OUTSIDE
@@ -94,7 +95,7 @@ def test_every_state_file_is_created_0600(cli: Cli, state_dir: Path, tmp_path: P
     os.chmod(state_dir / "reconciler.log", 0o644)  # as older versions created it
     store = Store(state_dir)
     store.save(ResourceStatus(resource="Host/local", kind="Host", name="local"))
-    store.events.append("Host/local", "Normal", "Seen", "x")
+    store.events.append(Key("Host", "local"), "Normal", "Seen", "x")
     assert cli("delete", "vlm").returncode == 0  # takes the lock, writes the log
     for name in ("reconciler.log", "events.jsonl", "lock", "instance.json",
                  "resources/Host/local.json"):

@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 from state import MASK, HistoryEntry, Redactor, ResourceStatus, Store, utc_now
+from state.keys import Key
 from state.redaction import _json_inner, go_quoted
 
 
@@ -65,8 +66,9 @@ def test_canary_never_reaches_state_dir(tmp_path: Path) -> None:
             )
         )
 
-    store.update("Deployment/vlm", mutate)
-    event = store.events.append("Deployment/vlm", "Warning", "AuthFailed", f"token={canary}")
+    store.update(Key("Deployment", "vlm"), mutate)
+    event = store.events.append(Key("Deployment", "vlm"), "Warning", "AuthFailed",
+                                f"token={canary}")
     assert canary not in event.message
     store.instance("prod")
     with store.lock():
@@ -78,7 +80,7 @@ def test_canary_never_reaches_state_dir(tmp_path: Path) -> None:
         assert canary.encode() not in path.read_bytes(), path
     joined = b"".join(p.read_bytes() for p in files)
     assert MASK.encode() in joined  # the secret was there, and was masked
-    loaded = store.load("Deployment/vlm")
+    loaded = store.load(Key("Deployment", "vlm"))
     assert loaded is not None
     assert loaded.facts["env"]["NGC_API_KEY"] == MASK
 

@@ -25,7 +25,7 @@ def _status(resource: str) -> ResourceStatus:
 def test_root_is_created_lazily_and_private(tmp_path: Path) -> None:
     root = tmp_path / "a" / "state"
     store = Store(root)
-    assert store.load("Host/h") is None
+    assert store.load(Key("Host", "h")) is None
     assert store.list() == []
     assert not root.exists()
     store.save(_status("Host/h"))
@@ -41,7 +41,7 @@ def test_save_load_list_delete(tmp_path: Path) -> None:
         status.set_condition("Ready", "True", "Up")
         store.save(status)
         assert status.updated_at != ""
-    loaded = store.load("Deployment/a")
+    loaded = store.load(Key("Deployment", "a"))
     assert loaded is not None
     assert loaded.facts == {"who": "Deployment/a"}
     assert loaded.condition("Ready") is not None
@@ -53,22 +53,23 @@ def test_save_load_list_delete(tmp_path: Path) -> None:
     ]
     assert [s.resource for s in store.list("Deployment")] == ["Deployment/a", "Deployment/b"]
     assert store.list("Experiment") == []
-    assert store.delete("Deployment/a") is True
-    assert store.delete("Deployment/a") is False
-    assert store.load("Deployment/a") is None
+    assert store.delete(Key("Deployment", "a")) is True
+    assert store.delete(Key("Deployment", "a")) is False
+    assert store.load(Key("Deployment", "a")) is None
     assert [s.name for s in store.list("Deployment")] == ["b"]
 
 
 def test_update_creates_then_modifies(tmp_path: Path) -> None:
     store = Store(tmp_path / "state")
-    first = store.update("Host/h", lambda s: s.facts.update(n=1))
+    first = store.update(Key("Host", "h"), lambda s: s.facts.update(n=1))
+    assert first is not None
     assert first.facts == {"n": 1}
-    store.update("Host/h", lambda s: s.facts.update(n=s.facts["n"] + 1))
-    again = Store(tmp_path / "state").load("Host/h")
+    store.update(Key("Host", "h"), lambda s: s.facts.update(n=s.facts["n"] + 1))
+    again = Store(tmp_path / "state").load(Key("Host", "h"))
     assert again is not None
     assert again.facts == {"n": 2}
     with pytest.raises(StateError, match="refusing it as a file name"):
-        store.update("Host/../h", lambda s: None)
+        store.update("Host/../h", lambda s: None)  # type: ignore[arg-type]  # on purpose
 
 
 def test_update_that_raises_saves_nothing(tmp_path: Path) -> None:
@@ -79,8 +80,8 @@ def test_update_that_raises_saves_nothing(tmp_path: Path) -> None:
         raise RuntimeError("controller bug")
 
     with pytest.raises(RuntimeError):
-        store.update("Host/h", boom)
-    assert store.load("Host/h") is None
+        store.update(Key("Host", "h"), boom)
+    assert store.load(Key("Host", "h")) is None
 
 
 def test_corrupt_file_is_named(tmp_path: Path) -> None:
@@ -89,7 +90,7 @@ def test_corrupt_file_is_named(tmp_path: Path) -> None:
     path = tmp_path / "state" / "resources" / "Host" / "h.json"
     path.write_text("{not json")
     with pytest.raises(CorruptState) as err:
-        store.load("Host/h")
+        store.load(Key("Host", "h"))
     assert str(path) in str(err.value)
     with pytest.raises(CorruptState):
         store.list()
@@ -122,9 +123,9 @@ def test_path_traversal_is_refused(tmp_path: Path, resource: str) -> None:
     root = tmp_path / "state"
     store = Store(root)
     with pytest.raises(StateError):
-        store.load(resource)
+        store.load(resource)  # type: ignore[arg-type]  # raw text from outside, on purpose
     with pytest.raises(StateError):
-        store.delete(resource)
+        store.delete(resource)  # type: ignore[arg-type]
     with pytest.raises(StateError):
         store.save(ResourceStatus(resource=resource, kind="Deployment", name="x"))
     assert sorted(p.name for p in tmp_path.iterdir()) == []
@@ -179,7 +180,7 @@ def test_concurrent_updates_lose_nothing(tmp_path: Path) -> None:
         try:
             barrier.wait()
             for _ in range(INCREMENTS):
-                store.update("Deployment/d", bump)
+                store.update(Key("Deployment", "d"), bump)
         except BaseException as exc:  # reported below; a thread can't fail the test itself
             errors.append(exc)
 
@@ -189,7 +190,7 @@ def test_concurrent_updates_lose_nothing(tmp_path: Path) -> None:
     for thread in threads:
         thread.join()
     assert errors == []
-    final = Store(tmp_path / "state").load("Deployment/d")
+    final = Store(tmp_path / "state").load(Key("Deployment", "d"))
     assert final is not None
     assert final.facts["n"] == THREADS * INCREMENTS
 
@@ -228,7 +229,7 @@ def test_an_update_of_one_resource_does_not_wait_for_another(tmp_path: Path) -> 
     holder.join(30)
     same.join(30)
     assert order == ["slow", "same"]
-    a, b = store.load("StreamSet/a"), store.load("StreamSet/b")
+    a, b = store.load(Key("StreamSet", "a")), store.load(Key("StreamSet", "b"))
     assert a is not None
     assert a.facts["slow"] is True
     assert b is not None
@@ -241,65 +242,68 @@ def test_history_survives_delete_and_recreate(tmp_path: Path) -> None:
     store = Store(tmp_path / "state")
     entry = HistoryEntry(time=utc_now(), action="create", target="container x", cause="new",
                          result="ok")
-    store.update("Deployment/vlm", lambda st: st.add_history(entry))
-    assert store.delete("Deployment/vlm", cause="removed from the specs")
-    assert store.load("Deployment/vlm") is None
+    store.update(Key("Deployment", "vlm"), lambda st: st.add_history(entry))
+    assert store.delete(Key("Deployment", "vlm"), cause="removed from the specs")
+    assert store.load(Key("Deployment", "vlm")) is None
     archived = store.archived_history("Deployment/vlm")
     assert [e.action for e in archived] == ["create", "delete"]
     assert archived[-1].cause == "removed from the specs"
 
-    again = store.update("Deployment/vlm", lambda st: None)
+    again = store.update(Key("Deployment", "vlm"), lambda st: None)
+    assert again is not None
     assert [e.action for e in again.history] == ["create", "delete"]
     assert store.archived_history("Deployment/vlm") == []  # moved back, not kept twice
     # A second delete/recreate cycle keeps the whole story, in order.
-    store.delete("Deployment/vlm")
-    third = store.update("Deployment/vlm", lambda st: None)
+    store.delete(Key("Deployment", "vlm"))
+    third = store.update(Key("Deployment", "vlm"), lambda st: None)
+    assert third is not None
     assert [e.action for e in third.history] == ["create", "delete", "delete"]
 
 
 def test_a_damaged_history_archive_does_not_block_recreating(tmp_path: Path) -> None:
     store = Store(tmp_path / "state")
-    store.update("Deployment/vlm", lambda st: None)
-    store.delete("Deployment/vlm")
+    store.update(Key("Deployment", "vlm"), lambda st: None)
+    store.delete(Key("Deployment", "vlm"))
     (tmp_path / "state" / "history" / "Deployment" / "vlm.json").write_text("{not json")
-    record = store.update("Deployment/vlm", lambda st: None)
+    record = store.update(Key("Deployment", "vlm"), lambda st: None)
+    assert record is not None
     assert record.history == []
     assert any(e.reason == "HistoryUnreadable" for e in store.events.read())
 
 
 def test_an_update_the_known_record_already_says_reads_and_writes_nothing(tmp_path: Path) -> None:
     store = Store(tmp_path)
-    store.update("Deployment/vlm",
+    store.update(Key("Deployment", "vlm"),
                  lambda st: st.set_condition("Ready", "True", "Serving", ""))
-    known = store.load("Deployment/vlm")
+    known = store.load(Key("Deployment", "vlm"))
     path = tmp_path / "resources" / "Deployment" / "vlm.json"
     path.write_text("not JSON")  # were it read, this would raise CorruptState
 
     def ready(st: ResourceStatus) -> None:
         st.set_condition("Ready", "True", "Serving", "")
-    assert store.update_unless_known("Deployment/vlm", ready, known) is False
+    assert store.update_unless_known(Key("Deployment", "vlm"), ready, known) is False
     assert path.read_text() == "not JSON"
 
 
 def test_an_update_the_known_record_lacks_is_made_on_the_record_as_it_is_now(
         tmp_path: Path) -> None:
     store = Store(tmp_path)
-    store.update("Deployment/vlm",
+    store.update(Key("Deployment", "vlm"),
                  lambda st: st.set_condition("Ready", "True", "Serving", ""))
-    known = store.load("Deployment/vlm")
+    known = store.load(Key("Deployment", "vlm"))
     # Another writer adds a fact after the pass read its copy: the update must keep it.
-    store.update("Deployment/vlm", lambda st: st.facts.update(seen=1))
+    store.update(Key("Deployment", "vlm"), lambda st: st.facts.update(seen=1))
 
     def degraded(st: ResourceStatus) -> None:
         st.set_condition("Degraded", "True", "Slow", "p95 over the limit")
-    assert store.update_unless_known("Deployment/vlm", degraded,
+    assert store.update_unless_known(Key("Deployment", "vlm"), degraded,
                                      known) is True
-    record = store.load("Deployment/vlm")
+    record = store.load(Key("Deployment", "vlm"))
     assert record is not None
     assert record.facts == {"seen": 1}
     cond = record.condition("Degraded")
     assert cond is not None
     assert cond.reason == "Slow"
     # Without a known record it is a plain update.
-    assert store.update_unless_known("Deployment/vlm", degraded,
+    assert store.update_unless_known(Key("Deployment", "vlm"), degraded,
                                      None) is True
