@@ -66,11 +66,13 @@ class Priority(IntEnum):
 class QueueStats:
     """``depth``: queued and due now (including keys held back by their kind's limit);
     ``processing``: handed out by ``get`` and not yet ``done``; ``delayed``: queued with a
-    due time still ahead. A key added while processing counts only as processing."""
+    due time still ahead. A key added while processing counts only as processing.
+    ``waiting``: callers blocked in ``get`` (idle workers)."""
 
     depth: int
     processing: int
     delayed: int
+    waiting: int = 0
 
 
 @dataclass(slots=True)
@@ -138,6 +140,7 @@ class WorkQueue:
         self._busy_per_kind: dict[str, int] = {}
         self._dirty: dict[Key, _Entry] = {}  # added while processing; re-queued by done()
         self._failures: dict[Key, int] = {}
+        self._waiting = 0  # callers blocked in get()
         self._shut_down = False
 
     # --- public API --------------------------------------------------------------------------
@@ -174,7 +177,11 @@ class WorkQueue:
                     if remaining <= 0:
                         return None
                     wait = remaining if wait is None else min(wait, remaining)
-                self._cond.wait(None if wait is None else min(wait, threading.TIMEOUT_MAX))
+                self._waiting += 1
+                try:
+                    self._cond.wait(None if wait is None else min(wait, threading.TIMEOUT_MAX))
+                finally:
+                    self._waiting -= 1
 
     def done(self, key: Key) -> None:
         """End the pass over ``key``; re-queue it if it was added (or retried) meanwhile.
@@ -227,7 +234,8 @@ class WorkQueue:
             now = self._clock()
             delayed = sum(1 for entry in self._queued.values() if entry.due > now)
             return QueueStats(depth=len(self._queued) - delayed,
-                              processing=len(self._processing), delayed=delayed)
+                              processing=len(self._processing), delayed=delayed,
+                              waiting=self._waiting)
 
     def shut_down(self) -> None:
         """Stop handing out work: every ``get``, blocked or later, returns ``None`` at once.

@@ -48,7 +48,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -58,6 +57,7 @@ import docker.errors
 import pytest
 
 from controllers.clients.ssh import SshTunnel
+from controllers.waiting import until
 
 BASE_DIR = Path(os.environ.get("RTVI_REMOTE_ENGINE_DIR", "/tmp/rtvi-remote"))
 LOCK_NAME = ".lock"
@@ -104,11 +104,8 @@ def port_open(port: int, host: str = LOOPBACK) -> bool:
 
 def wait_for(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
     """Poll ``predicate`` until true; no fixed sleeps, only short polls."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise RemoteEngineError(f"timed out after {timeout_s:g} s waiting for {what}")
-        time.sleep(POLL_S)
+    if until(lambda: True if predicate() else None, timeout_s=timeout_s, pace=POLL_S) is None:
+        raise RemoteEngineError(f"timed out after {timeout_s:g} s waiting for {what}")
 
 
 def _proc_stat(pid: int) -> list[str] | None:
@@ -169,10 +166,8 @@ def _terminate(pids: list[int], timeout_s: float) -> None:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-        deadline = time.monotonic() + timeout_s
-        while any(_process_alive(p) for p in pids) and time.monotonic() < deadline:
-            time.sleep(POLL_S)
-        if not any(_process_alive(p) for p in pids):
+        if until(lambda: None if any(_process_alive(p) for p in pids) else True,
+                 timeout_s=timeout_s, pace=POLL_S):
             return
 
 

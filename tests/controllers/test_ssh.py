@@ -12,7 +12,6 @@ import secrets
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from controllers.clients.ssh import SshTunnel
 from controllers.errors import HostUnreachable, PermanentError
 from controllers.host.gpus import local_gpus, remote_gpus
 from controllers.host.gputelemetry import GpuReading, SmiTelemetry, TelemetryUnavailable
+from controllers.waiting import until
 from tests.conftest import LABEL_TEST, TEST_IMAGE_TAG, free_port
 from tests.remote_engine import RemoteEngine, remote_engine_fixture  # noqa: F401
 
@@ -73,15 +73,14 @@ def wait_live(address: tuple[str, int]) -> int:
     """Status of GET /v1/health/live through ``address``, polled until the emulator is up.
     trust_env=False: a proxy from the environment must never carry loopback traffic."""
     url = f"http://{address[0]}:{address[1]}{LIVE_PATH}"
-    deadline = time.monotonic() + WAIT_S
     with httpx.Client(trust_env=False, timeout=2) as client:
-        while True:
+        def status() -> int | None:
             try:
                 return client.get(url).status_code
             except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(POLL_S)
+                return None
+        found = until(status, timeout_s=WAIT_S, pace=POLL_S)
+        return found if found is not None else client.get(url).status_code  # raises why
 
 
 def test_docker_over_the_forwarded_socket(remote_engine: RemoteEngine, tunnel: SshTunnel,
@@ -179,9 +178,7 @@ def test_sshd_down_is_unreachable_then_reconnects(remote_engine: RemoteEngine, t
     assert engine.version()["ApiVersion"]
     remote_engine.stop_sshd()
     try:
-        deadline = time.monotonic() + WAIT_S
-        while tunnel.connected and time.monotonic() < deadline:
-            time.sleep(POLL_S)
+        until(lambda: None if tunnel.connected else True, timeout_s=WAIT_S, pace=POLL_S)
         assert not tunnel.connected
         with pytest.raises(HostUnreachable):
             engine.version()

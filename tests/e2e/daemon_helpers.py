@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import docker
 
+from controllers.waiting import until
 from state.keys import Key
 from state.models import Event
 from state.store import Store
@@ -25,14 +25,10 @@ T = TypeVar("T")
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float,
              interval: float = 0.05) -> T:
     """Poll ``probe`` until it returns something truthy; fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+    found = until(lambda: probe() or None, timeout_s=timeout, pace=interval)
+    if found is None:
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    return found
 
 
 class DaemonProcess:

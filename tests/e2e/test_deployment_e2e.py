@@ -10,11 +10,13 @@ import json
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import docker
 import httpx
 import pytest
 
+from controllers.waiting import until
 from state.store import Store
 from tests.conftest import Cli, containers_of, free_port
 from tests.specs_factory import deployment, pinned, write
@@ -188,11 +190,11 @@ def test_kill_9_mid_apply_then_apply_again(cli: Cli, instance: str, emulator_ima
     write(specs, deployment("vlm", pinned(emulator_image), free_port(),
                             env={"RTVI_EMU_STARTUP_DELAY_S": 3}))
     proc = cli.popen("apply", str(specs))
-    deadline = time.monotonic() + 60
-    while not _ours(docker_client, instance):
-        assert proc.poll() is None
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+
+    def created() -> list[Any] | None:
+        assert proc.poll() is None  # still applying: the kill comes mid-apply
+        return _ours(docker_client, instance) or None
+    assert until(created, timeout_s=60, pace=0.05), "no container within 60 s"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     done = cli("apply", str(specs))

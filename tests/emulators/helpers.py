@@ -21,6 +21,8 @@ from typing import TypeVar
 
 import httpx
 
+from controllers.waiting import until
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LOOPBACK = "127.0.0.1"
 POLL_INTERVAL_S = 0.02
@@ -48,14 +50,10 @@ def wait_for(
     probe: Callable[[], T | None], timeout: float = DEFAULT_WAIT_S, what: str = "condition"
 ) -> T:
     """Poll ``probe`` until it returns something other than None (or fail after ``timeout``)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(POLL_INTERVAL_S)
+    found = until(probe, timeout_s=timeout, pace=POLL_INTERVAL_S)
+    if found is None:
+        raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    return found
 
 
 def http_client(base_url: str) -> httpx.Client:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
+from controllers.waiting import until
 from emulators.rtvi.server import EmulatorHandler
 from emulators.vst.server import ApiHandler
 from tests.emulators.helpers import POLL_INTERVAL_S, EmulatorProcess, http_client, wait_for
@@ -212,14 +213,15 @@ def test_startup_log_lines_carry_runtime_facts(
 )
 def test_fatal_marker_exits_1(start_emulator: StartEmulator, marker: str) -> None:
     emulator = start_emulator(RTVI_EMU_FATAL=marker, RTVI_EMU_FATAL_AFTER_S="0.3")
-    seen_ready = False
-    while emulator.process.poll() is None:
+    readies: list[bool] = []
+
+    def exited() -> bool | None:
         response = emulator.try_get("/v1/health/ready")
-        seen_ready = seen_ready or (response is not None and response.status_code == 200)
-        assert time.monotonic() - emulator.started < 10, "fatal emulator did not exit"
-        time.sleep(POLL_INTERVAL_S)
+        readies.append(response is not None and response.status_code == 200)
+        return True if emulator.process.poll() is not None else None
+    assert until(exited, timeout_s=10, pace=POLL_INTERVAL_S), "fatal emulator did not exit"
     assert emulator.wait_exit() == 1
-    assert not seen_ready
+    assert not any(readies)
     pattern = FATAL_LINE_RE.format(stamp=VLLM_STAMP, marker=re.escape(marker))
     assert re.search(pattern, emulator.stderr(), re.MULTILINE), emulator.stderr()
     assert STARTUP_COMPLETE not in emulator.stdout()

@@ -11,6 +11,7 @@ from collections import Counter
 
 import pytest
 
+from controllers.waiting import until
 from reconciler.workqueue import Priority, QueueStats, WorkQueue, jittered
 from state.keys import Key
 
@@ -38,6 +39,12 @@ def clock() -> FakeClock:
 def make_queue(clock: FakeClock, **kwargs: object) -> WorkQueue:
     kwargs.setdefault("jitter", 0.0)
     return WorkQueue(clock=clock, **kwargs)  # type: ignore[arg-type]
+
+
+def _blocked(queue: WorkQueue) -> None:
+    """Wait until a getter is blocked in ``get`` (a readiness poll, not a guess at a sleep)."""
+    assert until(lambda: True if queue.stats().waiting else None, timeout_s=THREAD_JOIN_S,
+                 pace=0.001), "the getter never blocked"
 
 
 def drain(queue: WorkQueue) -> list[str]:
@@ -177,7 +184,7 @@ def test_done_wakes_a_getter_blocked_on_a_saturated_kind() -> None:
     getter = threading.Thread(target=lambda: got.append(queue.get(timeout=THREAD_JOIN_S)),
                               daemon=True)
     getter.start()
-    time.sleep(0.05)
+    _blocked(queue)
     assert got == []  # blocked: Host is saturated
     started = time.monotonic()
     queue.done(Key("Host", "a"))
@@ -248,7 +255,7 @@ def test_add_from_another_thread_wakes_a_blocked_get() -> None:
     getter = threading.Thread(target=lambda: got.append(queue.get(timeout=THREAD_JOIN_S)),
                               daemon=True)
     getter.start()
-    time.sleep(0.05)
+    _blocked(queue)
     started = time.monotonic()
     queue.add(Key("Deployment", "a"))
     getter.join(THREAD_JOIN_S)
@@ -347,7 +354,7 @@ def test_shut_down_unblocks_a_blocked_get_and_stops_handing_out() -> None:
     getter = threading.Thread(
         target=lambda: got.__setitem__(0, queue.get(timeout=THREAD_JOIN_S)), daemon=True)
     getter.start()
-    time.sleep(0.05)
+    _blocked(queue)
     assert getter.is_alive()
     started = time.monotonic()
     queue.shut_down()
