@@ -8,7 +8,7 @@ from pathlib import Path
 
 from state import MASK, HistoryEntry, Redactor, ResourceStatus, Store, utc_now
 from state.keys import Key
-from state.redaction import _json_inner, go_quoted
+from state.redaction import _json_inner, go_quoted, redact_urls
 
 
 def test_scrub_text_longest_first_and_short_values_ignored() -> None:
@@ -140,3 +140,15 @@ def test_a_secret_inside_a_longer_one_does_not_leave_the_longer_one_s_ends() -> 
     redactor.register("zzzzzzzz")
     redactor.register("azzzzzzzzb")
     assert redactor.scrub_text("x azzzzzzzzb y zzzzzzzz") == f"x {MASK} y {MASK}"
+
+
+def test_url_credentials_go_from_every_url_in_a_text() -> None:
+    """One policy for every URL shown anywhere: ``user:password@`` and a lone ``user@``
+    disappear, the rest of the URL and of the text stays."""
+    text = ("fetch https://bot:s3cret@git.example/specs.git failed; rtsp://admin@cam:554/live "
+            "and rtsps://u:p@h/x; mail me@example.org; plain http://host/a@b")
+    assert redact_urls(text) == (
+        "fetch https://git.example/specs.git failed; rtsp://cam:554/live and rtsps://h/x; "
+        "mail me@example.org; plain http://host/a@b")
+    assert redact_urls("git+ssh://git@host/repo") == "git+ssh://host/repo"
+    assert redact_urls("no url here") == "no url here"
