@@ -58,7 +58,7 @@ def test_the_tree_keeps_every_contract(tmp_path: Path) -> None:
      "Shared clients and modules know no kind"),
     ("controllers.host.session", "import controllers.deployment.readiness",
      "over the kinds it depends on"),
-    ("controllers.deployment.plan", "import controllers.experiments.capacity",
+    ("controllers.deployment.plan", "import controllers.experiments.capacity.search",
      "over the kinds it depends on"),
     ("controllers.deployment.kind", "import controllers.streamset.kind",
      "do not import each other"),

@@ -6,10 +6,10 @@ neither names a type. A new type is a module and a line below.
 
 from __future__ import annotations
 
-from controllers.experiments.benchmark import BenchmarkType
-from controllers.experiments.canary import CanaryType
-from controllers.experiments.capacityrun import CapacityType
-from controllers.experiments.portvalidation import PortValidationType
+from controllers.experiments.benchmark.runtype import BenchmarkType
+from controllers.experiments.canary.runtype import CanaryType
+from controllers.experiments.capacity.runtype import CapacityType
+from controllers.experiments.portvalidation.runtype import PortValidationType
 from controllers.experiments.runtype import ExperimentType
 from specs.experiment import ExperimentSpec
 

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from controllers.experiments import capacityharness, harnessreport, processes
-from controllers.experiments.benchmark import (
+from controllers.experiments import processes
+from controllers.experiments.benchmark import harnessreport
+from controllers.experiments.benchmark.runtype import (
     HarnessError,
     _env,
     derived_config,
@@ -24,6 +25,7 @@ from controllers.experiments.benchmark import (
     list_scenarios,
     scenario_problem,
 )
+from controllers.experiments.capacity import harness as capacityharness
 from specs.experiment import BenchmarkSpec
 
 STANDIN = Path(__file__).resolve().parents[1] / "harness_standin.py"

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from controllers.experiments.capacity import (
+from controllers.experiments.capacity.search import (
     Outcome,
     SearchSpec,
     Verdict,

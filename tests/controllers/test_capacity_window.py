@@ -1,11 +1,11 @@
-"""A capacity window's verdict from what its streams did (pure: ``capacityrun.judge``)."""
+"""A capacity window's verdict from what its streams did (pure: ``capacity.runtype.judge``)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from controllers.experiments.capacity import Verdict
-from controllers.experiments.capacityrun import judge
+from controllers.experiments.capacity.runtype import judge
+from controllers.experiments.capacity.search import Verdict
 from controllers.experiments.cleanup import CleanupReport
 from controllers.experiments.driver import Measured
 from controllers.experiments.ledger import UnitOutcome

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from controllers.experiments.portvalidation import PortValidationType
+from controllers.experiments.portvalidation.runtype import PortValidationType
 from controllers.experiments.runtype import RunContext
 from controllers.experiments.service import RunService
 from emulators.rtvi.config import ANSWER_MODES

@@ -26,10 +26,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from controllers.errors import ControllerError
-from controllers.experiments import portreport, quality
 from controllers.experiments.filechat import PinnedFile, ask
 from controllers.experiments.ledger import percentile
-from controllers.experiments.portreport import PORT_FILE
+from controllers.experiments.portvalidation import quality
+from controllers.experiments.portvalidation import report as portreport
+from controllers.experiments.portvalidation.report import PORT_FILE
 from controllers.experiments.reportparts import Section
 from controllers.experiments.runtype import PlannedStep, RunContext
 from controllers.experiments.service import RunService

@@ -31,10 +31,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from controllers.errors import ControllerError
-from controllers.experiments import capacityharness, plots
-from controllers.experiments.benchmark import GATE_HARNESS, GATE_SCENARIO
-from controllers.experiments.capacity import SearchSpec, Verdict, Window, search
-from controllers.experiments.capacityharness import CAPACITY_FILE, GATE_BOUNDARY
+from controllers.experiments import plots
+from controllers.experiments.benchmark.runtype import GATE_HARNESS, GATE_SCENARIO
+from controllers.experiments.capacity import harness as capacityharness
+from controllers.experiments.capacity.harness import CAPACITY_FILE, GATE_BOUNDARY
+from controllers.experiments.capacity.search import SearchSpec, Verdict, Window, search
 from controllers.experiments.cleanup import CleanupReport, service_residue
 from controllers.experiments.driver import (
     FRESHNESS_S,

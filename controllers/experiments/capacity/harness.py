@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from controllers.experiments import harnessreport
-from controllers.experiments.benchmark import Benchmark
+from controllers.experiments.benchmark import harnessreport
+from controllers.experiments.benchmark.runtype import Benchmark
 from controllers.experiments.runtype import RunContext
 from specs.experiment import BenchmarkSpec, CapacitySpec, smokes
 from state.evidence import Verdict

@@ -49,8 +49,10 @@ from typing import Any
 import yaml
 
 from controllers.errors import ControllerError
-from controllers.experiments import benchreport, harnessreport, processes
-from controllers.experiments.benchreport import BENCH_FILE
+from controllers.experiments import processes
+from controllers.experiments.benchmark import harnessreport
+from controllers.experiments.benchmark import report as benchreport
+from controllers.experiments.benchmark.report import BENCH_FILE
 from controllers.experiments.driver import GATE_SMOKE, ONE_FRAME_ONE_TOKEN
 from controllers.experiments.filechat import PinnedFile, ask
 from controllers.experiments.reportparts import Section, load_json

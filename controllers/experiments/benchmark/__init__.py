@@ -1,0 +1,1 @@
+"""Benchmark: the real VSS perf harness run against the service."""

@@ -1,0 +1,1 @@
+"""The canary: live streams captioned at once, isolation and performance judged."""

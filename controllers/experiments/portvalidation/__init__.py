@@ -1,0 +1,1 @@
+"""Model-port validation: the ported model's answers judged for quality."""
