@@ -65,7 +65,7 @@ class Services:
         # Set when the process shuts down: every part's background work ends with it.
         self.stop = stop if stop is not None else threading.Event()
         self._parts: dict[type[Part], Part] = {}
-        self._parts_lock = threading.Lock()
+        self._parts_lock = threading.RLock()  # a part made from another may ask for it
         self.http_calls: Counter[str] = Counter()  # RTVI/VST requests by call (metrics)
         self._calls_lock = threading.Lock()
 
