@@ -14,7 +14,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import structlog
 
@@ -22,11 +22,18 @@ from controllers import ownership
 from controllers.clients.docker_client import ContainerEvent, EventStream
 from controllers.contract import Runtime
 from controllers.errors import ControllerError
+from controllers.host.session import HostSession
 from specs.models import Host
 from state.keys import InvalidKey, Key
 
-if TYPE_CHECKING:
-    from controllers.host.fleet import Hosts
+
+class Sessions(Protocol):
+    """What the watchers need of the Host kind's part (``fleet.Hosts``)."""
+
+    @property
+    def sessions(self) -> dict[str, HostSession]: ...
+
+    def session(self, host: Host) -> HostSession: ...
 
 EVENT_WAKE_ACTIONS = ("die", "stop", "kill", "destroy", "oom", "pause", "health_status")
 # Events that free a container name (a foreign container in our way was removed or renamed).
@@ -41,7 +48,7 @@ log = structlog.get_logger("controllers.host.watch")
 class HostWatchers:
     """The Host kind's background work in the daemon (``HostKind.background``)."""
 
-    def __init__(self, hosts: Hosts, instance: str, runtime: Runtime) -> None:
+    def __init__(self, hosts: Sessions, instance: str, runtime: Runtime) -> None:
         self.hosts = hosts
         self.instance = instance
         self.runtime = runtime
