@@ -54,6 +54,16 @@ def test_matching_running_container_needs_nothing() -> None:
     assert plan(desired, _container(desired), None, INSTANCE).actions == []
 
 
+def test_the_plan_carries_the_record_it_was_made_from() -> None:
+    """The pass that acts on the plan compares with this very record (the steady state: no
+    re-read, and no write when nothing changed), never a later one."""
+    desired = _desired()
+    record = ResourceStatus(resource="Deployment/vlm", kind="Deployment", name="vlm")
+    made = plan(desired, _container(desired), record, INSTANCE)
+    assert made.record is record
+    assert made.resource == desired.resource
+
+
 def test_foreign_container_is_a_conflict_without_actions() -> None:
     desired = _desired()
     result = plan(desired, _container(desired, labels={"app": "theirs"}), None, INSTANCE)
