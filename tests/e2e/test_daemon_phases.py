@@ -106,8 +106,26 @@ def _idle(port: int) -> bool:
             and _metric(port, "rtvi_reconciler_queue_processing") == 0)
 
 
+def _healthy(client: docker.DockerClient, instance: str, count: int) -> bool:
+    """Docker calls every container healthy: its health_status event, which wakes a pass, is
+    behind us (a late one woke a pass that straddled the snapshot below: 3 calls, not 2)."""
+    found = owned(client, instance)
+    return len(found) == count and all(
+        c.attrs["State"].get("Health", {}).get("Status") == "healthy" for c in found)
+
+
+def _settled(port: int, seen: list[float]) -> bool:
+    """Idle, and no pass has run since the previous look (a woken pass has had its turn)."""
+    total = sum(_metric(port, "rtvi_reconciler_reconcile_duration_seconds_count", kind=k)
+                for k in ("Host", "Deployment"))
+    settled = _idle(port) and seen[-1:] == [total]
+    seen.append(total)
+    return settled
+
+
 def test_a_no_op_pass_writes_no_state_file_and_makes_at_most_2_api_calls_per_host(
-        cli: Cli, instance: str, emulator_image: str, tmp_path: Path) -> None:
+        cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
     specs = tmp_path / "specs"
     write(specs, *(deployment(n, pinned(emulator_image), free_port()) for n in ("a", "b", "c")))
     port = free_port()
@@ -116,7 +134,10 @@ def test_a_no_op_pass_writes_no_state_file_and_makes_at_most_2_api_calls_per_hos
     try:
         for name in ("a", "b", "c"):
             wait_for(f"{name} Ready", partial(is_ready, cli, f"Deployment/{name}"), 60)
-        wait_for("the queue to drain and no pass in flight", lambda: _idle(port), 10)
+        wait_for("every container healthy", partial(_healthy, docker_client, instance, 3), 60)
+        seen: list[float] = []
+        wait_for("the queue to drain and settle", partial(_settled, port, seen), 20,
+                 interval=0.3)
         files = [p for p in cli.state_dir.rglob("*") if p.is_file() and p.suffix != ".log"]
         before = {p: p.stat().st_mtime_ns for p in files}
         done = _metric(port, passes, kind="Deployment")
