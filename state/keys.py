@@ -15,6 +15,10 @@ from __future__ import annotations
 import re
 
 KIND_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,62}$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,252}$")
+"""Spec names are DNS-label-like and run IDs allow ``_`` and ``.``; nothing else may reach
+a path (a key names its state file). A leading dot is refused so a name can never be ``..``
+or hide as a dotfile. The store checks raw text against the same rules."""
 
 
 class InvalidKey(ValueError):
@@ -27,7 +31,7 @@ class Key(str):
     def __new__(cls, kind: str, name: str) -> Key:
         if not KIND_RE.match(kind):
             raise InvalidKey(f"invalid kind {kind!r} in a resource key")
-        if not name or "/" in name:
+        if ".." in name or not NAME_RE.match(name):
             raise InvalidKey(f"invalid name {name!r} in a resource key of kind {kind}")
         return super().__new__(cls, f"{kind}/{name}")
 

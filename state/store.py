@@ -51,7 +51,7 @@ from state.atomic import (
 )
 from state.errors import CorruptState, StateError
 from state.events import EventLog
-from state.keys import Key
+from state.keys import KIND_RE, NAME_RE, Key
 from state.lock import LOCK_FILE, StateLock
 from state.models import HISTORY_LIMIT, OWNER_ID_RE, HistoryEntry, Owner, ResourceStatus, utc_now
 from state.redaction import DEFAULT_REDACTOR, Redactor
@@ -77,10 +77,6 @@ LINK_REASON = "is a symbolic link; links inside the state directory are never fo
 INSTANCE_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
 """Instance names end up in container labels and names: short, lowercase, DNS-label-like."""
 
-KIND_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,62}$")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,252}$")
-"""Spec names are DNS-label-like and run IDs allow ``_`` and ``.``; nothing else may reach
-a path. A leading dot is refused so a name can never be ``..`` or hide as a dotfile."""
 
 
 def split_resource(resource: str) -> tuple[str, str]:

@@ -234,7 +234,7 @@ class ExperimentKind:
             return self._under_way(ctx, record)  # a new runId starts once this one is done
         if desired.refused is not None or desired.launch is None:
             if record is not None and known.run_id == desired.experiment.spec.runId:
-                return self._verdict(record, desired)
+                return self._verdict(key, record, desired)
             return unplanned(ctx, rp, None)
         conflict = rp.plan.conflict if rp.plan is not None else None
         host = desired.launch.host
@@ -292,16 +292,15 @@ class ExperimentKind:
             launched = desired is not None  # not itself a recovery: no loop
             if launched and record is not None and ExperimentStatusFacts.of(record).result is None:
                 return self._under_way(ctx, record)  # stopped (over budget): recover now
-            return self._verdict(record, desired)
+            return self._verdict(key, record, desired)
         if not board.start(run_id, work, budget_s, on_overrun,
                            on_end=lambda: ctx.hooks.wake(key)):
             return stopped(key, f"run {run_id} cannot start now (shutting down)")
         return recheck(key, f"run {run_id} started", "Running", RUN_POLL_S, changed=True)
 
-    def _verdict(self, record: ResourceStatus | None, desired: ExperimentDesired | None
-                 ) -> Result:
+    def _verdict(self, key: Key, record: ResourceStatus | None,
+                 desired: ExperimentDesired | None) -> Result:
         known = ExperimentStatusFacts.of(record)
-        key = record.key if record is not None else Key("Experiment", "?")
         if desired is not None and desired.refused is not None:
             return terminal(key, f"RunIdReused: {desired.refused}", "RunIdReused")
         if known.result is None:

@@ -29,6 +29,7 @@ def test_parse_reads_text_back_and_keeps_a_key_as_it_is() -> None:
 
 
 @pytest.mark.parametrize("text", ["Deployment", "/vlm", "Deployment/", "Deploy ment/x",
+                                  "Deployment/..", "Deployment/.hidden", "Deployment/a b",
                                   "Deployment/a/b", "9Kind/x", ""])
 def test_text_that_is_not_kind_slash_name_is_refused(text: str) -> None:
     with pytest.raises(InvalidKey):
