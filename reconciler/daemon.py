@@ -335,7 +335,7 @@ class Daemon:
         self._last_ok[key] = result.ok
         if (result.ok and (result.changed or was_ok is not True)) or (
                 not result.ok and was_ok is True):
-            self._wake_dependents(key)
+            self.wake_dependents(key)
         if result.ok:
             self.queue.forget(key)
             if key not in self._hashes:  # pruned: nothing more to remember of it
@@ -400,10 +400,10 @@ class Daemon:
                                    stop=stop,
                                    wait_ready=False)  # a model load must not hold a worker
 
-    def _wake(self, key: Key) -> None:
+    def wake(self, key: Key) -> None:
         self.queue.add(key, Priority.CHANGE)
 
-    def _wake_dependents(self, key: Key) -> None:
+    def wake_dependents(self, key: Key) -> None:
         with self._snapshot_lock:
             snapshot = self.snapshot
         if snapshot is not None:
@@ -411,12 +411,6 @@ class Daemon:
                 self.queue.add(other, Priority.CHANGE)
 
     # --- what a pass and a kind's background work may ask (contract.Hooks, Runtime) ----------
-
-    def wake(self, key: Key) -> None:
-        self._wake(key)
-
-    def wake_dependents(self, key: Key) -> None:
-        self._wake_dependents(key)
 
     def spawn(self, name: str, run: Callable[[], None], forever: bool = True) -> None:
         self.supervisor.spawn(name, run, forever=forever)
@@ -447,6 +441,7 @@ class Daemon:
             "revision": self.snapshot.revision if self.snapshot else None,
             "uptimeSeconds": round(time.time() - self.started, 1),
             "queue": {"depth": stats.depth, "processing": stats.processing,
+                      "idleWorkers": stats.waiting,
                       "delayed": stats.delayed},
             **parts,
             "threads": {name: state for name, state in sorted(self.supervisor.states.items())

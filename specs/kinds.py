@@ -59,6 +59,7 @@ EXPERIMENT = SpecKind("Experiment", Experiment, check_experiment, (
     Reference(("spec", "template"), "Deployment", lambda e: e.spec.template, checked=False),))
 
 SPEC_KINDS: dict[str, SpecKind] = {k.name: k for k in (HOST, DEPLOYMENT, STREAMSET, EXPERIMENT)}
+_BUILT_IN = frozenset(SPEC_KINDS)
 
 
 def register(kind: SpecKind) -> None:
@@ -67,5 +68,5 @@ def register(kind: SpecKind) -> None:
 
 
 def unregister(name: str) -> None:
-    if name not in (HOST.name, DEPLOYMENT.name, STREAMSET.name, EXPERIMENT.name):
+    if name not in _BUILT_IN:
         SPEC_KINDS.pop(name, None)
