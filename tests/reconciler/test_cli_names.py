@@ -34,7 +34,9 @@ def test_a_bare_name_finds_its_resource_whatever_its_kind(tmp_path: Path) -> Non
     shown = _cli(state, "status", "cams", "-o", "json")
     assert shown.exit_code == 0, shown.output
     assert '"resource": "StreamSet/cams"' in shown.output
+    assert "Deployment/vlm" not in shown.output
     events = _cli(state, "events", "cams")
+    assert events.exit_code == 0, events.output
     assert "StreamSet/cams seen" in events.output
     assert "Deployment/vlm" not in events.output
 
@@ -50,6 +52,7 @@ def test_a_name_two_kinds_share_is_refused_naming_both(tmp_path: Path) -> None:
     assert deleted.exit_code == 1
     assert "nothing was deleted" in deleted.output
     assert Store(state).load(Key("Deployment", "a")) is not None
+    assert Store(state).load(Key("StreamSet", "a")) is not None
     assert _cli(state, "status", "Deployment/a").exit_code == 0  # KIND/NAME says which
 
 

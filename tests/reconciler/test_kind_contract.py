@@ -215,4 +215,6 @@ def test_a_toy_kinds_declared_reference_is_checked_by_the_loader(tmp_path: Path)
                 in done.output)
         assert "toys.yaml:" in done.output
         assert "references name an existing resource" in done.output
-    assert _cli(state, "validate", str(specs)).exit_code == 1  # unregistered: unknown kind
+    unknown = _cli(state, "validate", str(specs))  # unregistered: an unknown kind again
+    assert unknown.exit_code == 1
+    assert "unknown kind 'Lamp'" in unknown.output
