@@ -71,7 +71,8 @@ class DaemonProcess:
             self.proc.send_signal(signal.SIGTERM)
         code = self.proc.wait(timeout=timeout)
         self._log.close()
-        print(f"--- daemon log {self.log_path} ---\n{self.log()}")  # shown when a test fails
+        # Shown when a test fails: the daemon prints little, its store says what it saw.
+        print(f"--- daemon log {self.log_path} ---\n{self.log()}\n{picture(self.cli)}")
         return code
 
     def kill9(self) -> None:
@@ -99,6 +100,21 @@ def status_of(cli: Cli, resource: str) -> dict[str, Any] | None:
     """Read the daemon's store directly (atomic files): cheap enough to poll."""
     record = Store(cli.state_dir).load(Key.parse(resource))
     return None if record is None else record.model_dump(mode="json")
+
+
+def picture(cli: Cli, last_events: int = 40) -> str:
+    """Every record's conditions and facts and the newest events, read from the store: what a
+    failing daemon test shows, so that a timeout in CI says what the daemon was waiting on."""
+    store = Store(cli.state_dir)
+    lines = ["--- records ---"]
+    for record in store.list():
+        lines.append(f"{record.resource}:")
+        lines += [f"  {c.type}={c.status} {c.reason}: {c.message}" for c in record.conditions]
+        lines.append(f"  facts={record.facts}")
+    lines.append(f"--- last {last_events} events ---")
+    lines += [f"{e.time} {e.resource} {e.type} {e.reason}: {e.message}"
+              for e in store.events.read()[-last_events:]]
+    return "\n".join(lines)
 
 
 def events_of(cli: Cli, resource: str | None = None) -> list[Event]:

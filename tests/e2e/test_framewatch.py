@@ -54,5 +54,6 @@ def test_a_source_that_stops_is_seen_by_the_watch_and_recovers(
         rtsp.start()  # same port, same URL: the StreamSet's retries find frames again
         wait_for("Ready again", lambda: _ready(cli) == "True", 120)
     finally:
+        print(f"--- RTSP server log ---\n{rtsp.log_tail()}")  # shown when the test fails
         rtsp.stop()
         assert daemon.terminate() == 0, daemon.log()
