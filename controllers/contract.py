@@ -250,6 +250,29 @@ class PassContext:
     wait_ready: bool = True  # False in the daemon: readiness is a phase re-checked later
     clients: ClientPool = field(default_factory=ClientPool)  # closed when the pass ends
 
+    def waiting_for(self, spec: SpecKind, resource: SpecResource) -> tuple[Key, str] | None:
+        """The first resource ``resource`` must see Ready before it acts (its kind's
+        ``ready_first`` references) that is not, and why: it changes earlier in this run
+        (``pending``: a plan is made from the record), or its record is not Ready at its
+        current spec. None: nothing to wait for. The engine gates ``act`` on it; a kind's
+        ``plan`` asks it to plan without asking a service that is not there yet."""
+        from specs.validate import spec_hash
+
+        for ref, name in spec.named(resource):
+            if not ref.ready_first:
+                continue
+            key = Key(ref.kind, name)
+            if key in self.pending:
+                return key, f"after {key} is Ready"
+            wanted = self.spec_set.get(ref.kind, name) if self.spec_set is not None else None
+            record = self.services.store.load(key)
+            ready = record.condition("Ready") if record is not None else None
+            if wanted is None or record is None or ready is None or ready.status != "True":
+                return key, f"waiting for {key} to be Ready"
+            if record.observed_generation != spec_hash(wanted):
+                return key, f"waiting for {key} to converge to its current spec"
+        return None
+
 
 class Kind(Protocol[S, D, P]):
     """One kind of resource, typed by its spec model ``S``, its desired state ``D`` and its

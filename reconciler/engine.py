@@ -32,7 +32,7 @@ from reconciler.kinds import (
     terminal,
     wait,
 )
-from specs.validate import SpecSet
+from specs.validate import SpecSet, spec_hash
 from state.errors import StateError
 from state.keys import Key
 from state.store import Store
@@ -115,8 +115,7 @@ class Engine:
     def reconcile(self, ctx: PassContext, key: Key) -> Result:
         """One pass over one key: converge it if the spec set has it, else prune it."""
         spec_set = ctx.spec_set
-        resource = next((r for r in (spec_set.resources if spec_set else [])
-                         if r.kind == key.kind and r.metadata.name == key.name), None)
+        resource = spec_set.get(key.kind, key.name) if spec_set is not None else None
         if resource is not None:
             return self._act(ctx, self._plan_one(ctx, resource))
         if spec_set is None:  # nothing loaded yet: never prune on no information
@@ -154,6 +153,16 @@ class Engine:
     def _act(self, ctx: PassContext, rp: AnyPlan) -> Result:
         kind = self.registry.get(rp.resource.kind)
         assert kind is not None
+        resource = (ctx.spec_set.get(rp.resource.kind, rp.resource.name)
+                    if ctx.spec_set is not None else None)
+        # The gate on what it references (asked again: a dependency may be Ready by now). A
+        # plan that failed says why itself: that is more use than "waiting".
+        if (resource is not None and rp.error is None
+                and (gate := ctx.waiting_for(kind.spec, resource)) is not None):
+            dependency, why = gate
+            reason = f"WaitingFor{dependency.kind}"
+            self.services.record_failure(rp.resource, reason, why, False, spec_hash(resource))
+            return wait(rp.resource, why, reason)
 
         def record(reason: str, message: str, stalled: bool) -> None:
             self.services.record_failure(rp.resource, reason, message, stalled)

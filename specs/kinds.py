@@ -26,12 +26,15 @@ from specs.streamrules import check_streamset
 class Reference:
     """A field that names another resource: where it is, the kind it names, and its value
     (None when it is not set). ``checked``: the set must hold it; False where the kind's
-    own rules say more about a missing one (an Experiment's template)."""
+    own rules say more about a missing one (an Experiment's template). ``ready_first``: the
+    engine acts on this resource only once the one named is Ready at its current spec
+    (``WaitingFor<Kind>`` until then; its change wakes this one)."""
 
     path: PathKey
     kind: str
     name: Callable[[Any], str | None]
     checked: bool = True
+    ready_first: bool = False
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,8 @@ HOST = SpecKind("Host", Host)
 DEPLOYMENT = SpecKind("Deployment", Deployment, check_deployment, (
     Reference(("spec", "host"), "Host", lambda d: d.spec.host),))
 STREAMSET = SpecKind("StreamSet", StreamSet, check_streamset, (
-    Reference(("spec", "deployment"), "Deployment", lambda s: s.spec.deployment),
+    Reference(("spec", "deployment"), "Deployment", lambda s: s.spec.deployment,
+              ready_first=True),
     Reference(("spec", "publisher", "host"), "Host", lambda s: s.spec.publisher.host)))
 EXPERIMENT = SpecKind("Experiment", Experiment, check_experiment, (
     Reference(("spec", "template"), "Deployment", lambda e: e.spec.template, checked=False),))

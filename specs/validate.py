@@ -10,15 +10,15 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from specs.crossref import Resource, check_set
 from specs.errors import SpecError, SpecIssue
 from specs.kinds import SPEC_KINDS
 from specs.loader import DEFAULT_LIMITS, Document, LoaderLimits, PathKey, load_paths, load_text
-from specs.models import API_VERSION, Deployment, Host, StreamSet
+from specs.models import API_VERSION, Deployment, Host, Metadata, StreamSet
 from specs.rules import Finding
 
 R_SCHEMA = "schema"
@@ -47,6 +47,10 @@ class SpecSet:
     @property
     def streamsets(self) -> list[StreamSet]:
         return [r for r in self.resources if isinstance(r, StreamSet)]
+
+    def get(self, kind: str, name: str) -> Resource | None:
+        return next((r for r in self.resources if r.kind == kind and r.metadata.name == name),
+                    None)
 
     def deployment(self, name: str) -> Deployment | None:
         return next((d for d in self.deployments if d.metadata.name == name), None)
@@ -148,7 +152,20 @@ def _issue(doc: Document, finding: Finding) -> SpecIssue:
                      finding.severity)
 
 
-def spec_hash(resource: Resource) -> str:
+class Specified(Protocol):
+    """What any kind's resource has, built in or registered later (a spec set holds both)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def metadata(self) -> Metadata: ...
+
+    @property
+    def spec(self) -> BaseModel: ...
+
+
+def spec_hash(resource: Specified) -> str:
     """Content hash of what a resource asks for (kind, name, spec); labels don't count.
 
     Defaults are left out, so a release that adds an optional field (at its default) does not

@@ -1,9 +1,10 @@
 """StreamSet: live RTSP sources registered with VST and RTVI (``controllers.streamset.controller``).
 
 Depends on its Deployment (and on its publisher's Host): while the Deployment is not Ready at
-its current spec the StreamSet is planned from its record ("after Deployment/x is Ready") and
-waits — no backoff; the Deployment's success wakes it. A Deployment about to change in the
-same run (``PassContext.pending``) counts as not Ready.
+its current spec (``PassContext.waiting_for``, from the declared references) the StreamSet is
+planned from its record ("after Deployment/x is Ready") and the engine holds its ``act``
+(``WaitingForDeployment``, no backoff; the Deployment's success wakes it). A Deployment about
+to change in the same run (``PassContext.pending``) counts as not Ready.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from controllers.contract import (
     guarded,
     retry,
     unplanned,
-    wait,
 )
 from controllers.errors import ControllerError
 from controllers.host.fleet import Hosts
@@ -68,9 +68,8 @@ class StreamSetKind:
 
     def plan(self, ctx: PassContext, resource: StreamSet) -> StreamSetPlan:
         assert ctx.spec_set is not None  # a pass that plans has its spec set
-        dependency = Key("Deployment", resource.spec.deployment)
-        waiting = (f"after {dependency} is Ready" if dependency in ctx.pending
-                   else deployment_ready(ctx, resource, ctx.spec_set))
+        gate = ctx.waiting_for(self.spec, resource)
+        waiting = gate[1] if gate is not None else None
         rp = StreamSetPlan(Key("StreamSet", resource.metadata.name), resource.metadata.name,
                            waiting=waiting)
         with rp.observing():
@@ -92,12 +91,9 @@ class StreamSetKind:
             ctx.services.record_failure(rp.resource, reason, message, stalled, digest)
         if desired is None or ctx.spec_set is None:
             return unplanned(ctx, rp, digest)
-        waiting = deployment_ready(ctx, desired.streamset, ctx.spec_set)  # again: it may be now
-        if waiting is not None:
-            failed("WaitingForDeployment", waiting, False)
-            return wait(rp.resource, waiting, "WaitingForDeployment")
-        # Planned once per pass: the plan made against the Deployment as it is now is acted on;
-        # one made while the Deployment was still pending is made again, now that it is Ready.
+        # The engine saw its Deployment Ready (the reference is ready_first). Planned once
+        # per pass: the plan made against the Deployment as it is now is acted on; one made
+        # while the Deployment was still pending is made again, now that it is Ready.
         planned = rp.plan if rp.waiting is None else None
         return guarded(rp.resource, lambda: _apply(ctx, desired, planned), failed)
 
@@ -110,19 +106,6 @@ class StreamSetKind:
         Streaming.of(services).frames_watched = True
         watch = FrameWatch(services.store, runtime.wake)
         runtime.spawn("frames", lambda: watch.run(runtime.stop))
-
-
-def deployment_ready(ctx: PassContext, ss: StreamSet, spec_set: SpecSet) -> str | None:
-    """None when the StreamSet's Deployment is Ready at its current spec; else why not."""
-    dep = spec_set.deployment(ss.spec.deployment)
-    resource = Key("Deployment", ss.spec.deployment)
-    record = ctx.services.store.load(resource)
-    ready = record.condition("Ready") if record is not None else None
-    if dep is None or record is None or ready is None or ready.status != "True":
-        return f"waiting for {resource} to be Ready"
-    if record.observed_generation != spec_hash(dep):
-        return f"waiting for {resource} to converge to its current spec"
-    return None
 
 
 def _resolve(ctx: PassContext, ss: StreamSet, spec_set: SpecSet) -> StreamSetDesired:

@@ -37,7 +37,7 @@ def test_a_toy_kind_is_planned_applied_and_deleted_by_the_cli(tmp_path: Path) ->
         failed = _cli(state, "apply", str(specs))  # the Switch has no power: the Lamp waits
         assert failed.exit_code == 1, failed.output
         assert "✗ Switch/hall: no power yet" in failed.output
-        assert "✗ Lamp/desk: waiting for its Switch" in failed.output
+        assert "✗ Lamp/desk: waiting for Switch/hall to be Ready" in failed.output
         assert not (world / "lamp-desk").exists()
 
         (world / "power").touch()

@@ -32,10 +32,10 @@ from reconciler.kinds import (
     Result,
     done,
     retry,
-    wait,
 )
 from specs.kinds import Reference, SpecKind
 from specs.models import Metadata, Strict
+from specs.validate import Specified, spec_hash
 from state.keys import Key
 from state.models import ResourceStatus
 
@@ -73,9 +73,10 @@ class _Plan:
         return bool(self.actions)
 
 
-def _ready(ctx: PassContext, key: Key, message: str) -> None:
+def _ready(ctx: PassContext, key: Key, message: str, resource: Specified) -> None:
     def mutate(st: ResourceStatus) -> None:
         st.applied_revision = ctx.revision
+        st.observed_generation = spec_hash(resource)  # what a ready_first reference checks
         st.set_condition("Ready", "True", "On", message)
     ctx.services.store.update(key, mutate)
 
@@ -112,7 +113,8 @@ class SwitchKind:
             return retry(rp.resource, "no power yet", "NoPower")  # backoff retry
         changed = rp.changes
         (self.world / f"switch-{rp.name}").write_text("on")
-        _ready(ctx, rp.resource, "switched on")
+        assert rp.desired is not None  # plan always sets it
+        _ready(ctx, rp.resource, "switched on", rp.desired)
         return done(rp.resource, "on", changed=changed)
 
     def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
@@ -134,9 +136,11 @@ class SwitchKind:
 
 class LampKind:
     name = "Lamp"
-    # Declared once: the loader checks that the Switch exists, the daemon orders by it.
+    # Declared once: the loader checks that the Switch exists, the daemon orders by it, the
+    # engine lights no Lamp before its Switch is on (ready_first).
     spec = SpecKind("Lamp", Lamp, references=(
-        Reference(("spec", "switch"), "Switch", lambda lamp: lamp.spec.switch),))
+        Reference(("spec", "switch"), "Switch", lambda lamp: lamp.spec.switch,
+                  ready_first=True),))
     depends_on: tuple[str, ...] = ("Switch",)
     owns = True
     max_parallel: int | None = None
@@ -167,10 +171,6 @@ class LampKind:
             raise RuntimeError("the bulb exploded")  # a bug no kind expected
         hold = self.world / f"hold-{rp.name}"  # the test holds this pass mid-way
         until(lambda: None if hold.exists() else True, timeout_s=30, pace=0.02, stop=ctx.stop)
-        switch = ctx.services.store.load(Key("Switch", lamp.spec.switch))
-        ready = switch.condition("Ready") if switch is not None else None
-        if ready is None or ready.status != "True":
-            return wait(rp.resource, "waiting for its Switch", "WaitingForSwitch")
         if not rp.changes:
             return done(rp.resource, f"lit {lamp.spec.colour} (no changes)")
         (self.world / f"lamp-{rp.name}").write_text(lamp.spec.colour)
@@ -178,7 +178,7 @@ class LampKind:
         def mutate(st: ResourceStatus) -> None:
             st.facts["switch"] = lamp.spec.switch
         ctx.services.store.update(rp.resource, mutate)
-        _ready(ctx, rp.resource, f"lit {lamp.spec.colour}")
+        _ready(ctx, rp.resource, f"lit {lamp.spec.colour}", lamp)
         return done(rp.resource, f"lit {lamp.spec.colour}", changed=rp.changes)
 
     def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
