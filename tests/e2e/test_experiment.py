@@ -25,7 +25,7 @@ RESOURCE = "Experiment/canary"
 
 
 def canary(run_id: str, port: int, telemetry: dict[str, Any] | None = None,
-           **canary_spec: Any) -> dict[str, Any]:
+           cleanup_s: int = 10, **canary_spec: Any) -> dict[str, Any]:
     body = {"streams": 4, "chunkDurationSeconds": 1, "performanceSeconds": 5,
             "freshFrameSeconds": 15, **canary_spec}
     more = {"telemetry": telemetry} if telemetry is not None else {}
@@ -34,15 +34,17 @@ def canary(run_id: str, port: int, telemetry: dict[str, Any] | None = None,
             "spec": {"type": "canary", "runId": run_id, "template": "vlm",
                      "service": {"hostPort": port, "env": {"RTVI_EMU_PORT": str(port)}},
                      "measurement": {"claim": "streams are isolated and drop no chunk"},
-                     "budgetSeconds": 300, "cleanupSeconds": 10, "canary": body, **more}}
+                     "budgetSeconds": 300, "cleanupSeconds": cleanup_s, "canary": body,
+                     **more}}
 
 
 def specs_with(tmp_path: Path, image: str, run_id: str, faults: list[dict[str, Any]] | None = None,
-               telemetry: dict[str, Any] | None = None, **canary_spec: Any) -> Path:
+               telemetry: dict[str, Any] | None = None, cleanup_s: int = 10,
+               **canary_spec: Any) -> Path:
     env = {"RTVI_EMU_FAULTS": json.dumps(faults)} if faults else {}
     specs = tmp_path / "specs"
     write(specs, rtvi_deployment(image, free_port(), **env),
-          canary(run_id, free_port(), telemetry, **canary_spec))
+          canary(run_id, free_port(), telemetry, cleanup_s, **canary_spec))
     return specs
 
 
@@ -195,10 +197,14 @@ def test_qualification_only_passes_after_the_isolation_gates(
 
 def test_a_sixteen_stream_solid_and_border_canary_passes(
         cli: Cli, emulator_image: str, tmp_path: Path) -> None:
-    specs = specs_with(tmp_path, emulator_image, "sixteen-1", streams=16,
+    # Cleanup removes 17 containers and proves 16 streams gone: 10 s was too short once on a
+    # loaded machine ("cleanup could not prove zero leftovers"). A deadline is a bound, not a
+    # wait: a cleanup proven sooner ends sooner.
+    specs = specs_with(tmp_path, emulator_image, "sixteen-1", cleanup_s=60, streams=16,
                        chunkDurationSeconds=2, freshFrameSeconds=40)
     done = cli("apply", str(specs), "--timeout", "280", timeout=320)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 0, (done.stdout + done.stderr  # and, failing, what each gate said
+                                  + cli("evidence", "sixteen-1").stdout)
     isolation = json.loads((evidence_dir(cli, "sixteen-1") / "evidence" /
                             "semantic-isolation.json").read_text())
     labels = {m["label"] for m in isolation["mapping"]}
