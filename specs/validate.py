@@ -22,6 +22,7 @@ from specs.models import API_VERSION, Deployment, Host, Metadata, StreamSet
 from specs.rules import Finding
 
 R_SCHEMA = "schema"
+TAG_ERRORS = ("union_tag_invalid", "union_tag_not_found")
 PYDANTIC_MESSAGES = {
     "extra_forbidden": "unknown field",
     "missing": "required field is missing",
@@ -121,17 +122,30 @@ def _parse(doc: Document, issues: list[SpecIssue]) -> Resource | None:
         return cast(Resource, model.model_validate(data))
     except ValidationError as exc:
         for err in exc.errors():
-            path = _data_path(data, err["loc"])
-            message = PYDANTIC_MESSAGES.get(err["type"], err["msg"])
+            loc = err["loc"]
+            if err["type"] in TAG_ERRORS:  # a tagged union's tag (``type``) missing or unknown
+                tag = str(err.get("ctx", {}).get("discriminator", "")).strip("'")
+                loc = (*loc, tag)
+                message = f"must be one of {err['ctx']['expected_tags'].replace(chr(39), '')}"
+            else:
+                message = PYDANTIC_MESSAGES.get(err["type"], err["msg"])
+            path = _data_path(data, loc)
             issues.append(_issue(doc, Finding(path, message, R_SCHEMA)))
         return None
 
 
 def _data_path(data: Any, loc: tuple[int | str, ...]) -> PathKey:
-    """Pydantic locations include union-member names (``gpus.0.int``); keep the real path."""
+    """Pydantic locations include union-member names (``gpus.0.int``) and a tagged union's tag
+    (``spec.canary.canary.streams``: the member chosen by ``type: canary``, then its
+    ``canary`` block); keep the real path."""
     path: list[str | int] = []
     node = data
+    tags = 0
     for part in loc:
+        if isinstance(node, dict) and tags == 0 and part == node.get("type"):
+            tags += 1  # the tag: the next part is the member's own field
+            continue
+        tags = 0
         if isinstance(node, dict) and str(part) in node:
             node = node[str(part)]
             path.append(str(part))

@@ -59,7 +59,8 @@ from controllers.host.session import HostSession
 from controllers.secrets import api_token, resolve
 from controllers.services import Services
 from controllers.statusfacts import ExperimentStatusFacts
-from specs.experiment import Experiment, TelemetrySpec, measure_warnings
+from specs.experiment import Experiment, measure_warnings
+from specs.experiments.base import TelemetrySpec
 from specs.kinds import EXPERIMENT
 from specs.models import DeploymentSpec
 from specs.rules import Finding, check_deployment

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from controllers.streamset.caption_events import CaptionChunk
-from specs.experiment import LatencySource
+from specs.experiments.base import LatencySource
 
 CHUNK_ID_WRAP = 100_000  # the spec's maximum chunk_id + 1
 PERCENTILES = (50, 90, 95, 99)

@@ -47,7 +47,8 @@ from controllers.host.gputelemetry import Telemetry
 from controllers.statusfacts import ExperimentStatusFacts, RuntimeFacts
 from controllers.streamset.publisher.run import publisher_name
 from controllers.waiting import Stopped
-from specs.experiment import CanaryPublisher, ExperimentSpec
+from specs.experiment import ExperimentSpec
+from specs.experiments.base import CanaryPublisher
 from specs.models import Deployment
 from state.evidence import MANIFEST, Evidence, EvidenceError, Verdict
 from state.keys import Key

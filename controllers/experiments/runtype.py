@@ -16,13 +16,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from controllers.experiments.driver import DELETE_PROOF_S, LoadDriver
 from controllers.experiments.reportparts import Section
 from controllers.experiments.service import RunService
 from controllers.experiments.streams import CanarySource
-from specs.experiment import CanaryPublisher, ExperimentSpec
+from specs.experiments.base import CanaryPublisher, ExperimentSpecBase
 from state.evidence import Evidence, Verdict
 
 
@@ -35,9 +35,15 @@ class PlannedStep:
     cause: str
 
 
+# One experiment type's spec. A context is read, never given another spec: covariant, so
+# the machinery types share (the harness) takes a context of any type.
+X_co = TypeVar("X_co", bound=ExperimentSpecBase, covariant=True)
+X_contra = TypeVar("X_contra", bound=ExperimentSpecBase, contravariant=True)
+
+
 @dataclass
-class RunContext:
-    spec: ExperimentSpec
+class RunContext(Generic[X_co]):
+    spec: X_co
     evidence: Evidence
     stop: threading.Event
     progress: Callable[[str], None]  # the Running phase's message
@@ -66,24 +72,27 @@ class RunContext:
             delete_s=min(DELETE_PROOF_S, float(self.spec.cleanupSeconds)))
 
 
-class ExperimentType(Protocol):
+class ExperimentType(Protocol[X_contra]):
+    """One experiment type, typed by its spec (``specs/experiments/<type>.py``): what it is
+    given is its own spec, with its block, never an optional one to unwrap."""
+
     name: str
 
-    def local_only(self, spec: ExperimentSpec) -> bool:
+    def local_only(self, spec: X_contra) -> bool:
         """Whether the run starts a process beside the reconciler (the harness): only on a
         Host whose engine is this machine's (a remote Host's processes are not supervised
         yet)."""
         ...
 
-    def declared_gates(self, spec: ExperimentSpec) -> list[str]:
+    def declared_gates(self, spec: X_contra) -> list[str]:
         """The gates a PASS needs (the run adds its cleanup gate)."""
         ...
 
-    def planned(self, spec: ExperimentSpec) -> list[PlannedStep]:
+    def planned(self, spec: X_contra) -> list[PlannedStep]:
         """What the run will publish, register and judge, for ``plan``."""
         ...
 
-    def execute(self, ctx: RunContext) -> tuple[Verdict, str]:
+    def execute(self, ctx: RunContext[X_contra]) -> tuple[Verdict, str]:
         """The Running phase: the result and, unless PASS, why."""
         ...
 

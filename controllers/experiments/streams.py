@@ -23,7 +23,8 @@ from controllers.streamset import publishing
 from controllers.streamset.plan import DesiredSource
 from controllers.streamset.teardown import delete_streams
 from controllers.waiting import Stopped
-from specs.experiment import SOLID_COLOURS, CanaryPublisher, CanarySpec, solid_labels
+from specs.experiments.base import CanaryPublisher
+from specs.experiments.canary import SOLID_COLOURS, CanarySpec, solid_labels
 from specs.models import FileSource, PublisherSpec, SourceSpec, SyntheticSource
 
 BORDER_COLOUR = "BLACK"  # contrasts with every canary colour and is no canary label

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controllers.host.gputelemetry import Sampler, Snapshot, Telemetry, TelemetryUnavailable
-from specs.experiment import TelemetrySpec
+from specs.experiments.base import TelemetrySpec
 
 EVIDENCE_FILE = "evidence/telemetry.json"
 NO_SOURCE = "no telemetry source for this Host"

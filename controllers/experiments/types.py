@@ -6,6 +6,8 @@ neither names a type. A new type is a module and a line below.
 
 from __future__ import annotations
 
+from typing import Any
+
 from controllers.experiments.benchmark.runtype import BenchmarkType
 from controllers.experiments.canary.runtype import CanaryType
 from controllers.experiments.capacity.runtype import CapacityType
@@ -13,10 +15,10 @@ from controllers.experiments.portvalidation.runtype import PortValidationType
 from controllers.experiments.runtype import ExperimentType
 from specs.experiment import ExperimentSpec
 
-TYPES: dict[str, ExperimentType] = {t.name: t for t in (
+TYPES: dict[str, ExperimentType[Any]] = {t.name: t for t in (
     CanaryType(), CapacityType(), PortValidationType(), BenchmarkType())}
 
 
-def run_type(spec: ExperimentSpec) -> ExperimentType:
+def run_type(spec: ExperimentSpec) -> ExperimentType[Any]:
     """The implementation of ``spec.type`` (the spec's Literal admits only registered ones)."""
     return TYPES[spec.type]

@@ -26,7 +26,7 @@ from controllers.experiments.benchmark.runtype import (
     scenario_problem,
 )
 from controllers.experiments.capacity import harness as capacityharness
-from specs.experiment import BenchmarkSpec
+from specs.experiments.benchmark import BenchmarkSpec
 
 STANDIN = Path(__file__).resolve().parents[1] / "harness_standin.py"
 LOGGED = "2026-12-05 10:00:00,123 - INFO -   {name}: {text} (mode: {mode}, 1 video files)"

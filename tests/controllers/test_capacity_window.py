@@ -10,7 +10,7 @@ from controllers.experiments.cleanup import CleanupReport
 from controllers.experiments.driver import Measured
 from controllers.experiments.ledger import UnitOutcome
 from controllers.streamset.caption_events import CaptionChunk
-from specs.experiment import CapacitySpec
+from specs.experiments.capacity import CapacitySpec
 
 CAP = CapacitySpec(initialStreamCount=2, maxStreamCount=8, maxP95LatencyMs=500)
 

@@ -16,7 +16,7 @@ from controllers.experiments.portvalidation.runtype import PortValidationType
 from controllers.experiments.runtype import RunContext
 from controllers.experiments.service import RunService
 from emulators.rtvi.config import ANSWER_MODES
-from specs.experiment import ExperimentSpec
+from specs.experiments.portvalidation import PortValidationExperimentSpec
 from state.evidence import Evidence
 from tests.inproc_rtvi import inproc_rtvi
 
@@ -32,12 +32,13 @@ SPEC = {"type": "portValidation", "runId": "port-1", "template": "vlm",
 
 
 @contextmanager
-def validation(tmp_path: Path, mode: str) -> Iterator[tuple[RunContext, Evidence]]:
+def validation(tmp_path: Path, mode: str
+               ) -> Iterator[tuple[RunContext[PortValidationExperimentSpec], Evidence]]:
     with inproc_rtvi(RTVI_EMU_ANSWER_MODE=mode) as rtvi:
         service = RunService("c1", "port-1", rtvi.url, rtvi.url, "model-1", None)
         evidence = Evidence.create(tmp_path, "port-1")
         yield RunContext(
-            spec=ExperimentSpec.model_validate(SPEC), evidence=evidence,
+            spec=PortValidationExperimentSpec.model_validate(SPEC), evidence=evidence,
             stop=threading.Event(), progress=lambda _m: None,
             launch=lambda _without: service, retire_service=lambda _s, _n: None,
             publish=lambda _s, _p: {}, note_streams=lambda _ids: None,

@@ -22,7 +22,7 @@ from controllers.host.gputelemetry import (
 )
 from controllers.host.session import HostSession
 from controllers.waiting import until
-from specs.experiment import TelemetrySpec
+from specs.experiments.base import TelemetrySpec
 from specs.validate import parse_text
 from tests.controllers.h200 import DATA, UUID
 from tests.controllers.h200 import snapshot as _snap

@@ -5,22 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
-from specs.experiment import (
-    R_BENCH,
-    R_CAPACITY,
-    R_CONTRACT,
-    R_PORT,
-    Experiment,
-    check_experiment,
-    check_template,
-    largest_level,
-    measure_warnings,
-    smokes,
-    solid_labels,
-)
+from specs.errors import SpecError
+from specs.experiment import Experiment, check_experiment, check_template, measure_warnings
+from specs.experiments.base import R_CONTRACT
+from specs.experiments.benchmark import R_BENCH
+from specs.experiments.canary import CanaryExperimentSpec, solid_labels
+from specs.experiments.capacity import R_CAPACITY
+from specs.experiments.portvalidation import R_PORT
 from specs.models import Deployment
+from specs.validate import parse_text
 
 DIGEST = "ab" * 32
 
@@ -51,7 +47,7 @@ def _template(profile: str = "standard", port: int = 18000) -> Deployment:
 def test_a_plain_four_stream_canary_is_valid() -> None:
     assert _rules() == []
     exp = Experiment.model_validate(_experiment())
-    assert exp.spec.canary is not None
+    assert isinstance(exp.spec, CanaryExperimentSpec)
     assert exp.spec.canary.semanticIsolation is True
     assert exp.spec.measurement.metrics == ["chunk_latency_ms", "dropped_chunks"]
     assert check_template(exp, _template()) == []
@@ -157,13 +153,12 @@ def test_two_or_more_streams_need_isolation_and_three_answers_each() -> None:
 
 
 def test_a_run_of_thirty_minutes_or_more_smokes_first() -> None:
-    from specs.experiment import smokes
 
     long = {"streams": 4, "performanceSeconds": 1800}
     assert ("spec.canary.smoke", "Experiment rule: performance contract") in _rules(
         canary={**long, "smoke": False}, budgetSeconds=3600)
-    assert smokes(Experiment.model_validate(_experiment(canary=long)).spec)
-    assert not smokes(Experiment.model_validate(_experiment()).spec)
+    assert Experiment.model_validate(_experiment(canary=long)).spec.smokes()
+    assert not Experiment.model_validate(_experiment()).spec.smokes()
 
 
 def test_the_budget_must_hold_the_cleanup_and_a_run() -> None:
@@ -229,10 +224,10 @@ def _capacity(**search: Any) -> dict[str, Any]:
 def test_a_capacity_search_is_valid_and_offers_its_maximum_at_most() -> None:
     assert _rules(**_capacity()) == []
     exp = Experiment.model_validate(_experiment(**_capacity()))
-    assert largest_level(exp.spec) == 32
-    assert smokes(exp.spec) is True  # the default budget is 30 minutes: smoke first
+    assert exp.spec.largest_level() == 32
+    assert exp.spec.smokes() is True  # the default budget is 30 minutes: smoke first
     short = Experiment.model_validate(_experiment(budgetSeconds=900, **_capacity()))
-    assert smokes(short.spec) is False  # under 30 minutes: only when asked for
+    assert short.spec.smokes() is False  # under 30 minutes: only when asked for
 
 
 @pytest.mark.parametrize(("spec", "path", "rule"), [
@@ -245,9 +240,6 @@ def test_a_capacity_search_is_valid_and_offers_its_maximum_at_most() -> None:
                                   "sourceIdentityPolicy": "not_applicable"}},
      "spec.workload.loadUnit", R_CAPACITY),
     ({**_capacity(smoke=False), "budgetSeconds": 3600}, "spec.capacity.smoke", R_CONTRACT),
-    ({"type": "capacity"}, "spec.capacity", R_CONTRACT),  # the canary block, not its own
-    ({**_capacity(), "canary": {"streams": 4}}, "spec.canary", R_CONTRACT),
-    ({"type": "canary", "capacity": _capacity()["capacity"]}, "spec.capacity", R_CONTRACT),
     ({**_capacity(), "workload": {"sourceIdentityCount": 8}},
      "spec.workload.sourceIdentityCount", R_CONTRACT),
     ({**_capacity(serviceReuse=True, harness=HARNESS_SEARCH), "budgetSeconds": 900},
@@ -256,6 +248,39 @@ def test_a_capacity_search_is_valid_and_offers_its_maximum_at_most() -> None:
 ])
 def test_capacity_rules_name_the_field(spec: dict[str, Any], path: str, rule: str) -> None:
     assert (path, rule) in _rules(**spec)
+
+
+def _schema_errors(spec: dict[str, Any]) -> list[str]:
+    """What ``validate`` says of the Experiment as a file: ``file:line:col: field: message
+    (rule)``."""
+    text = yaml.safe_dump(_experiment(**spec), sort_keys=False)
+    with pytest.raises(SpecError) as info:
+        parse_text(text, "specs/x.yaml")
+    return [str(i) for i in info.value.issues]
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    ({"type": "capacity"},  # the canary block, not its own
+     "specs/x.yaml:5:1: spec.capacity: a capacity Experiment needs its capacity block"),
+    ({"type": "canary", "capacity": _capacity()["capacity"]},
+     "specs/x.yaml:15:3: spec.capacity: a capacity block in a canary Experiment: it would not "
+     "run (remove it, or set type: capacity)"),
+    ({**_capacity(), "canary": {"streams": 4}},
+     "specs/x.yaml:13:3: spec.canary: a canary block in a capacity Experiment"),
+    ({"type": "capacity", "canary": None, "capacity": {"initialStreamCount": 0}},
+     "specs/x.yaml:15:5: spec.capacity.initialStreamCount: Input should be greater than or "
+     "equal to 1 (schema)"),  # the type's own block, its own field, no tag in the path
+    ({"type": "canary", "canary": {"streams": 3}},
+     "specs/x.yaml:14:5: spec.canary.streams: Input should be 1, 2, 4, 8, 16 or 32 (schema)"),
+    ({"type": "bogus"}, "specs/x.yaml:6:3: spec.type: must be one of canary, capacity, "
+     "portValidation, benchmark"),
+    ({"type": None}, "specs/x.yaml:6:3: spec.type: must be one of canary, capacity, "
+     "portValidation, benchmark"),
+])
+def test_the_type_chooses_the_block_and_an_error_names_the_real_path(
+        spec: dict[str, Any], expected: str) -> None:
+    errors = _schema_errors(spec)
+    assert any(e.startswith(expected) for e in errors), errors
 
 
 def test_a_capacity_block_needs_its_bounds_and_latency_criterion() -> None:

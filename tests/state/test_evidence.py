@@ -129,6 +129,6 @@ def test_run_ids_are_plain_folder_names(tmp_path: Path, run_id: str) -> None:
 
 
 def test_the_spec_and_the_folder_agree_on_run_ids() -> None:
-    from specs.experiment import RUN_ID_PATTERN
+    from specs.experiments.base import RUN_ID_PATTERN
     from state.evidence import RUN_ID_RE
     assert RUN_ID_RE.pattern == RUN_ID_PATTERN

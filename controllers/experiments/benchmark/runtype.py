@@ -59,7 +59,8 @@ from controllers.experiments.reportparts import Section, load_json
 from controllers.experiments.runtype import PlannedStep, RunContext
 from controllers.experiments.service import RunService
 from controllers.waiting import Stopped, until
-from specs.experiment import BenchmarkSpec, ExperimentSpec, smokes
+from specs.experiments.base import ExperimentSpecBase
+from specs.experiments.benchmark import BenchmarkExperimentSpec, BenchmarkSpec
 from state.evidence import MANIFEST, Evidence, Verdict
 
 GATE_SCENARIO = "scenario"
@@ -226,18 +227,16 @@ class BenchmarkType:
 
     name = "benchmark"
 
-    def local_only(self, spec: ExperimentSpec) -> bool:
+    def local_only(self, spec: BenchmarkExperimentSpec) -> bool:
         return True
 
-    def declared_gates(self, spec: ExperimentSpec) -> list[str]:
+    def declared_gates(self, spec: BenchmarkExperimentSpec) -> list[str]:
         bench = spec.benchmark
-        assert bench is not None
-        return [GATE_SCENARIO, GATE_ENVIRONMENT, *([GATE_SMOKE] if smokes(spec) else []),
+        return [GATE_SCENARIO, GATE_ENVIRONMENT, *([GATE_SMOKE] if spec.smokes() else []),
                 GATE_HARNESS, *([GATE_PAIRING] if bench.pairWith else [])]
 
-    def planned(self, spec: ExperimentSpec) -> list[PlannedStep]:
+    def planned(self, spec: BenchmarkExperimentSpec) -> list[PlannedStep]:
         bench = spec.benchmark
-        assert bench is not None
         side = "EVS" if bench.evs else "non-EVS baseline"
         paired = f", paired with run {bench.pairWith}" if bench.pairWith else ""
         return [PlannedStep("run", f"harness scenario {bench.scenario}",
@@ -245,10 +244,8 @@ class BenchmarkType:
                             f"{bench.apiMode or 'the config API mode'}, {side}{paired}: "
                             f"{' '.join(bench.harness.argv)} in {bench.harness.workdir}")]
 
-    def execute(self, ctx: RunContext) -> tuple[Verdict, str]:
-        bench = ctx.spec.benchmark
-        assert bench is not None
-        return Benchmark(ctx, bench).run()
+    def execute(self, ctx: RunContext[BenchmarkExperimentSpec]) -> tuple[Verdict, str]:
+        return Benchmark(ctx, ctx.spec.benchmark).run()
 
     def report(self, evidence: Evidence, manifest: dict[str, Any]) -> Section:
         return benchreport.section(evidence)
@@ -256,7 +253,7 @@ class BenchmarkType:
 
 @dataclass
 class Benchmark:
-    ctx: RunContext
+    ctx: RunContext[ExperimentSpecBase]  # a benchmark's, or a capacity search's by the harness
     bench: BenchmarkSpec
     stale_findings: list[dict[str, Any]] = field(default_factory=list)
 
@@ -273,7 +270,7 @@ class Benchmark:
             {"envNames": env_names, "evs": bench.evs})
         if problems:
             return "FAIL", f"{GATE_ENVIRONMENT}: {'; '.join(problems)}"
-        if smokes(ctx.spec):
+        if ctx.spec.smokes():
             smoke_problems = self.smoke(service)
             if smoke_problems:
                 return "FAIL", f"{GATE_SMOKE}: {'; '.join(smoke_problems)}"

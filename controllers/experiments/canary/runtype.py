@@ -27,7 +27,7 @@ from controllers.experiments.reportparts import Section, latency_point, load_jso
 from controllers.experiments.runtype import PlannedStep, RunContext
 from controllers.experiments.streams import canary_sources
 from controllers.streamset.caption_events import CaptionChunk
-from specs.experiment import ExperimentSpec, largest_level, smokes
+from specs.experiments.canary import CanaryExperimentSpec
 from state.evidence import Evidence, Verdict
 
 GATE_ISOLATION = "semantic-isolation"
@@ -37,12 +37,11 @@ ISOLATION_FILE = "evidence/semantic-isolation.json"
 PERFORMANCE_FILE = "evidence/performance.json"
 
 
-def declared_gates(spec: ExperimentSpec) -> list[str]:
+def declared_gates(spec: CanaryExperimentSpec) -> list[str]:
     """The gates a PASS of this canary needs (cleanup is the run's own, added by the run)."""
     canary = spec.canary
-    assert canary is not None
     gates = [GATE_ISOLATION, GATE_PROBES_GONE] if canary.semanticIsolation else []
-    gates += [GATE_SMOKE] if smokes(spec) else []
+    gates += [GATE_SMOKE] if spec.smokes() else []
     return gates + ([] if canary.qualificationOnly else [GATE_PERFORMANCE])
 
 
@@ -51,23 +50,21 @@ class CanaryType:
 
     name = "canary"
 
-    def local_only(self, spec: ExperimentSpec) -> bool:
+    def local_only(self, spec: CanaryExperimentSpec) -> bool:
         return False
 
-    def declared_gates(self, spec: ExperimentSpec) -> list[str]:
+    def declared_gates(self, spec: CanaryExperimentSpec) -> list[str]:
         return declared_gates(spec)
 
-    def planned(self, spec: ExperimentSpec) -> list[PlannedStep]:
+    def planned(self, spec: CanaryExperimentSpec) -> list[PlannedStep]:
         canary = spec.canary
-        assert canary is not None
         return [PlannedStep("publish", f"{canary.streams} source(s)", "canary sources: "
                             + ", ".join(s.label for s in canary_sources(canary))),
-                PlannedStep("register", f"{largest_level(spec)} stream(s) at a time",
+                PlannedStep("register", f"{spec.largest_level()} stream(s) at a time",
                             "one per source, deleted and proven gone after each part")]
 
-    def execute(self, ctx: RunContext) -> tuple[Verdict, str]:
+    def execute(self, ctx: RunContext[CanaryExperimentSpec]) -> tuple[Verdict, str]:
         canary = ctx.spec.canary
-        assert canary is not None
         service = ctx.start_service()
         sources = canary_sources(canary)
         urls = ctx.publish(sources, canary.publisher)
@@ -106,7 +103,7 @@ class CanaryType:
 
 @dataclass
 class CanaryRun:
-    spec: ExperimentSpec
+    spec: CanaryExperimentSpec
     driver: LoadDriver
     _probe_ids: list[str] = field(default_factory=list)
     latency_unjudged: bool = False  # maxP95LatencyMs set, latency not measured, nothing else
@@ -114,12 +111,11 @@ class CanaryRun:
     def execute(self) -> bool:
         """Run the canary; True when every gate it judged passed."""
         canary = self.spec.canary
-        assert canary is not None
         if canary.semanticIsolation and not (self._isolation() and self._probes_gone()):
             return False
         if canary.qualificationOnly:
             return True
-        if smokes(self.spec) and not self.driver.smoke():
+        if self.spec.smokes() and not self.driver.smoke():
             return False
         return self._performance()
 
@@ -127,7 +123,6 @@ class CanaryRun:
 
     def _isolation(self) -> bool:
         canary, drv = self.spec.canary, self.driver
-        assert canary is not None
         labels = {s.name: s.label for s in drv.sources}
         ids = {s.name: drv.stream_id("probe", s.name) for s in drv.sources}
         prompt = isolation.forced_choice_prompt(list(labels.values()))
@@ -181,7 +176,6 @@ class CanaryRun:
 
     def _performance(self) -> bool:
         canary, measure, drv = self.spec.canary, self.spec.measurement, self.driver
-        assert canary is not None
         names = [s.name for s in drv.sources]
         units: list[UnitOutcome] = []
         peak = 0

@@ -16,7 +16,9 @@ from typing import Any
 from controllers.experiments.benchmark import harnessreport
 from controllers.experiments.benchmark.runtype import Benchmark
 from controllers.experiments.runtype import RunContext
-from specs.experiment import BenchmarkSpec, CapacitySpec, smokes
+from specs.experiments.base import ExperimentSpecBase
+from specs.experiments.benchmark import BenchmarkSpec
+from specs.experiments.capacity import CapacitySpec
 from state.evidence import Verdict
 
 GATE_BOUNDARY = "capacity-boundary"
@@ -35,13 +37,13 @@ def as_benchmark(cap: CapacitySpec) -> BenchmarkSpec:
                          smokeClip=search.smokeClip)
 
 
-def search(ctx: RunContext, cap: CapacitySpec) -> tuple[Verdict, str]:
+def search(ctx: RunContext[ExperimentSpecBase], cap: CapacitySpec) -> tuple[Verdict, str]:
     runner = Benchmark(ctx, as_benchmark(cap))
     problem = runner.check_scenario()
     if problem:
         return "FAIL", f"scenario: {problem}"
     service = ctx.start_service()
-    if smokes(ctx.spec):
+    if ctx.spec.smokes():
         problems = runner.smoke(service)
         if problems:
             return "FAIL", f"smoke: {'; '.join(problems)}"

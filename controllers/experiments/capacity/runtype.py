@@ -48,7 +48,8 @@ from controllers.experiments.reportparts import Section, cell, latency_point, lo
 from controllers.experiments.runtype import PlannedStep, RunContext
 from controllers.experiments.service import RunService
 from controllers.experiments.streams import CanarySource, numbered_sources
-from specs.experiment import CapacitySpec, ExperimentSpec, LatencySource, smokes
+from specs.experiments.base import LatencySource
+from specs.experiments.capacity import CapacityExperimentSpec, CapacitySpec
 from state.evidence import Evidence
 from state.evidence import Verdict as RunVerdict
 
@@ -103,7 +104,7 @@ def judge(measured: Measured, cap: CapacitySpec, residue: CleanupReport,
 class Windows:
     """The WindowRunner the search calls: one real stability window per call."""
 
-    ctx: RunContext
+    ctx: RunContext[CapacityExperimentSpec]
     cap: CapacitySpec
     sources: list[CanarySource]
     service: RunService | None = None  # kept between windows only under serviceReuse
@@ -140,7 +141,7 @@ class Windows:
         if self.service is None:
             self.service = ctx.start_service()
         drv = ctx.driver(self.service, chosen, urls, cap.maxTokens, cap.chunkDurationSeconds)
-        if not self.smoked and smokes(ctx.spec):
+        if not self.smoked and ctx.spec.smokes():
             self.smoked = True
             if not drv.smoke():
                 reason = ctx.evidence.gates()[GATE_SMOKE].reason
@@ -183,18 +184,17 @@ class CapacityType:
 
     name = "capacity"
 
-    def declared_gates(self, spec: ExperimentSpec) -> list[str]:
-        smoke = [GATE_SMOKE] if smokes(spec) else []
-        if spec.capacity is not None and spec.capacity.harness is not None:
+    def declared_gates(self, spec: CapacityExperimentSpec) -> list[str]:
+        smoke = [GATE_SMOKE] if spec.smokes() else []
+        if spec.capacity.harness is not None:
             return [GATE_SCENARIO, *smoke, GATE_HARNESS, GATE_BOUNDARY]
         return [*smoke, GATE_BOUNDARY]
 
-    def local_only(self, spec: ExperimentSpec) -> bool:
-        return spec.capacity is not None and spec.capacity.harness is not None
+    def local_only(self, spec: CapacityExperimentSpec) -> bool:
+        return spec.capacity.harness is not None
 
-    def planned(self, spec: ExperimentSpec) -> list[PlannedStep]:
+    def planned(self, spec: CapacityExperimentSpec) -> list[PlannedStep]:
         cap = spec.capacity
-        assert cap is not None
         if cap.harness is not None:
             return [PlannedStep("search", f"harness scenario {cap.harness.scenario}",
                                 f"max_live_streams from {cap.initialStreamCount} "
@@ -211,9 +211,8 @@ class CapacityType:
                             f"), {cap.windowSeconds}s windows, p95 <= {cap.maxP95LatencyMs:g} "
                             f"ms, success >= {cap.minSuccessRate:.0%}; {fresh}")]
 
-    def execute(self, ctx: RunContext) -> tuple[RunVerdict, str]:
+    def execute(self, ctx: RunContext[CapacityExperimentSpec]) -> tuple[RunVerdict, str]:
         cap = ctx.spec.capacity
-        assert cap is not None
         if cap.harness is not None:
             return capacityharness.search(ctx, cap)
         windows = Windows(ctx, cap, numbered_sources(cap.maxStreamCount))

@@ -34,7 +34,11 @@ from controllers.experiments.portvalidation.report import PORT_FILE
 from controllers.experiments.reportparts import Section
 from controllers.experiments.runtype import PlannedStep, RunContext
 from controllers.experiments.service import RunService
-from specs.experiment import ExperimentSpec, PortMedia, PortValidationSpec
+from specs.experiments.portvalidation import (
+    PortMedia,
+    PortValidationExperimentSpec,
+    PortValidationSpec,
+)
 from state.evidence import Evidence, Verdict
 
 GATE_CONTRACT = "model-contract"
@@ -86,25 +90,22 @@ class PortValidationType:
 
     name = "portValidation"
 
-    def local_only(self, spec: ExperimentSpec) -> bool:
+    def local_only(self, spec: PortValidationExperimentSpec) -> bool:
         return False
 
-    def declared_gates(self, spec: ExperimentSpec) -> list[str]:
+    def declared_gates(self, spec: PortValidationExperimentSpec) -> list[str]:
         return [GATE_CONTRACT, GATE_PATH, GATE_SMOKE_ROWS, GATE_ACCURACY, GATE_HF_TOKEN]
 
-    def planned(self, spec: ExperimentSpec) -> list[PlannedStep]:
+    def planned(self, spec: PortValidationExperimentSpec) -> list[PlannedStep]:
         port = spec.portValidation
-        assert port is not None
         items = len(port.media) + len(port.textChecks)
         return [PlannedStep("validate", f"{port.model.source}@{port.model.revision[:19]}",
                             f"{port.integration.path} path; smoke "
                             f"{', '.join(port.modalities)} + control; accuracy over {items} "
                             f"labelled item(s) (minimum {port.minAccuracy:.0%})")]
 
-    def execute(self, ctx: RunContext) -> tuple[Verdict, str]:
-        port = ctx.spec.portValidation
-        assert port is not None
-        return PortValidation(ctx, port).run()
+    def execute(self, ctx: RunContext[PortValidationExperimentSpec]) -> tuple[Verdict, str]:
+        return PortValidation(ctx, ctx.spec.portValidation).run()
 
     def report(self, evidence: Evidence, manifest: dict[str, Any]) -> Section:
         return portreport.section(evidence, manifest)
@@ -112,7 +113,7 @@ class PortValidationType:
 
 @dataclass
 class PortValidation:
-    ctx: RunContext
+    ctx: RunContext[PortValidationExperimentSpec]
     port: PortValidationSpec
     rows: list[Row] = field(default_factory=list)
     accuracy: list[Row] = field(default_factory=list)

@@ -1,0 +1,53 @@
+"""The VSS perf harness as a spec names it: shared by ``type: benchmark`` (one scenario) and
+``capacity.harness`` (its max_live_streams search)."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from specs.models import Strict
+
+HarnessKnob = Literal[
+    "RTVI_BENCHMARK_BLOCKING_STREAM_DELETE", "RTVI_BENCHMARK_STREAM_DELETE_TIMEOUT_SEC",
+    "RTVI_BENCHMARK_STREAM_DELETE_RETRY_ATTEMPTS", "RTVI_BENCHMARK_STREAM_DELETE_RETRY_DELAY_SEC",
+    "RTVI_BENCHMARK_STREAM_CLEANUP_VERIFY_INTERVAL_SEC",
+    "RTVI_BENCHMARK_STREAM_CLEANUP_VERIFY_TIMEOUT_SEC", "RTVI_BENCHMARK_STREAM_STOP_MAX_WORKERS",
+    "RTVI_BENCHMARK_FILE_UPLOAD_TIMEOUT_SEC"]
+"""The harness's own environment knobs a spec may set (values, never secrets: none of these is
+one). ``RTVI_BACKEND`` and ``RTVI_VLM_API_MODE`` are the run's to set, from its service and
+``apiMode``."""
+HarnessMode = Literal["single_file", "file_burst", "concurrency", "max_live_streams",
+                      "single_live_stream", "concurrent_live_streams", "text_embedding",
+                      "text_embedding_concurrency"]
+LEVEL_MODES = ("file_burst", "concurrency", "concurrent_live_streams")  # --concurrency-levels
+# A scenario names a folder of the report directory: no leading dot (".", "..", hidden).
+SCENARIO_PATTERN = r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,199}$"
+
+
+class HarnessSpec(Strict):
+    """The VSS perf harness in a checkout on the Host: how to start it, and where in its config
+    the run writes its report directory and its fresh service's API base (``<url>/v1``). The
+    run's CONFIG handle is a copy of ``config`` under the same file name (the harness's BCD
+    live-source guard keys on it) with only those keys (and ``vlm_api_mode`` when ``apiMode``
+    is set) changed."""
+
+    argv: list[str] = Field(min_length=1, max_length=32)  # [python3, perf/benchmark/...py]
+    workdir: str = Field(pattern=r"^/")  # e.g. /opt/vss/services/rtvi/rt-vlm
+    config: str = Field(min_length=1, max_length=1000)  # relative to workdir, or absolute
+    outputDirKey: str = Field(default="global.output_dir", pattern=r"^[A-Za-z_][\w.-]*$")
+    serviceUrlKey: str = Field(default="global.rtvi_backend", pattern=r"^[A-Za-z_][\w.-]*$")
+    env: dict[HarnessKnob, str] = Field(default_factory=dict)  # the harness's own knobs
+
+    @field_validator("env")
+    @classmethod
+    def _plain_values(cls, env: dict[str, str]) -> dict[str, str]:
+        for name, value in env.items():
+            if not re.fullmatch(r"[A-Za-z0-9_.:/-]{0,64}", value):
+                raise ValueError(f"{name}: a harness knob is a short plain value "
+                                 "(letters, digits, _ . : / -)")
+        return env
+
+
