@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -144,12 +143,6 @@ def instance(docker_client: docker.DockerClient) -> Iterator[str]:
 @pytest.fixture
 def state_dir(tmp_path: Path) -> Path:
     return tmp_path / "state"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Cli:

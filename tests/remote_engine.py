@@ -58,6 +58,7 @@ import pytest
 
 from controllers.clients.ssh import SshTunnel
 from controllers.waiting import until
+from tests.ports import free_port
 
 BASE_DIR = Path(os.environ.get("RTVI_REMOTE_ENGINE_DIR", "/tmp/rtvi-remote"))
 LOCK_NAME = ".lock"
@@ -88,12 +89,6 @@ class RemoteEngineError(RuntimeError):
 
 
 # --- small process and network helpers ----------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
 
 
 def port_open(port: int, host: str = LOOPBACK) -> bool:

@@ -13,9 +13,10 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import Cli, free_port
+from tests.conftest import Cli
 from tests.contract.openapi import violations
 from tests.e2e.stream_helpers import colours, rtvi_deployment, sources, status, streamset
+from tests.ports import free_port
 from tests.specs_factory import write
 
 CAPTIONS = {"prompt": "What colour fills the frame?", "chunkDuration": 1, "maxTokens": 32,

@@ -8,7 +8,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_fixe
 
 from controllers.clients.docker_client import PROBE_LABEL, ContainerRequest, DockerEngine
 from controllers.host.hostview import view_from_rows
-from tests.conftest import free_port
+from tests.ports import free_port
 
 
 def test_image_probe_answers_and_sweeps_leftovers(docker_client: docker.DockerClient,

@@ -24,7 +24,7 @@ from controllers.streamset.frames import (
 )
 from controllers.waiting import until
 from state.redaction import redact_urls
-from tests.conftest import free_port
+from tests.ports import free_port
 
 SLACK_S = 1.5
 SECRET = "s3cr3t-pw"

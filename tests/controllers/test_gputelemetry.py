@@ -32,10 +32,10 @@ from controllers.host.gputelemetry import (
     summarise,
 )
 from controllers.waiting import until
-from tests.conftest import free_port
 from tests.controllers.h200 import DATA, UUID
 from tests.controllers.h200 import TOTAL_MIB as H200_TOTAL_MIB
 from tests.controllers.h200 import snapshot as _snapshot
+from tests.ports import free_port
 from tests.serving import served
 
 # --- what the H200 said ---------------------------------------------------------------------

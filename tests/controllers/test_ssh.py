@@ -25,7 +25,8 @@ from controllers.errors import HostUnreachable, PermanentError
 from controllers.host.gpus import local_gpus, remote_gpus
 from controllers.host.gputelemetry import GpuReading, SmiTelemetry, TelemetryUnavailable
 from controllers.waiting import until
-from tests.conftest import LABEL_TEST, TEST_IMAGE_TAG, free_port
+from tests.conftest import LABEL_TEST, TEST_IMAGE_TAG
+from tests.ports import free_port
 from tests.remote_engine import RemoteEngine, remote_engine_fixture  # noqa: F401
 
 pytestmark = pytest.mark.docker

@@ -25,9 +25,9 @@ from controllers.waiting import Stopped, until
 from state.keys import Key
 from state.models import InventoryItem, ResourceStatus
 from state.store import Store
-from tests.conftest import free_port
 from tests.inproc_rtvi import InprocRtvi, inproc_rtvi
 from tests.inproc_vst import inproc_vst
+from tests.ports import free_port
 
 RESOURCE = Key("StreamSet", "cams")
 DELETE_ROUTE = "DELETE /v1/streams/delete-batch"

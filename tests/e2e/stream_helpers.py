@@ -18,8 +18,9 @@ from typing import Any
 import httpx
 
 from controllers.statusfacts import StreamSetStatusFacts
-from tests.conftest import Cli, free_port
+from tests.conftest import Cli
 from tests.e2e.daemon_helpers import wait_for
+from tests.ports import free_port
 from tests.specs_factory import deployment, pinned
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

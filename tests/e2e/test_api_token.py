@@ -13,8 +13,9 @@ from pathlib import Path
 
 import docker
 
-from tests.conftest import Cli, free_port
+from tests.conftest import Cli
 from tests.e2e.stream_helpers import colours, rtvi_deployment, sources, status, streamset
+from tests.ports import free_port
 from tests.specs_factory import write
 
 CAPTIONS = {"prompt": "What colour fills the frame?", "chunkDuration": 1, "maxTokens": 32,

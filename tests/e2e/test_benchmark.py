@@ -23,10 +23,11 @@ import docker
 import pytest
 import yaml
 
-from tests.conftest import Cli, free_port
+from tests.conftest import Cli
 from tests.e2e.daemon_helpers import status_of
 from tests.e2e.stream_helpers import rtvi_deployment
 from tests.emulators.rtsp_source import RtspSource
+from tests.ports import free_port
 from tests.specs_factory import write
 
 RESOURCE = "Experiment/bench"

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from controllers.statusfacts import DeploymentStatusFacts, HostStatusFacts
-from tests.conftest import Cli, free_port
+from tests.conftest import Cli
 from tests.e2e.daemon_helpers import (
     DaemonProcess,
     condition,
@@ -22,6 +22,7 @@ from tests.e2e.daemon_helpers import (
     status_of,
     wait_for,
 )
+from tests.ports import free_port
 from tests.specs_factory import deployment, pinned, write
 
 RESYNC_NEVER = "3600"  # tests of event-driven repair must not be rescued by a resync

@@ -9,7 +9,7 @@ from typing import Any
 import docker
 import yaml
 
-from tests.conftest import Cli, free_port
+from tests.conftest import Cli
 from tests.e2e.daemon_helpers import (
     DaemonProcess,
     condition,
@@ -21,6 +21,7 @@ from tests.e2e.daemon_helpers import (
     wait_for,
 )
 from tests.e2e.gitrepo_helpers import GitRepo
+from tests.ports import free_port
 from tests.specs_factory import HOST, deployment, pinned
 
 INTERVAL_S = 3.0  # short enough for a test, long enough to tell a poke from a fetch

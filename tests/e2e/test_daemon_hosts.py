@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from controllers.ownership import LABEL_INSTANCE
-from tests.conftest import Cli, free_port
+from tests.conftest import Cli
 from tests.e2e.daemon_helpers import (
     DaemonProcess,
     condition,
@@ -22,6 +22,7 @@ from tests.e2e.daemon_helpers import (
     status_of,
     wait_for,
 )
+from tests.ports import free_port
 from tests.remote_engine import RemoteEngine, remote_engine_fixture  # noqa: F401
 from tests.specs_factory import HOST, deployment, pinned
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import docker
 import httpx
 
-from tests.conftest import Cli, free_port
+from tests.conftest import Cli
 from tests.e2e.daemon_helpers import (
     DaemonProcess,
     condition,
@@ -23,6 +23,7 @@ from tests.e2e.daemon_helpers import (
     wait_for,
 )
 from tests.e2e.stream_helpers import Rtvi, colours, rtvi_deployment, streamset, vst_process
+from tests.ports import free_port
 from tests.specs_factory import deployment, pinned, write
 
 RESYNC_NEVER = "3600"

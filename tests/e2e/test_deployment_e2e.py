@@ -18,7 +18,8 @@ import pytest
 
 from controllers.waiting import until
 from state.store import Store
-from tests.conftest import Cli, containers_of, free_port
+from tests.conftest import Cli, containers_of
+from tests.ports import free_port
 from tests.specs_factory import deployment, pinned, write
 
 LABEL_INSTANCE = "rtvi.reconciler/instance"

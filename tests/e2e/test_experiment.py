@@ -16,9 +16,10 @@ import pytest
 
 from controllers.experiments.streams import stream_id
 from controllers.ownership import project_name
-from tests.conftest import Cli, free_port
+from tests.conftest import Cli
 from tests.e2e.daemon_helpers import DaemonProcess, run_containers, status_of, wait_for
 from tests.e2e.stream_helpers import rtvi_deployment
+from tests.ports import free_port
 from tests.specs_factory import write
 
 RESOURCE = "Experiment/canary"

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import Cli, free_port
+from tests.conftest import Cli
 from tests.e2e.daemon_helpers import DaemonProcess, condition, status_of, wait_for
 from tests.e2e.stream_helpers import rtvi_deployment, sources, streamset
 from tests.emulators.rtsp_source import RtspSource
+from tests.ports import free_port
 from tests.specs_factory import write
 
 

@@ -23,7 +23,7 @@ from reconciler.daemon import EXIT_THREAD_DIED, Daemon, DaemonOptions
 from reconciler.sources import FolderSource, folder_digest
 from reconciler.supervisor import RestartPolicy
 from state.store import Store
-from tests.conftest import Cli, free_port
+from tests.conftest import Cli
 from tests.e2e.daemon_helpers import (
     DaemonProcess,
     condition,
@@ -34,6 +34,7 @@ from tests.e2e.daemon_helpers import (
     status_of,
     wait_for,
 )
+from tests.ports import free_port
 from tests.specs_factory import deployment, pinned, write
 
 NO_DAC = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--"]

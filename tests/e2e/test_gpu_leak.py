@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 
 from emulators.gpuboard.__main__ import UUID
-from tests.conftest import Cli, free_port
+from tests.conftest import Cli
 from tests.e2e.daemon_helpers import status_of
 from tests.e2e.stream_helpers import rtvi_deployment
 from tests.e2e.test_port_validation import REVISION
+from tests.ports import free_port
 from tests.specs_factory import write
 
 

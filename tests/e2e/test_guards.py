@@ -21,10 +21,11 @@ from controllers.streamset.plan import stream_id
 from state.keys import Key
 from state.models import InventoryItem, ResourceStatus
 from state.store import Store
-from tests.conftest import Cli, free_port
+from tests.conftest import Cli
 from tests.e2e.daemon_helpers import status_of
 from tests.e2e.stream_helpers import colours, rtvi_deployment, streamset
 from tests.e2e.test_experiment import canary
+from tests.ports import free_port
 from tests.specs_factory import deployment, pinned, write
 
 

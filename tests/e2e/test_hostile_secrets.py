@@ -20,7 +20,8 @@ import pytest
 from controllers.secrets import SECRET_FILE_MAX_BYTES
 from state import MASK
 from state.redaction import go_quoted
-from tests.conftest import Cli, containers_of, free_port
+from tests.conftest import Cli, containers_of
+from tests.ports import free_port
 from tests.specs_factory import deployment, pinned, write
 
 APPLY_TIMEOUT_S = 5

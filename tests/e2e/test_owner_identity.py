@@ -15,7 +15,8 @@ import docker
 from controllers import ownership
 from state.models import Owner
 from state.store import Store
-from tests.conftest import Cli, containers_of, free_port
+from tests.conftest import Cli, containers_of
+from tests.ports import free_port
 from tests.specs_factory import deployment, pinned, write
 
 RESOURCE = "Deployment/vlm"

@@ -15,9 +15,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import Cli, free_port
+from tests.conftest import Cli
 from tests.e2e.daemon_helpers import status_of
 from tests.e2e.stream_helpers import rtvi_deployment
+from tests.ports import free_port
 from tests.specs_factory import write
 
 RESOURCE = "Experiment/port"

@@ -18,7 +18,8 @@ from docker.models.containers import Container
 from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
 from specs.rules import R_PORT_FREE
-from tests.conftest import Cli, containers_of, free_port
+from tests.conftest import Cli, containers_of
+from tests.ports import free_port
 from tests.specs_factory import deployment, pinned, write
 
 UNEXPOSED_PORT = 19101  # the emulator image EXPOSEs 8000 only

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import docker
 
-from tests.conftest import Cli, free_port
+from tests.conftest import Cli
+from tests.ports import free_port
 from tests.specs_factory import deployment, pinned, write
 
 LABEL_INSTANCE = "rtvi.reconciler/instance"

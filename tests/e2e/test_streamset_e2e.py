@@ -17,7 +17,7 @@ import pytest
 
 from state.keys import Key
 from state.store import Store
-from tests.conftest import Cli, containers_of, free_port
+from tests.conftest import Cli, containers_of
 from tests.e2e.daemon_helpers import (
     DaemonProcess,
     events_of,
@@ -37,6 +37,7 @@ from tests.e2e.stream_helpers import (
     streamset,
     vst_process,
 )
+from tests.ports import free_port
 from tests.specs_factory import write
 
 LABEL_INSTANCE = "rtvi.reconciler/instance"

@@ -24,7 +24,8 @@ from reconciler.textsafe import escape_control, safe_json
 from state.keys import Key
 from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
 from state.store import Store
-from tests.conftest import Cli, free_port
+from tests.conftest import Cli
+from tests.ports import free_port
 from tests.specs_factory import deployment, pinned, write
 
 OSC_TITLE = "\x1b]0;pwned\x07"

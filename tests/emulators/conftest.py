@@ -32,12 +32,12 @@ from tests.emulators.helpers import (
     TEST_LABEL,
     EmulatorProcess,
     TestImages,
-    free_port,
     remove_containers,
     remove_images,
     remove_stale_leftovers,
 )
 from tests.emulators.rtsp_source import RtspSource
+from tests.ports import free_port
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ Traffic stays on loopback: emulators listen on 127.0.0.1 and containers publish 
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -37,13 +36,6 @@ STALE_AFTER_S = 600
 EMULATOR_ENV_PREFIXES = ("RTVI_EMU_", "VLM_", "VLLM_", "MODEL_PATH", "NGC_", "HF_")
 
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((LOOPBACK, 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def wait_for(

@@ -17,16 +17,9 @@ import pytest
 
 from emulators import image
 from tests.emulators import rtvi_client as rc
-from tests.emulators.helpers import (
-    LOOPBACK,
-    REPO_ROOT,
-    TestImages,
-    docker,
-    free_port,
-    http_client,
-    wait_for,
-)
+from tests.emulators.helpers import LOOPBACK, REPO_ROOT, TestImages, docker, http_client, wait_for
 from tests.emulators.rtsp_source import RtspSource
+from tests.ports import free_port
 
 pytestmark = pytest.mark.docker
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from controllers.waiting import until
-from tests.emulators.helpers import free_port
 from tests.emulators.rtsp_source import RtspSource, describe
 from tests.emulators.vst_source import ColourSource
+from tests.ports import free_port
 
 PROFILE_RE = re.compile(rb"profile-level-id=([0-9A-Fa-f]{6})")
 CHROMA_420_PROFILES = {66: "baseline", 77: "main", 88: "extended", 100: "high"}

@@ -17,10 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import free_port
 from tests.emulators import rtvi_client as rc
 from tests.emulators.helpers import EmulatorProcess, wait_for
 from tests.emulators.rtsp_source import RtspSource
+from tests.ports import free_port
 
 StartEmulator = Callable[..., EmulatorProcess]
 NO_FRAME = "No new frame was decoded from the stream during this chunk."

@@ -18,8 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.emulators.helpers import LOOPBACK, REPO_ROOT, free_port, http_client, wait_for
+from tests.emulators.helpers import LOOPBACK, REPO_ROOT, http_client, wait_for
 from tests.emulators.vst_source import SYSTEM_PYTHON, ColourSource
+from tests.ports import free_port
 
 API = "/vst/api/v1"
 RED = (255, 0, 0)

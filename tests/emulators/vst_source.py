@@ -36,13 +36,6 @@ COLOUR_PIPELINE = (
 )
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((LOOPBACK, 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def accepts(port: int) -> bool:
     try:
         with socket.create_connection((LOOPBACK, port), timeout=0.2):
@@ -60,7 +53,10 @@ class ColourSource:
 
     def __init__(self, colours: Mapping[str, tuple[int, int, int]], port: int | None = None):
         self.colours = dict(colours)
-        self.port = port if port is not None else free_port()
+        if port is None:  # imported here: the script half runs under the system python alone
+            from tests.ports import free_port
+            port = free_port()
+        self.port = port
         self.process: subprocess.Popen[bytes] | None = None
         self.log: Path | None = None
 

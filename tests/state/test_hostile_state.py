@@ -19,7 +19,8 @@ import pytest
 
 from state.models import ResourceStatus
 from state.store import Store
-from tests.conftest import Cli, containers_of, free_port
+from tests.conftest import Cli, containers_of
+from tests.ports import free_port
 from tests.specs_factory import deployment, pinned, write
 
 CLI_TIMEOUT_S = 60  # a FIFO read used to block forever: fail the test, do not hang it
