@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -11,19 +10,17 @@ from rich.table import Table
 from rich.text import Text
 
 from reconciler.textsafe import safe
-from state.evidence import PLOTS_DIR, REPORT, STATUS, Evidence
+from state.evidence import PLOTS_DIR, REPORT, Evidence
 
 
 def summary(evidence: Evidence) -> dict[str, Any]:
     """Status and gates of one run, as plain data (``-o json`` prints exactly this)."""
-    try:
-        status = json.loads((evidence.folder / STATUS).read_text("utf-8"))
-    except (OSError, ValueError):
-        status = {}
-    status = status if isinstance(status, dict) else {}
+    status = evidence.status_document()
     return {"run": evidence.folder.name, "folder": str(evidence.folder),
-            "phase": status.get("phase"), "state": status.get("state"),
-            "result": status.get("result"), "reason": status.get("reason"),
+            "phase": status.phase if status else None,
+            "state": status.state if status else None,
+            "result": status.result if status else None,
+            "reason": status.reason if status else None,
             "gates": [{"gate": g.name, "passed": g.passed, "reason": g.reason}
                       for g in evidence.gates().values()],
             "report": REPORT if (evidence.folder / REPORT).is_file() else None,

@@ -28,7 +28,9 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from state.atomic import append_line_durable, ensure_dir, write_atomic
 from state.errors import StateError
@@ -48,6 +50,38 @@ CHUNK = 1 << 20
 RUN_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{2,62}$")
 """A run ID is a folder name: no separators, no dot-dot, no leading dash (``specs.experiment``
 holds the same pattern for the spec; a test keeps the two equal)."""
+
+
+class Document(BaseModel):
+    """The contents of one evidence file, written by its model and read back by the same one:
+    a writer and its readers cannot disagree on a key. Keys are as the file has them. Reading
+    is lenient: an unknown key is ignored, so a bundle written by another version still reads
+    (:meth:`Evidence.read`)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+DocumentT = TypeVar("DocumentT", bound=BaseModel)
+
+
+class StatusDocument(Document):
+    """``status.json``: where the run is, and its verdict once terminal."""
+
+    phase: str
+    state: str
+    result: Verdict | None = None
+    updatedAt: str = ""
+    reason: str | None = None
+
+
+class GateDocument(Document):
+    """``gates/<name>.json``: one gate's verdict, why, and the evidence behind it (its shape
+    is the gate's own: counts, stream IDs, the files that hold the detail)."""
+
+    gate: str
+    passed: bool
+    reason: str = ""
+    evidence: dict[str, Any] = Field(default_factory=dict)
 
 
 class EvidenceError(StateError):
@@ -116,6 +150,20 @@ class Evidence:
         return self.write_text(relative, json.dumps(self.redactor.scrub(data), indent=2,
                                                     sort_keys=True) + "\n")
 
+    def write(self, relative: str, document: BaseModel) -> Path:
+        """A typed document (:class:`Document`), as its model dumps it."""
+        return self.write_json(relative, document.model_dump(mode="json"))
+
+    def read(self, relative: str, model: type[DocumentT]) -> DocumentT | None:
+        """The document at ``relative`` as ``model`` reads it; None when it is missing,
+        unreadable, not of that shape, or named by a path that leaves the bundle (a gap in a
+        report, not a failure)."""
+        try:  # json, not pydantic's parser: an answer quoted in evidence may hold a lone
+            # surrogate (a service's invalid Unicode, escaped when written), which it refuses
+            return model.model_validate(json.loads(self.path(relative).read_text("utf-8")))
+        except (OSError, ValueError, EvidenceError):  # ValidationError is a ValueError
+            return None
+
     def event(self, reason: str, message: str, **fields: Any) -> None:
         """Append one event (never rewritten: the run's own history)."""
         line = {"time": utc_now(), "reason": reason, "message": message, **fields}
@@ -123,28 +171,28 @@ class Evidence:
                                                           sort_keys=True))
 
     def status(self, phase: str, state: str, result: Verdict | None = None,
-               **fields: Any) -> None:
+               reason: str | None = None) -> None:
         """Replace ``status.json`` (atomic: a reader sees the old or the new one)."""
-        self.write_json(STATUS, {"phase": phase, "state": state, "result": result,
-                                 "updatedAt": utc_now(), **fields})
+        self.write(STATUS, StatusDocument(phase=phase, state=state, result=result,
+                                          updatedAt=utc_now(), reason=reason))
 
     def gate(self, name: str, passed: bool, reason: str, evidence: dict[str, Any]) -> Gate:
         """Record one gate with the evidence behind its verdict (``gates/<name>.json``)."""
-        self.write_json(f"{GATES_DIR}/{name}.json", {"gate": name, "passed": passed,
-                                                     "reason": reason, "evidence": evidence})
+        self.write(f"{GATES_DIR}/{name}.json", GateDocument(gate=name, passed=passed,
+                                                            reason=reason, evidence=evidence))
         return Gate(name, passed, reason)
 
     def gates(self) -> dict[str, Gate]:
+        """Every gate recorded with evidence (one without is not a gate: it is missing)."""
         found: dict[str, Gate] = {}
         for file in sorted((self.folder / GATES_DIR).glob("*.json")):
-            try:
-                data = json.loads(file.read_text())
-            except (OSError, ValueError):
-                continue
-            if isinstance(data, dict) and data.get("evidence"):
-                found[file.stem] = Gate(file.stem, data.get("passed") is True,
-                                        str(data.get("reason", "")))
+            doc = self.read(f"{GATES_DIR}/{file.name}", GateDocument)
+            if doc is not None and doc.evidence:
+                found[file.stem] = Gate(file.stem, doc.passed, doc.reason)
         return found
+
+    def status_document(self) -> StatusDocument | None:
+        return self.read(STATUS, StatusDocument)
 
     def finish(self, result: Verdict, declared: Iterable[str], reason: str) -> Verdict:
         """Write the terminal status. A PASS whose declared gates are not all recorded as

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import Field
+
 from controllers.clients.docker_client import DockerEngine
 from controllers.clients.rtvi_client import RtviClient
 from controllers.errors import ControllerError
@@ -26,6 +28,7 @@ from controllers.experiments import gpumemory, processes
 from controllers.experiments.service import owned_containers, remove_containers
 from controllers.experiments.streams import delete_proven
 from controllers.waiting import Stopped
+from state.evidence import Document
 
 
 @dataclass(frozen=True)
@@ -37,10 +40,37 @@ class GpuProof:
     read: gpumemory.Reader | None
 
 
+CLEANUP_FILE = "evidence/cleanup.json"
+
+
+class GpuMemoryProof(Document):
+    """GPU memory per UUID (MiB) before the run and after its cleanup, or why not measured."""
+
+    baseline: dict[str, int] | str
+    after: dict[str, int] | str
+
+
+class CleanupEvidence(Document):
+    """``evidence/cleanup.json`` (and the cleanup gate's evidence; a capacity window's
+    ``residue``): what was left, each listing as read, what could not be measured. A part the
+    cleanup did not reach is null."""
+
+    processesLeft: list[str] | None = None
+    streams: str | None = None  # why no service's streams were proven (none was running)
+    streamsLeft: list[str] | None = None
+    streamsListed: list[str] | None = None
+    filesListed: list[str] | None = None
+    assetStats: dict[str, Any] | None = None  # the service's own answer (unpublished shape)
+    notMeasured: list[str] | None = None
+    containersLeft: list[str] | None = None
+    gpuMemory: GpuMemoryProof | str | None = None
+    problems: list[str] = Field(default_factory=list)
+
+
 @dataclass
 class CleanupReport:
     problems: list[str] = field(default_factory=list)
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: CleanupEvidence = field(default_factory=CleanupEvidence)
 
     @property
     def passed(self) -> bool:
@@ -58,11 +88,11 @@ def clean(engine: DockerEngine, instance: str, resource: str,
     deadline = time.monotonic() + deadline_s
     ended = [why for name in process_names if (why := processes.end(name))]
     report.problems += ended
-    report.evidence["processesLeft"] = ended
+    report.evidence.processesLeft = ended
     if make_client is not None:
         service_residue(report, make_client, stream_ids, deadline, stop)
     else:
-        report.evidence["streams"] = ("no service of the run is running (none started, or each "
+        report.evidence.streams = ("no service of the run is running (none started, or each "
                                       "was retired after proving its own streams gone)")
     left = remove_containers(engine, instance, resource, containers, grace_s)
     try:
@@ -71,18 +101,18 @@ def clean(engine: DockerEngine, instance: str, resource: str,
         remaining = [f"(cannot list containers: {exc})"]
     report.problems += left + [f"container {name} still exists" for name in remaining
                                if not any(name in line for line in left)]
-    report.evidence["containersLeft"] = remaining
+    report.evidence.containersLeft = remaining
     if gpu is None:
-        report.evidence["gpuMemory"] = gpumemory.NO_GPU
+        report.evidence.gpuMemory = gpumemory.NO_GPU
     else:
         now, over = gpumemory.back_to_baseline(gpu.read, gpu.uuids, gpu.baseline,
                                                deadline - time.monotonic(), stop)
-        report.evidence["gpuMemory"] = {"baseline": gpu.baseline.as_evidence(),
-                                        "after": now.as_evidence()}
+        report.evidence.gpuMemory = GpuMemoryProof(baseline=gpu.baseline.as_evidence(),
+                                                   after=now.as_evidence())
         report.problems += over
     if time.monotonic() > deadline:
         report.problems.append(f"cleanup took longer than its {deadline_s:g}s deadline")
-    report.evidence["problems"] = report.problems
+    report.evidence.problems = report.problems
     return report
 
 
@@ -95,13 +125,13 @@ def service_residue(report: CleanupReport, make_client: Callable[[], RtviClient]
         left = delete_proven(client, stream_ids, max(1.0, deadline - time.monotonic()), stop)
         report.problems += [f"stream {sid} is still registered (refused deletion)"
                             for sid in left]
-        report.evidence["streamsLeft"] = left
+        report.evidence.streamsLeft = left
         listed = [s.id for s in client.list_streams()]  # the run's own service: all of them
-        report.evidence["streamsListed"] = listed
+        report.evidence.streamsListed = listed
         if listed:
             report.problems.append(f"{len(listed)} stream(s) still listed: {', '.join(listed)}")
         files = client.list_files()
-        report.evidence["filesListed"] = files
+        report.evidence.filesListed = files
         if files:
             report.problems.append(f"{len(files)} file(s) left on the service")
         for what, count in _stats_counts(client, report).items():
@@ -123,11 +153,11 @@ def _stats_counts(client: RtviClient, report: CleanupReport) -> dict[str, int]:
     try:
         stats = client.asset_stats()
     except ControllerError as exc:
-        report.evidence["notMeasured"] = [f"asset stats: {exc}"]
+        report.evidence.notMeasured = [f"asset stats: {exc}"]
         return {}
-    report.evidence["assetStats"] = stats
+    report.evidence.assetStats = stats
     counts = asset_counts(stats)
-    report.evidence["notMeasured"] = [
+    report.evidence.notMeasured = [
         f"{what}: /v1/assets/stats does not report it (its shape is not published)"
         for what, count in counts.items() if count is None]
     return {what: count for what, count in counts.items() if count is not None}

@@ -13,11 +13,13 @@ import datetime
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+
+from pydantic import Field
 
 from controllers.streamset.caption_events import CaptionChunk
 from specs.experiments.base import LatencySource
+from state.evidence import Document
 
 CHUNK_ID_WRAP = 100_000  # the spec's maximum chunk_id + 1
 PERCENTILES = (50, 90, 95, 99)
@@ -31,11 +33,21 @@ def percentile(values: Sequence[float], p: float) -> float | None:
     return ordered[rank - 1]
 
 
-def latency_summary(values: Sequence[float]) -> dict[str, float | int | None]:
-    found: dict[str, float | int | None] = {f"p{p}": percentile(values, p) for p in PERCENTILES}
-    found["count"] = len(values)
-    found["max"] = max(values) if values else None
-    return found
+class LatencySummary(Document):
+    """Chunk latency in ms: nearest-rank percentiles, how many were measured, the worst."""
+
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    count: int = 0
+    max: float | None = None
+
+
+def latency_summary(values: Sequence[float]) -> LatencySummary:
+    return LatencySummary.model_validate({
+        **{f"p{p}": percentile(values, p) for p in PERCENTILES}, "count": len(values),
+        "max": max(values) if values else None})
 
 
 def _step(before: int, after: int) -> int:
@@ -108,8 +120,10 @@ class UnitOutcome:
         return found
 
 
-@dataclass
-class Ledger:
+class Ledger(Document):
+    """The units of load, counted: offered, admitted, at most active at once, and how each
+    ended (``rules.md``: the ledger a performance number stands on)."""
+
     offered: int = 0
     admitted: int = 0
     active: int = 0  # the most units captioning at once
@@ -118,9 +132,6 @@ class Ledger:
     rejected: int = 0
     timed_out: int = 0
     cleaned_up: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
 
 
 def ledger_of(units: Sequence[UnitOutcome], active: int) -> Ledger:
@@ -188,23 +199,46 @@ def latency_gap(answered: int, missing: int, source: LatencySource,
     return None
 
 
+class UnitSummary(Document):
+    """One unit (a stream in one repetition) of a performance report."""
+
+    source: str
+    repetition: int
+    chunks: int
+    answered: int
+    failures: list[str] = Field(default_factory=list)
+
+
+class PerformanceReport(Document):
+    """Everything a performance judgement stands on: a canary's ``performance.json``, the
+    ``report`` of each capacity window."""
+
+    ledger: Ledger
+    latencySource: LatencySource
+    latencyNotMeasured: str | None = None  # why latency is not measured (None: it is)
+    latencyMissing: int = 0  # answered chunks without the latency's field
+    chunkLatencyMs: LatencySummary = Field(default_factory=LatencySummary)
+    droppedChunks: int = 0
+    units: list[UnitSummary] = Field(default_factory=list)
+
+
 def performance_report(units: Sequence[UnitOutcome], active: int,
-                       source: LatencySource = "ntp_timestamp") -> dict[str, Any]:
+                       source: LatencySource = "ntp_timestamp") -> PerformanceReport:
     """Everything the performance gate is judged on, as evidence (latency as ``source``
     measures it, and why not where it cannot)."""
     answered = [c for u in units for c in u.answered]
     measured = [chunk_latency(c, source) for c in answered]
     latencies = [ms for ms in measured if ms is not None]
-    per_unit = [{"source": u.source, "repetition": u.repetition, "chunks": len(u.chunks),
-                 "answered": len(u.answered), "failures": u.failures()} for u in units]
+    per_unit = [UnitSummary(source=u.source, repetition=u.repetition, chunks=len(u.chunks),
+                            answered=len(u.answered), failures=u.failures()) for u in units]
     skewed = 0 if source != "ntp_timestamp" else sum(
         1 for c in answered if (age := _stamp_age_s(c)) is not None and age < -SKEW_TOLERANCE_S)
-    return {"ledger": ledger_of(units, active).as_dict(),
-            "latencySource": source,
-            "latencyNotMeasured": latency_gap(len(answered), len(answered) - len(latencies),
-                                              source, skewed),
-            "latencyMissing": len(answered) - len(latencies),
-            "chunkLatencyMs": latency_summary(latencies),
-            "droppedChunks": sum(dropped_count([c.chunk_id for c in u.chunks
-                                                if c.chunk_id is not None]) for u in units),
-            "units": per_unit}
+    return PerformanceReport(
+        ledger=ledger_of(units, active), latencySource=source,
+        latencyNotMeasured=latency_gap(len(answered), len(answered) - len(latencies), source,
+                                       skewed),
+        latencyMissing=len(answered) - len(latencies),
+        chunkLatencyMs=latency_summary(latencies),
+        droppedChunks=sum(dropped_count([c.chunk_id for c in u.chunks
+                                         if c.chunk_id is not None]) for u in units),
+        units=per_unit)

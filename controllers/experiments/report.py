@@ -12,10 +12,12 @@ it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from controllers.experiments import plots
-from controllers.experiments.reportparts import Section, cell, load_json
+from controllers.experiments.manifest import RunManifest, read_manifest
+from controllers.experiments.reportparts import Section, cell
+from controllers.experiments.telemetry import EVIDENCE_FILE as TELEMETRY_FILE
+from controllers.experiments.telemetry import TelemetryDocument
 from controllers.experiments.types import TYPES
 from state.evidence import PLOTS_DIR, REPORT, Evidence
 
@@ -23,36 +25,34 @@ LATENCY_PNG = f"{PLOTS_DIR}/latency-by-streams.png"
 MEMORY_PNG = f"{PLOTS_DIR}/gpu-memory.png"
 
 
-def _type_section(evidence: Evidence, manifest: dict[str, Any]) -> Section:
-    spec = manifest.get("spec") or {}
-    kind = TYPES.get(str(spec.get("type")))
+def _type_section(evidence: Evidence, manifest: RunManifest) -> Section:
+    kind = TYPES.get(manifest.type)
     return kind.report(evidence, manifest) if kind is not None else Section()
 
 
 def _memory(evidence: Evidence) -> Section:
-    telemetry = load_json(evidence, "evidence/telemetry.json")
-    if not telemetry:
+    telemetry = evidence.read(TELEMETRY_FILE, TelemetryDocument)
+    if telemetry is None:
         return Section()
-    readings = (telemetry.get("series") or {}).get("readings") or []
+    readings = telemetry.series.readings
     series: dict[str, list[tuple[float, int]]] = {}
     for reading in readings:
-        for uuid, (memory, _util) in (reading.get("gpus") or {}).items():
-            series.setdefault(uuid, []).append((float(reading["at"]), int(memory)))
-    window = telemetry.get("window")
-    why = window if isinstance(window, str) else ""
-    lines = ["## GPU telemetry", "", f"Source: {telemetry.get('source') or 'none'}; during the "
+        for uuid, (memory, _util) in reading.gpus.items():
+            series.setdefault(uuid, []).append((reading.at, memory))
+    why = telemetry.window if isinstance(telemetry.window, str) else ""
+    lines = ["## GPU telemetry", "", f"Source: {telemetry.source or 'none'}; during the "
              f"run: {why or f'{len(readings)} reading(s)'}."]
     return Section(lines, plots.gpu_memory(series, f"{evidence.folder.name}: GPU memory", why))
 
 
 def write(evidence: Evidence, result: str, reason: str) -> list[str]:
     """Draw the plots and write ``report.md``; the files written (relative to the bundle)."""
-    manifest = load_json(evidence, "manifest.json")
-    spec = manifest.get("spec") or {}
+    manifest = read_manifest(evidence) or RunManifest()
+    measurement = manifest.spec.get("measurement")
+    claim = measurement.get("claim", "-") if isinstance(measurement, dict) else "-"
     lines = [f"# Run {evidence.folder.name}: {result}", "",
              *([cell(reason), ""] if reason else []),
-             f"Experiment type: {spec.get('type', '?')}; claim: "
-             f"{cell((spec.get('measurement') or {}).get('claim', '-'))}", "",
+             f"Experiment type: {manifest.type or '?'}; claim: {cell(claim)}", "",
              "## Gates", "", "| gate | verdict | reason |", "|---|---|---|"]
     lines += [f"| {g.name} | {'PASS' if g.passed else 'FAIL'} | {cell(g.reason)} |"
               for g in evidence.gates().values()]

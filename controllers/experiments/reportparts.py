@@ -7,12 +7,10 @@ section hands it. A leaf module, so type modules can use it without importing th
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from typing import Any
 
 from controllers.experiments import plots
-from state.evidence import Evidence
+from controllers.experiments.ledger import LatencySummary
 
 
 @dataclass
@@ -23,18 +21,11 @@ class Section:
     plot: bytes | None = None
 
 
-def load_json(evidence: Evidence, relative: str) -> dict[str, Any]:
-    """A JSON object of the bundle; empty when missing or unreadable (a gap, not a failure)."""
-    try:
-        data = json.loads(evidence.path(relative).read_text("utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def latency_point(streams: int, latency: Any, verdict: str = "") -> plots.LatencyPoint:
-    lat = latency if isinstance(latency, dict) else {}
-    return plots.LatencyPoint(streams, lat.get("p50"), lat.get("p95"), lat.get("p99"), verdict)
+def latency_point(streams: int, latency: LatencySummary | None,
+                  verdict: str = "") -> plots.LatencyPoint:
+    if latency is None:
+        return plots.LatencyPoint(streams, None, None, None, verdict)
+    return plots.LatencyPoint(streams, latency.p50, latency.p95, latency.p99, verdict)
 
 
 def cell(text: object) -> str:

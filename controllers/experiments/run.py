@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
-import json
 import subprocess
 import threading
 from collections.abc import Callable
@@ -35,8 +34,19 @@ from controllers.deployment.plan import Desired
 from controllers.errors import ControllerError
 from controllers.experiments import gpumemory, processes
 from controllers.experiments import report as bundle_report
-from controllers.experiments.cleanup import CleanupReport, GpuProof, clean
-from controllers.experiments.reportparts import load_json
+from controllers.experiments.cleanup import CLEANUP_FILE, CleanupReport, GpuProof, clean
+from controllers.experiments.manifest import (
+    CodeRef,
+    GpuRef,
+    HostRef,
+    RunManifest,
+    RuntimeStart,
+    ServiceRef,
+    Settings,
+    TemplateRef,
+    read_manifest,
+    record_start,
+)
 from controllers.experiments.runtype import RunContext
 from controllers.experiments.service import STOP_GRACE_CAP_S, RunService, guard, launch
 from controllers.experiments.streams import CanarySource, publish, stream_id
@@ -207,7 +217,7 @@ def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
         tele = RunTelemetry.preflight(telemetry, plan.spec.telemetry)
         baseline = gpumemory.measure(tele.memory_at_start if telemetry else None,
                                      plan.watched_gpus)
-        evidence.write_json("manifest.json", _manifest(plan, engine, store, baseline, tele))
+        evidence.write(MANIFEST, _manifest(plan, engine, store, baseline, tele))
         missing = tele.required_missing()
         if conflict is not None:
             reason = f"container guard: {conflict}"
@@ -232,7 +242,7 @@ def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
     gpu = GpuProof(plan.watched_gpus, baseline, gpu_read) if plan.watched_gpus else None
     cleaned = _cleanup(plan, engine, store, instance, stop, evidence, make, gpu)
     tele.finish()
-    evidence.write_json(TELEMETRY_FILE, tele.evidence())
+    evidence.write(TELEMETRY_FILE, tele.evidence())
     if not cleaned and result == "PASS":
         result, reason = "FAIL", "cleanup could not prove zero leftovers"
     if not reason:
@@ -316,12 +326,12 @@ def _cleanup(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
 
 
 def _cleanup_gate(evidence: Evidence, report: CleanupReport) -> None:
-    evidence.write_json("evidence/cleanup.json", report.evidence)
-    memory = report.evidence.get("gpuMemory")
+    evidence.write(CLEANUP_FILE, report.evidence)
+    memory = report.evidence.gpuMemory
     said = memory if isinstance(memory, str) else "back near its baseline"
     evidence.gate(GATE_CLEANUP, report.passed, "; ".join(report.problems) or (
         f"zero containers, streams, files and active requests left; GPU memory {said}"),
-        report.evidence)
+        report.evidence.model_dump(mode="json"))
 
 
 def _finish(evidence: Evidence, rec: Recorder, result: Verdict, declared: list[str],
@@ -376,19 +386,12 @@ def recover(store: Store, record: ResourceStatus, engine: DockerEngine, instance
 def _recorded_gpus(evidence: Evidence | None, read: gpumemory.Reader | None
                    ) -> GpuProof | None:
     """The GPUs and baseline the run's manifest recorded (None: no GPU, or no manifest)."""
-    try:
-        manifest = json.loads(evidence.path(MANIFEST).read_text()) if evidence else {}
-    except (OSError, ValueError):
+    manifest = read_manifest(evidence) if evidence is not None else None
+    if manifest is None or not manifest.gpus.ids:
         return None
-    gpus = manifest.get("gpus") if isinstance(manifest, dict) else None
-    if not isinstance(gpus, dict):
-        return None
-    uuids = gpus.get("ids")
-    if not isinstance(uuids, list) or not uuids:
-        return None
-    base = gpus.get("memoryBaselineMiB")
-    baseline = (gpumemory.GpuMemory({str(k): int(v) for k, v in base.items()})
-                if isinstance(base, dict) else gpumemory.GpuMemory(None, str(base)))
+    uuids, base = manifest.gpus.ids, manifest.gpus.memoryBaselineMiB
+    baseline = (gpumemory.GpuMemory(dict(base)) if isinstance(base, dict)
+                else gpumemory.GpuMemory(None, base))
     return GpuProof([str(u) for u in uuids], baseline, read)
 
 
@@ -415,7 +418,6 @@ def _keep_log(engine: DockerEngine, evidence: Evidence, container: str,
         evidence.event("LogUnavailable", str(exc))
 
 
-RUNTIME_FILE = "evidence/runtime.json"
 # Settings read back from the running container (never a secret's name): what the run's
 # judgements compare (an EVS pair's VLLM_IGNORE_EOS), as the service really got them.
 RUNTIME_SETTINGS = ("VLLM_IGNORE_EOS", "VIA_EVS_SESSION", "VLM_VIDEO_PRUNING_RATE",
@@ -430,44 +432,35 @@ def _record_runtime(evidence: Evidence, service: RunService, without: list[str],
     its place: each start's facts go to ``evidence/runtime.json``, and the first start's into
     the manifest's ``runtime`` (a fact the logs did not give is listed as not reported)."""
     facts = RuntimeFacts.model_validate(service.runtime).model_dump(exclude_none=True)
-    record = {"container": service.container_name, "without": without, "reported": facts,
-              "notReported": [k for k in RuntimeFacts.model_fields if k not in facts],
-              "environment": {name: settings.get(name, "unset") for name in RUNTIME_SETTINGS}}
-    try:
-        starts = json.loads(evidence.path(RUNTIME_FILE).read_text("utf-8"))
-    except (OSError, ValueError):
-        starts = []
-    evidence.write_json(RUNTIME_FILE, [*starts, record] if isinstance(starts, list) else [record])
-    manifest = load_json(evidence, MANIFEST)
-    if manifest and "runtime" not in manifest:
-        manifest["runtime"] = {**record, "source": "the service's start-up log"}
-        evidence.write_json(MANIFEST, manifest)
+    record_start(evidence, RuntimeStart(
+        container=service.container_name, without=without, reported=facts,
+        notReported=[k for k in RuntimeFacts.model_fields if k not in facts],
+        environment={name: settings.get(name, "unset") for name in RUNTIME_SETTINGS}))
 
 
 def _manifest(plan: RunPlan, engine: DockerEngine, store: Store,
-              baseline: gpumemory.GpuMemory, tele: RunTelemetry) -> dict[str, Any]:
+              baseline: gpumemory.GpuMemory, tele: RunTelemetry) -> RunManifest:
     env = plan.desired.env
     host_record = store.load(Key("Host", plan.host))
     image = engine.image(plan.desired.image_id)
-    return {
-        "runId": plan.spec.runId, "experiment": plan.resource, "specHash": plan.run_hash,
-        "spec": plan.spec.model_dump(mode="json"), "specRevision": plan.revision,
-        "sourceFile": plan.source_file,
-        "template": {"name": plan.spec.template,
-                     "spec": plan.template.spec.model_dump(mode="json")},
-        "service": {"container": plan.desired.container_name, "image": plan.template.spec.image,
-                    "imageId": plan.desired.image_id,
-                    "imageDigests": list(image.repo_digests) if image is not None else [],
-                    "labels": plan.desired.labels, "url": plan.desired.url},
-        "model": plan.template.spec.model.model_dump(mode="json"),
-        "host": {"name": plan.host, "facts": host_record.facts if host_record else {}},
-        "gpus": {"ids": plan.watched_gpus, "memoryBaselineMiB": baseline.as_evidence(),
-                 "telemetry": tele.source_name or f"not measured ({tele.why_not})"},
-        "settings": {"VLLM_IGNORE_EOS": env.get("VLLM_IGNORE_EOS", "unset"),
-                     "evs": {k: v for k, v in sorted(env.items()) if "EVS" in k.upper()}},
-        "code": {"version": _version(), "revision": _code_revision()},
-        "createdAt": utc_now(),
-    }
+    return RunManifest(
+        runId=plan.spec.runId, experiment=plan.resource, specHash=plan.run_hash,
+        spec=plan.spec.model_dump(mode="json"), specRevision=plan.revision,
+        sourceFile=plan.source_file,
+        template=TemplateRef(name=plan.spec.template,
+                             spec=plan.template.spec.model_dump(mode="json")),
+        service=ServiceRef(container=plan.desired.container_name,
+                           image=plan.template.spec.image, imageId=plan.desired.image_id,
+                           imageDigests=list(image.repo_digests) if image is not None else [],
+                           labels=plan.desired.labels, url=plan.desired.url),
+        model=plan.template.spec.model.model_dump(mode="json"),
+        host=HostRef(name=plan.host, facts=host_record.facts if host_record else {}),
+        gpus=GpuRef(ids=plan.watched_gpus, memoryBaselineMiB=baseline.as_evidence(),
+                    telemetry=tele.source_name or f"not measured ({tele.why_not})"),
+        settings=Settings(VLLM_IGNORE_EOS=env.get("VLLM_IGNORE_EOS", "unset"),
+                          evs={k: v for k, v in sorted(env.items()) if "EVS" in k.upper()}),
+        code=CodeRef(version=_version(), revision=_code_revision()),
+        createdAt=utc_now())
 
 
 def _version() -> str:

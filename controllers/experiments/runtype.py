@@ -16,9 +16,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from controllers.experiments.driver import DELETE_PROOF_S, LoadDriver
+from controllers.experiments.manifest import RunManifest
 from controllers.experiments.reportparts import Section
 from controllers.experiments.service import RunService
 from controllers.experiments.streams import CanarySource
@@ -96,7 +97,7 @@ class ExperimentType(Protocol[X_contra]):
         """The Running phase: the result and, unless PASS, why."""
         ...
 
-    def report(self, evidence: Evidence, manifest: dict[str, Any]) -> Section:
+    def report(self, evidence: Evidence, manifest: RunManifest) -> Section:
         """This type's section of ``report.md`` (and its latency plot), from the evidence
         files it wrote and the bundle's manifest only: a run recovered after a crash, whose
         memory is gone, is reported the same way. Empty when it wrote none."""

@@ -14,10 +14,12 @@ import dataclasses
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+
+from pydantic import Field
 
 from controllers.host.gputelemetry import Sampler, Snapshot, Telemetry, TelemetryUnavailable
 from specs.experiments.base import TelemetrySpec
+from state.evidence import Document
 
 EVIDENCE_FILE = "evidence/telemetry.json"
 NO_SOURCE = "no telemetry source for this Host"
@@ -79,32 +81,81 @@ class RunTelemetry:
             snapshot, why = self._read()
             self.end = snapshot if snapshot is not None else f"not measured ({why})"
 
-    def evidence(self) -> dict[str, Any]:
+    def evidence(self) -> TelemetryDocument:
         not_measured = f"not measured ({self.why_not})"
-        window: dict[str, Any] | str = not_measured
+        window: dict[str, GpuWindowDoc] | str = not_measured
         failures: list[str] = []
-        series: list[dict[str, Any]] = []  # every reading of the window: the plots' data
+        series: list[SeriesReading] = []  # every reading of the window: the plots' data
         if self.sampler is not None:
             failures = self.sampler.failures
-            series = [{"at": s.at, "gpus": {g.uuid: [g.memory_used_mib, g.utilization_pct]
-                                            for g in s.gpus}} for s in self.sampler.snapshots]
+            series = [SeriesReading(at=s.at, gpus={g.uuid: (g.memory_used_mib,
+                                                            g.utilization_pct)
+                                                   for g in s.gpus})
+                      for s in self.sampler.snapshots]
             summary = self.sampler.window()
-            window = ({uuid: dataclasses.asdict(w) for uuid, w in summary.items()} if summary
+            window = ({uuid: GpuWindowDoc.model_validate(dataclasses.asdict(w))
+                       for uuid, w in summary.items()} if summary
                       else "not measured (no reading succeeded during the run)")
         elif self.start is not None:
             window = "not measured (the run did not reach its measuring phase)"
-        return {"source": self.source_name, "required": self.spec.required,
-                "dcgmUrl": self.spec.dcgmUrl, "intervalSeconds": self.spec.intervalSeconds,
-                "start": _readings(self.start) if self.start is not None else not_measured,
-                "window": window, "failures": failures,
-                "series": {"fields": ["memoryUsedMiB", "utilizationPct"], "readings": series},
-                "end": (_readings(self.end) if isinstance(self.end, Snapshot) else
-                        self.end if self.end is not None else not_measured)}
+        return TelemetryDocument(
+            source=self.source_name, required=self.spec.required, dcgmUrl=self.spec.dcgmUrl,
+            intervalSeconds=self.spec.intervalSeconds,
+            start=_readings(self.start) if self.start is not None else not_measured,
+            window=window, failures=failures, series=Series(readings=series),
+            end=(_readings(self.end) if isinstance(self.end, Snapshot) else
+                 self.end if self.end is not None else not_measured))
 
 
-def _readings(snapshot: Snapshot) -> dict[str, Any]:
-    return {"at": snapshot.at, "gpus": {g.uuid: {"index": g.index,
-                                                 "memoryUsedMiB": g.memory_used_mib,
-                                                 "memoryTotalMiB": g.memory_total_mib,
-                                                 "utilizationPct": g.utilization_pct}
-                                        for g in snapshot.gpus}}
+class GpuState(Document):
+    index: int
+    memoryUsedMiB: int
+    memoryTotalMiB: int
+    utilizationPct: float | None = None
+
+
+class Readings(Document):
+    """Every GPU of the Host at one moment (Preflight, or after cleanup)."""
+
+    at: float
+    gpus: dict[str, GpuState] = Field(default_factory=dict)
+
+
+class GpuWindowDoc(Document):
+    """One GPU over the measuring window (``gputelemetry.GpuWindow``)."""
+
+    uuid: str
+    samples: int
+    memory_mean_mib: float
+    memory_max_mib: int
+    utilization_mean_pct: float | None = None
+
+
+class SeriesReading(Document):
+    at: float
+    gpus: dict[str, tuple[int, float | None]] = Field(default_factory=dict)  # as ``fields``
+
+
+class Series(Document):
+    fields: list[str] = Field(default_factory=lambda: ["memoryUsedMiB", "utilizationPct"])
+    readings: list[SeriesReading] = Field(default_factory=list)
+
+
+class TelemetryDocument(Document):
+    """``evidence/telemetry.json``: each point is its readings, or "not measured (why)"."""
+
+    source: str | None = None
+    required: bool = False
+    dcgmUrl: str | None = None
+    intervalSeconds: float = 1.0
+    start: Readings | str = "not measured"
+    window: dict[str, GpuWindowDoc] | str = "not measured"
+    failures: list[str] = Field(default_factory=list)
+    series: Series = Field(default_factory=Series)
+    end: Readings | str = "not measured"
+
+
+def _readings(snapshot: Snapshot) -> Readings:
+    return Readings(at=snapshot.at, gpus={g.uuid: GpuState(
+        index=g.index, memoryUsedMiB=g.memory_used_mib, memoryTotalMiB=g.memory_total_mib,
+        utilizationPct=g.utilization_pct) for g in snapshot.gpus})

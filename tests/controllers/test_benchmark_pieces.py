@@ -212,10 +212,12 @@ def test_a_file_burst_keeps_every_level_the_last_clean_one_and_the_exact_failure
     log = ("2026-12-05 10:00:00,000 - ERROR - Error processing file 5: 503 ServerBusy: "
            "Insufficient GPU memory\n")
     burst = harnessreport.file_burst(tmp_path, log)
-    assert [(lv["concurrency"], lv["status"], lv["failedFiles"]) for lv in burst["levels"]] == [
+    assert [(lv.concurrency, lv.status, lv.failedFiles) for lv in burst.levels] == [
         (1, "PASS", 0), (4, "PASS", 0), (8, "FAIL", 3)]
-    assert burst["lastClean"] == {"concurrency": 4, "p95Ms": 1000.0, "p99Ms": 1200.0}
-    assert burst["firstFailure"] == {
+    assert burst.lastClean is not None
+    assert burst.lastClean.model_dump() == {"concurrency": 4, "p95Ms": 1000.0, "p99Ms": 1200.0}
+    assert burst.firstFailure is not None
+    assert burst.firstFailure.model_dump() == {
         "concurrency": 8, "error": "Error processing file 5: 503 ServerBusy: Insufficient GPU "
         "memory"}
 
@@ -275,9 +277,9 @@ def test_odd_numbers_in_a_burst_count_as_failures_and_never_crash(tmp_path: Path
         "1": {"mean_failed_files": 0.5, "mean_p95_latency": "fast"},
         "2": {"mean_failed_files": "n/a"}}})
     burst = harnessreport.file_burst(tmp_path, "")
-    assert [(lv["concurrency"], lv["status"]) for lv in burst["levels"]] == [
+    assert [(lv.concurrency, lv.status) for lv in burst.levels] == [
         (1, "FAIL"), (2, "PASS")]
-    assert burst["levels"][0]["p95_ms"] is None
+    assert burst.levels[0].p95_ms is None
 
 
 def test_the_harness_search_windows_take_their_verdict_from_its_boundary(
@@ -286,7 +288,7 @@ def test_the_harness_search_windows_take_their_verdict_from_its_boundary(
         "latency_snapshots": [{"stream_count": n, "p95_latency": p} for n, p in
                               ((5, 1.5), (10, 3.0), (15, 12.0), (12, 9.0), (13, 11.0))]})
     rows = capacityharness.harness_windows(tmp_path, 12, 13)
-    assert [(r["streams"], r["verdict"], r["p95_ms"]) for r in rows] == [
+    assert [(r.streams, r.verdict, r.p95_ms) for r in rows] == [
         (5, "stable", 1500.0), (10, "stable", 3000.0), (15, "unstable", 12000.0),
         (12, "stable", 9000.0), (13, "unstable", 11000.0)]
 

@@ -6,7 +6,7 @@ import dataclasses
 
 from controllers.experiments.capacity.runtype import judge
 from controllers.experiments.capacity.search import Verdict
-from controllers.experiments.cleanup import CleanupReport
+from controllers.experiments.cleanup import CleanupEvidence, CleanupReport
 from controllers.experiments.driver import Measured
 from controllers.experiments.ledger import UnitOutcome
 from controllers.streamset.caption_events import CaptionChunk
@@ -32,7 +32,7 @@ def unit(name: str, *latencies: float, ids: list[int] | None = None,
 
 
 def clean() -> CleanupReport:
-    return CleanupReport(evidence={"streamsLeft": [], "streamsListed": []})
+    return CleanupReport(evidence=CleanupEvidence(streamsLeft=[], streamsListed=[]))
 
 
 def test_every_stream_answering_within_the_latency_is_stable() -> None:
@@ -40,7 +40,7 @@ def test_every_stream_answering_within_the_latency_is_stable() -> None:
                                     CAP, clean())
     assert verdict is Verdict.STABLE, reason
     assert reason == "2/2 streams completed, p95 480 ms, 0 dropped chunks"
-    assert report["ledger"]["offered"] == 2
+    assert report.ledger.offered == 2
 
 
 def test_p95_above_the_maximum_is_unstable_naming_both_numbers() -> None:
@@ -113,11 +113,11 @@ def test_latency_is_measured_the_harness_way_unless_the_server_view_is_asked() -
                    for c in late.chunks]
     verdict, _, report = judge(Measured([late], 1, []), CAP, clean())
     assert verdict is Verdict.UNSTABLE
-    assert report["latencySource"] == "ntp_timestamp"
-    assert report["chunkLatencyMs"]["p95"] == 1020.0, report
+    assert report.latencySource == "ntp_timestamp"
+    assert report.chunkLatencyMs.p95 == 1020.0, report
     verdict, _, report = judge(Measured([late], 1, []), CAP, clean(), "processing_latency")
     assert verdict is Verdict.STABLE
-    assert report["chunkLatencyMs"]["p95"] == 120
+    assert report.chunkLatencyMs.p95 == 120
 
 
 def test_answers_without_the_latency_field_are_not_measured_never_a_failure_of_the_stream(
@@ -128,5 +128,5 @@ def test_answers_without_the_latency_field_are_not_measured_never_a_failure_of_t
     assert verdict is Verdict.INCONCLUSIVE, reason
     assert "not measured: none of 2 answered chunk(s) carried chunk_latency_ms" in reason
     assert "ENABLE_REQUEST_PROFILING=true" in reason
-    assert report["ledger"]["completed"] == 1  # the stream answered: no failed work
+    assert report.ledger.completed == 1  # the stream answered: no failed work
     assert judge(Measured([bare], 1, []), CAP, clean())[0] is Verdict.STABLE  # the NTP way

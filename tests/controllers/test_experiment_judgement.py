@@ -82,10 +82,10 @@ def test_the_ledger_counts_what_a_200_hides() -> None:
     assert any("dropped chunks: 1" in f for f in gap.failures())
     assert empty.failures() == ["empty answer (1x)"]
     report = performance_report([good, gap], active=2, source="processing_latency")
-    assert report["chunkLatencyMs"]["p50"] == 10.0
-    assert report["droppedChunks"] == 1
-    assert report["latencyMissing"] == 2
-    assert report["latencyNotMeasured"] is None
+    assert report.chunkLatencyMs.p50 == 10.0
+    assert report.droppedChunks == 1
+    assert report.latencyMissing == 2
+    assert report.latencyNotMeasured is None
 
 
 def test_what_cannot_be_judged_is_failed_work_never_a_silent_pass() -> None:
@@ -99,9 +99,9 @@ def test_what_cannot_be_judged_is_failed_work_never_a_silent_pass() -> None:
     bare = CaptionChunk("solid red", 0, frame_count=2)
     assert unit(bare) == []
     report = performance_report([UnitOutcome("a", 0, admitted=True, chunks=[bare])], 1)
-    assert report["latencyNotMeasured"] == (
+    assert report.latencyNotMeasured == (
         "not measured: none of 1 answered chunk(s) carried media_info.end_timestamp")
-    assert report["chunkLatencyMs"]["p95"] is None
+    assert report.chunkLatencyMs.p95 is None
     back = unit(ok, CaptionChunk("solid red", 5, frame_count=2, chunk_latency_ms=5.0),
                 CaptionChunk("solid red", 4, frame_count=2, chunk_latency_ms=5.0))
     assert back == ["dropped chunks: 4 (chunk_id 0→5)", "chunk_id repeated or went back (5→4)"]

@@ -11,11 +11,18 @@ from typing import Any
 import pytest
 
 from controllers.experiments import report
+from controllers.experiments.canary.runtype import CanaryPerformance
+from controllers.experiments.capacity.documents import WindowDocument
+from controllers.experiments.ledger import LatencySummary, Ledger, PerformanceReport
+from controllers.experiments.manifest import RunManifest
 from controllers.experiments.reportparts import Section
 from controllers.experiments.types import TYPES
 from state.evidence import REPORT, Evidence, verify
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+CANARY_SPEC = {"type": "canary", "runId": "canary-1", "template": "vlm",
+               "service": {"hostPort": 18100}, "measurement": {"claim": "4 streams"},
+               "canary": {"streams": 4}}
 
 
 def png_size(data: bytes) -> tuple[int, int]:
@@ -33,8 +40,11 @@ def capacity_bundle(tmp_path: Path, stable: int = 6) -> Evidence:
                                         (7, 1800.0)], 1):
         verdict = "stable" if streams <= stable else "unstable"
         file = f"evidence/capacity/cap-1/w{i:02d}-{streams}.json"
-        evidence.write_json(file, {"report": {"chunkLatencyMs": {
-            "p50": p95 / 2, "p95": p95, "p99": p95 * 1.1}}})
+        evidence.write(file, WindowDocument(
+            streams=streams, verdict=verdict, p95_ms=p95, reason=f"window at {streams}",
+            attempt="cap-1", windowSeconds=60, report=PerformanceReport(
+                ledger=Ledger(offered=streams, completed=streams), latencySource="ntp_timestamp",
+                chunkLatencyMs=LatencySummary(p50=p95 / 2, p95=p95, p99=p95 * 1.1))))
         ledger.append({"attempt": "cap-1", "streams": streams, "verdict": verdict,
                        "p95_ms": p95, "reason": f"window at {streams}", "file": file})
     evidence.write_json("evidence/capacity.json", {
@@ -43,6 +53,11 @@ def capacity_bundle(tmp_path: Path, stable: int = 6) -> Evidence:
     evidence.gate("capacity-boundary", True, "highest stable 6, first unstable 7",
                   {"file": "evidence/capacity.json"})
     return evidence
+
+
+def gpu_window(samples: int) -> dict[str, Any]:
+    return {"GPU-abc": {"uuid": "GPU-abc", "samples": samples, "memory_mean_mib": 1020.0,
+                        "memory_max_mib": 1040, "utilization_mean_pct": 50.0}}
 
 
 def telemetry(readings: list[dict[str, Any]], window: Any) -> dict[str, Any]:
@@ -55,7 +70,7 @@ def test_a_capacity_bundle_gets_its_ledger_plots_and_a_report_that_embeds_them(
     evidence = capacity_bundle(tmp_path)
     evidence.write_json("evidence/telemetry.json", telemetry(
         [{"at": 100.0 + t, "gpus": {"GPU-abc": [1000 + 10 * t, 50.0]}} for t in range(5)],
-        {"GPU-abc": {"samples": 5}}))
+        gpu_window(5)))
     written = report.write(evidence, "PASS", "highest stable 6, first unstable 7")
     assert written == [report.LATENCY_PNG, report.MEMORY_PNG, REPORT]
     for png in written[:2]:
@@ -94,15 +109,17 @@ def test_gpu_memory_not_measured_is_said_never_drawn_as_zero(tmp_path: Path) -> 
 def test_a_canary_bundle_plots_its_one_level_and_a_bare_bundle_only_reports(
         tmp_path: Path) -> None:
     evidence = Evidence.create(tmp_path / "evidence", "canary-1")
-    evidence.write_json("manifest.json", {"spec": {"type": "canary", "canary": {"streams": 4}}})
-    evidence.write_json("evidence/performance.json", {
-        "chunkLatencyMs": {"p50": 20, "p95": 30, "p99": 35}, "droppedChunks": 0,
-        "ledger": {"offered": 4, "completed": 4}})
+    evidence.write_json("manifest.json", {"spec": CANARY_SPEC})
+    evidence.write("evidence/performance.json", CanaryPerformance(
+        ledger=Ledger(offered=4, admitted=4, active=4, completed=4, cleaned_up=4),
+        latencySource="ntp_timestamp", chunkLatencyMs=LatencySummary(p50=20, p95=30, p99=35),
+        droppedChunks=0))
     assert report.write(evidence, "PASS", "")[0] == report.LATENCY_PNG
     text = evidence.path(REPORT).read_text()
-    assert "4 live stream(s): p50 20 ms, p95 30 ms, p99 35 ms; dropped chunks 0." in text
-    assert "| completed | offered |" in text
-    assert "| 4 | 4 |" in text
+    assert "4 live stream(s): p50 20.0 ms, p95 30.0 ms, p99 35.0 ms; dropped chunks 0." in text
+    assert ("| offered | admitted | active | completed | failed | rejected | timed_out | "
+            "cleaned_up |") in text
+    assert "| 4 | 4 | 4 | 4 | 0 | 0 | 0 | 4 |" in text
     bare = Evidence.create(tmp_path / "evidence", "bare-1")  # interrupted before anything
     assert report.write(bare, "INCONCLUSIVE", "interrupted") == [REPORT]
     assert "## Plots" not in bare.path(REPORT).read_text()
@@ -132,14 +149,14 @@ class _ToyType:
     def local_only(self, spec: Any) -> bool:
         return False
 
-    def report(self, evidence: Evidence, manifest: dict[str, Any]) -> Section:
-        return Section(["## Toy", "", f"measured {manifest['spec']['toy']['widgets']} widgets"])
+    def report(self, evidence: Evidence, manifest: RunManifest) -> Section:
+        return Section(["## Toy", "", f"measured {manifest.spec['toy']['widgets']} widgets"])
 
 
 class _BrokenType(_ToyType):
     name = "broken"
 
-    def report(self, evidence: Evidence, manifest: dict[str, Any]) -> Section:
+    def report(self, evidence: Evidence, manifest: RunManifest) -> Section:
         raise KeyError("widgets")
 
 

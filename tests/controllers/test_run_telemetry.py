@@ -59,7 +59,7 @@ def test_a_readable_source_gives_start_window_and_end() -> None:
         assert until(lambda: True if run.sampler and len(run.sampler.snapshots) >= 3 else None,
                      timeout_s=20, pace=0.02)
     run.finish()
-    said = run.evidence()
+    said = run.evidence().model_dump(mode="json")
     assert said["source"] == "nvml"
     assert said["required"] is False
     assert said["start"]["gpus"][UUID] == {"index": 0, "memoryUsedMiB": 0,
@@ -82,7 +82,7 @@ def test_no_source_is_not_measured_everywhere_and_fails_a_run_that_requires_it()
     with optional.sampling(threading.Event()):
         assert optional.sampler is None
     optional.finish()
-    said = optional.evidence()
+    said = optional.evidence().model_dump(mode="json")
     why = f"not measured ({NO_SOURCE})"
     assert (said["source"], said["start"], said["window"], said["end"]) == (None, why, why, why)
     required = RunTelemetry.preflight(None, TelemetrySpec(required=True))
@@ -95,7 +95,7 @@ def test_an_unreadable_source_names_why(monkeypatch: pytest.MonkeyPatch, tmp_pat
     run = RunTelemetry.preflight(SmiTelemetry(where="Host gpu-1"), TelemetrySpec(required=True))
     assert run.required_missing() == ("required GPU telemetry cannot be read: nvidia-smi on "
                                       "Host gpu-1 exited 127: nvidia-smi: not found")
-    assert run.evidence()["start"] == ("not measured (nvidia-smi on Host gpu-1 exited 127: "
+    assert run.evidence().start == ("not measured (nvidia-smi on Host gpu-1 exited 127: "
                                        "nvidia-smi: not found)")
 
 
@@ -106,7 +106,7 @@ def test_failures_during_the_window_and_after_cleanup_are_reasons() -> None:
         assert until(lambda: True if run.sampler and run.sampler.failures else None,
                      timeout_s=20, pace=0.02)
     run.finish()
-    said = run.evidence()
+    said = run.evidence().model_dump(mode="json")
     assert said["window"] == "not measured (no reading succeeded during the run)"
     assert said["failures"][0] == "NVML: Unknown Error"
     assert said["end"] == "not measured (NVML: Unknown Error)"
@@ -125,7 +125,7 @@ def test_the_memory_baseline_is_preflights_reading_not_another() -> None:
 
 def test_a_run_that_never_measured_says_so() -> None:
     run = RunTelemetry.preflight(Replay(), TelemetrySpec())
-    assert run.evidence()["window"] == ("not measured (the run did not reach its measuring "
+    assert run.evidence().window == ("not measured (the run did not reach its measuring "
                                         "phase)")
 
 

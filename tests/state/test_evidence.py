@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from state.evidence import CHECKSUMS, Evidence, EvidenceError, verify
+from state.evidence import CHECKSUMS, Document, Evidence, EvidenceError, verify
 from state.redaction import Redactor
 
 
@@ -90,7 +90,7 @@ def test_no_secret_reaches_the_folder(tmp_path: Path) -> None:
     ev.write_text("logs/service.log", f"using {canary}\n")
     ev.event("Launched", f"with {canary}", detail={"k": canary})
     ev.gate("isolation", True, f"r {canary}", {"raw": [canary]})
-    ev.status("Running", "Active", note=canary)
+    ev.status("Running", "Active", reason=canary)
     ev.seal()
     for path in ev.folder.rglob("*"):
         if path.is_file():
@@ -132,3 +132,24 @@ def test_the_spec_and_the_folder_agree_on_run_ids() -> None:
     from specs.experiments.base import RUN_ID_PATTERN
     from state.evidence import RUN_ID_RE
     assert RUN_ID_RE.pattern == RUN_ID_PATTERN
+
+
+class _Doc(Document):
+    name: str
+    count: int = 0
+
+
+def test_a_document_is_read_back_by_the_model_that_wrote_it_and_a_gap_is_none(
+        tmp_path: Path) -> None:
+    ev = Evidence.create(tmp_path, "run-doc")
+    written = _Doc(name="answer \udcff quoted", count=3)  # a service's invalid Unicode
+    ev.write("evidence/doc.json", written)
+    assert ev.read("evidence/doc.json", _Doc) == written
+    ev.write_json("evidence/newer.json", {"name": "n", "count": 1, "addedLater": True})
+    assert ev.read("evidence/newer.json", _Doc) == _Doc(name="n", count=1)  # lenient
+    ev.write_json("evidence/other.json", {"count": "many"})
+    assert ev.read("evidence/other.json", _Doc) is None  # another shape: a gap
+    ev.path("evidence/broken.json").write_text("{not json")
+    assert ev.read("evidence/broken.json", _Doc) is None
+    assert ev.read("evidence/missing.json", _Doc) is None
+    assert ev.read("../escape.json", _Doc) is None  # a path named inside a document

@@ -27,6 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
+from state.evidence import Document
+
 JSON_MODES = ("file_burst", "concurrent_live_streams", "max_live_streams")
 LISTED = re.compile(r" - INFO - \s+(?P<name>\S+): .*\(mode: (?P<mode>[A-Za-z0-9_]+), "
                     r"\d+ video files\)\s*$")
@@ -180,7 +184,35 @@ def _burst_failures(scenario_dir: Path) -> dict[int, int]:
     return failed
 
 
-def file_burst(scenario_dir: Path, log: str) -> dict[str, Any]:
+class BurstLevel(Document):
+    """One concurrency level of a file burst: its verdict, failed files, latency (ms)."""
+
+    concurrency: int
+    status: str
+    failedFiles: int = 0
+    p95_ms: float | None = None
+    p99_ms: float | None = None
+    error: str | None = None  # the first failure's: the harness's exact error text
+
+
+class CleanLevel(Document):
+    concurrency: int
+    p95Ms: float | None = None
+    p99Ms: float | None = None
+
+
+class FailedLevel(Document):
+    concurrency: int
+    error: str | None = None
+
+
+class FileBurst(Document):
+    levels: list[BurstLevel] = Field(default_factory=list)
+    lastClean: CleanLevel | None = None
+    firstFailure: FailedLevel | None = None
+
+
+def file_burst(scenario_dir: Path, log: str) -> FileBurst:
     """Every concurrency level (p95/p99 of its iterations' means, failed files), the last clean
     level, and the first failure with the harness's exact error text from its log."""
     rows, failed = _burst_summaries(scenario_dir), _burst_failures(scenario_dir)
@@ -190,24 +222,23 @@ def file_burst(scenario_dir: Path, log: str) -> dict[str, Any]:
     for level in sorted(set(rows) | set(failed)):
         row = rows.get(level, {})
         bad = failed.get(level, _files(row.get("mean_failed_files")))
-        levels.append({"concurrency": level, "status": "FAIL" if bad else "PASS",
-                       "failedFiles": bad, "p95_ms": _ms(row.get("mean_p95_latency")),
-                       "p99_ms": _ms(row.get("mean_p99_latency")),
-                       "error": None})
+        levels.append(BurstLevel(concurrency=level, status="FAIL" if bad else "PASS",
+                                 failedFiles=bad, p95_ms=_ms(row.get("mean_p95_latency")),
+                                 p99_ms=_ms(row.get("mean_p99_latency"))))
     clean = first = None
     for entry in levels:
-        if entry["status"] == "PASS" and first is None:
+        if entry.status == "PASS" and first is None:
             clean = entry
-        elif entry["status"] != "PASS" and first is None:
+        elif entry.status != "PASS" and first is None:
             first = entry
-            entry["error"] = _short(errors[0]) if errors else (
-                f"{entry['failedFiles']} file request(s) failed (the log names no error)")
-    return {"levels": levels,
-            "lastClean": None if clean is None else {
-                "concurrency": clean["concurrency"], "p95Ms": clean["p95_ms"],
-                "p99Ms": clean["p99_ms"]},
-            "firstFailure": None if first is None else {
-                "concurrency": first["concurrency"], "error": first["error"]}}
+            entry.error = _short(errors[0]) if errors else (
+                f"{entry.failedFiles} file request(s) failed (the log names no error)")
+    return FileBurst(
+        levels=levels,
+        lastClean=None if clean is None else CleanLevel(
+            concurrency=clean.concurrency, p95Ms=clean.p95_ms, p99Ms=clean.p99_ms),
+        firstFailure=None if first is None else FailedLevel(concurrency=first.concurrency,
+                                                            error=first.error))
 
 
 # --- tokens ----------------------------------------------------------------------------------

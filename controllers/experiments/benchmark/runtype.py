@@ -38,7 +38,6 @@ the benchmark practice's (perf-testing guide, "Running Benchmarks", "Run Integri
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import time
@@ -52,16 +51,17 @@ from controllers.errors import ControllerError
 from controllers.experiments import processes
 from controllers.experiments.benchmark import harnessreport
 from controllers.experiments.benchmark import report as benchreport
-from controllers.experiments.benchmark.report import BENCH_FILE
+from controllers.experiments.benchmark.report import BENCH_FILE, BenchDocument, Pairing, StaleLog
 from controllers.experiments.driver import GATE_SMOKE, ONE_FRAME_ONE_TOKEN
 from controllers.experiments.filechat import PinnedFile, ask
-from controllers.experiments.reportparts import Section, load_json
+from controllers.experiments.manifest import RunManifest, read_manifest
+from controllers.experiments.reportparts import Section
 from controllers.experiments.runtype import PlannedStep, RunContext
 from controllers.experiments.service import RunService
 from controllers.waiting import Stopped, until
 from specs.experiments.base import ExperimentSpecBase
 from specs.experiments.benchmark import BenchmarkExperimentSpec, BenchmarkSpec
-from state.evidence import MANIFEST, Evidence, Verdict
+from state.evidence import Evidence, Verdict
 
 GATE_SCENARIO = "scenario"
 GATE_ENVIRONMENT = "service-environment"
@@ -247,7 +247,7 @@ class BenchmarkType:
     def execute(self, ctx: RunContext[BenchmarkExperimentSpec]) -> tuple[Verdict, str]:
         return Benchmark(ctx, ctx.spec.benchmark).run()
 
-    def report(self, evidence: Evidence, manifest: dict[str, Any]) -> Section:
+    def report(self, evidence: Evidence, manifest: RunManifest) -> Section:
         return benchreport.section(evidence)
 
 
@@ -255,7 +255,7 @@ class BenchmarkType:
 class Benchmark:
     ctx: RunContext[ExperimentSpecBase]  # a benchmark's, or a capacity search's by the harness
     bench: BenchmarkSpec
-    stale_findings: list[dict[str, Any]] = field(default_factory=list)
+    stale_findings: list[StaleLog] = field(default_factory=list)
 
     def run(self) -> tuple[Verdict, str]:
         ctx, bench = self.ctx, self.bench
@@ -391,22 +391,24 @@ class Benchmark:
 
     def _inspect(self, quiet_s: float, service: RunService,
                  proc: subprocess.Popen[bytes]) -> None:
-        finding: dict[str, Any] = {"logQuietSeconds": round(quiet_s, 1),
-                                   "harnessRunning": proc.poll() is None}
+        finding = StaleLog(logQuietSeconds=round(quiet_s, 1),
+                           harnessRunning=proc.poll() is None)
         client = service.client()
         try:
-            finding["serviceModel"] = client.model_id()
-            finding["streamsListed"] = len(client.list_streams())
+            finding.serviceModel = client.model_id()
+            finding.streamsListed = len(client.list_streams())
         except ControllerError as exc:
-            finding["serviceError"] = str(exc)
+            finding.serviceError = str(exc)
         finally:
             client.close()
         self.stale_findings.append(finding)
         self.ctx.evidence.event("LogStale", f"the harness log has been quiet for "
-                                f"{quiet_s:.0f}s: inspected, not stopped", **finding)
+                                f"{quiet_s:.0f}s: inspected, not stopped",
+                                **finding.model_dump(mode="json", exclude_none=True))
+        listed = finding.streamsListed if finding.streamsListed is not None else "?"
         self.ctx.progress(f"harness log quiet for {quiet_s:.0f}s: service "
-                          f"{'answers' if 'serviceModel' in finding else 'does not answer'}; "
-                          f"{finding.get('streamsListed', '?')} stream(s); left running")
+                          f"{'answers' if finding.serviceModel else 'does not answer'}; "
+                          f"{listed} stream(s); left running")
 
     # --- verdict ---------------------------------------------------------------------------
 
@@ -414,7 +416,7 @@ class Benchmark:
                handles: dict[str, str]) -> tuple[Verdict, str]:
         ctx, bench = self.ctx, self.bench
         accepted = outcome.judge()
-        quiet = max((f["logQuietSeconds"] for f in self.stale_findings), default=0.0)
+        quiet = max((f.logQuietSeconds for f in self.stale_findings), default=0.0)
         stale = ([f"the log was quiet for up to {quiet:g}s, beyond logStaleSeconds "
                   f"{bench.logStaleSeconds} (inspected, left to finish): the run cannot vouch "
                   "for its progress"] if self.stale_findings else [])
@@ -429,24 +431,24 @@ class Benchmark:
             else "exit 0, every test case passed"),
             {"exitCode": outcome.exit_code, "summary": document.get("summary"),
              "executionSummary": outcome.compact(), "handles": handles})
-        record: dict[str, Any] = {
-            "scenario": bench.scenario, "mode": bench.mode, "startPolicy": bench.startPolicy,
-            "apiMode": bench.apiMode, "evs": bench.evs, "handles": handles,
-            "exitCode": outcome.exit_code, "accepted": not problems, "problems": problems,
-            "promptTokens": tokens, "fileBurst": burst, "staleLog": self.stale_findings,
-            "maxLiveStreams": (harnessreport.max_live_streams(scenario_dir)
-                               if bench.mode == "max_live_streams" else None),
-            "executionSummary": outcome.compact(), "result": outcome.document}
+        record = BenchDocument(
+            scenario=bench.scenario, mode=bench.mode, startPolicy=bench.startPolicy,
+            apiMode=bench.apiMode, evs=bench.evs, handles=handles,
+            exitCode=outcome.exit_code, accepted=not problems, problems=problems,
+            promptTokens=tokens, fileBurst=burst, staleLog=self.stale_findings,
+            maxLiveStreams=(harnessreport.max_live_streams(scenario_dir)
+                            if bench.mode == "max_live_streams" else None),
+            executionSummary=outcome.compact(), result=outcome.document)
         failed = [f"{GATE_HARNESS}: {'; '.join(problems)}"] if problems else []
         if bench.pairWith:
-            pair = self._pairing(tokens)
-            record["pairing"] = pair
-            if not pair["passed"]:
-                failed.append(f"{GATE_PAIRING}: {pair['reason']}")
-        ctx.evidence.write_json(BENCH_FILE, record)
-        if burst and burst["firstFailure"]:
-            ctx.progress(f"file burst: last clean level {burst['lastClean']}, first failure "
-                         f"{burst['firstFailure']}")
+            record.pairing = self._pairing(tokens)
+            if not record.pairing.passed:
+                failed.append(f"{GATE_PAIRING}: {record.pairing.reason}")
+        ctx.evidence.write(BENCH_FILE, record)
+        if burst and burst.firstFailure:
+            clean = burst.lastClean.model_dump() if burst.lastClean else None
+            ctx.progress(f"file burst: last clean level {clean}, first failure "
+                         f"{burst.firstFailure.model_dump()}")
         if not failed:
             return "PASS", f"{bench.scenario}: accepted"
         return ("INCONCLUSIVE" if stale and not accepted and len(failed) == 1 else "FAIL",
@@ -458,10 +460,10 @@ class Benchmark:
         variables included): with the end-of-sequence honoured, output lengths differ and the
         pair measures something else than EVS."""
         def setting(folder: Path) -> str:
-            runtime = load_json(Evidence(folder), MANIFEST).get("runtime")
-            env = runtime.get("environment") if isinstance(runtime, dict) else None
-            value = env.get("VLLM_IGNORE_EOS") if isinstance(env, dict) else None
-            return str(value) if value is not None else "unknown"
+            manifest = read_manifest(Evidence(folder))
+            runtime = manifest.runtime if manifest is not None else None
+            value = runtime.environment.get("VLLM_IGNORE_EOS") if runtime else None
+            return value if value is not None else "unknown"
         mine, theirs = setting(self.ctx.evidence.folder), setting(other_folder)
         if mine.strip().lower() == theirs.strip().lower() == "true":
             return ""
@@ -469,36 +471,34 @@ class Benchmark:
                 "this run: both sides of an EVS pair run with VLLM_IGNORE_EOS=true (equal "
                 "output lengths), or the pair is refused")
 
-    def _pairing(self, tokens: float | None) -> dict[str, Any]:
+    def _pairing(self, tokens: float | None) -> Pairing:
         """The other side's run of the same scenario: EVS must have changed the input tokens
         per chunk."""
         bench = self.bench
         assert bench.pairWith is not None
-        other_file = self.ctx.evidence.folder.parent / bench.pairWith / BENCH_FILE
-        try:
-            other = json.loads(other_file.read_text("utf-8"))
-        except (OSError, ValueError):
-            other = None
+        other_run = Evidence(self.ctx.evidence.folder.parent / bench.pairWith)
+        other_file = other_run.path(BENCH_FILE)
+        other = other_run.read(BENCH_FILE, BenchDocument)
         reason = ""
-        if not isinstance(other, dict):
+        if other is None:
             reason = f"run {bench.pairWith} has no benchmark evidence ({other_file})"
-        elif other.get("scenario") != bench.scenario:
-            reason = (f"run {bench.pairWith} ran scenario {other.get('scenario')!r}, not "
+        elif other.scenario != bench.scenario:
+            reason = (f"run {bench.pairWith} ran scenario {other.scenario!r}, not "
                       f"{bench.scenario!r}: runs are paired by scenario")
-        elif other.get("evs") == bench.evs:
+        elif other.evs == bench.evs:
             reason = f"run {bench.pairWith} is also {'EVS' if bench.evs else 'a baseline'}"
         elif eos := self._ignore_eos_problem(other_file.parents[1]):
             reason = eos
-        elif tokens is None or other.get("promptTokens") is None:
+        elif tokens is None or other.promptTokens is None:
             reason = ("input tokens were not reported by both runs (the harness's saved "
                       "answers or chunk_input_tokens_avg)")
-        elif tokens == other.get("promptTokens"):
+        elif tokens == other.promptTokens:
             reason = (f"input tokens per chunk unchanged between the baseline and the EVS run "
                       f"({tokens:g}): misconfiguration, EVS pruned nothing")
-        theirs = other.get("promptTokens") if isinstance(other, dict) else None
+        theirs = other.promptTokens if other is not None else None
         said = reason or (f"input tokens per chunk {theirs} (run {bench.pairWith}) vs {tokens} "
                           "(this run)")
-        evidence = {"passed": not reason, "reason": said, "other": bench.pairWith,
-                    "promptTokens": tokens, "otherPromptTokens": theirs}
-        self.ctx.evidence.gate(GATE_PAIRING, not reason, said, evidence)
-        return evidence
+        pair = Pairing(passed=not reason, reason=said, other=bench.pairWith,
+                       promptTokens=tokens, otherPromptTokens=theirs)
+        self.ctx.evidence.gate(GATE_PAIRING, not reason, said, pair.model_dump(mode="json"))
+        return pair

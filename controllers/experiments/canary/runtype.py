@@ -20,15 +20,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pydantic import Field
+
 from controllers.experiments import isolation, plots
 from controllers.experiments.driver import GATE_SMOKE, LoadDriver, from_first_frame, refusal
-from controllers.experiments.ledger import UnitOutcome, performance_report
-from controllers.experiments.reportparts import Section, latency_point, load_json
+from controllers.experiments.ledger import PerformanceReport, UnitOutcome, performance_report
+from controllers.experiments.manifest import RunManifest
+from controllers.experiments.reportparts import Section, latency_point
 from controllers.experiments.runtype import PlannedStep, RunContext
 from controllers.experiments.streams import canary_sources
 from controllers.streamset.caption_events import CaptionChunk
 from specs.experiments.canary import CanaryExperimentSpec
-from state.evidence import Evidence, Verdict
+from state.evidence import Document, Evidence, Verdict
 
 GATE_ISOLATION = "semantic-isolation"
 GATE_PROBES_GONE = "probe-streams-deleted"
@@ -79,26 +82,60 @@ class CanaryType:
             return "INCONCLUSIVE", f"{GATE_PERFORMANCE}: {failed[GATE_PERFORMANCE]}"
         return "FAIL", "; ".join(f"{n}: {r}" for n, r in failed.items()) or "a gate failed"
 
-    def report(self, evidence: Evidence, manifest: dict[str, Any]) -> Section:
+    def report(self, evidence: Evidence, manifest: RunManifest) -> Section:
         """Latency at the canary's stream count, and its ledger of units."""
-        performance = load_json(evidence, PERFORMANCE_FILE)
-        if not performance:
+        performance = evidence.read(PERFORMANCE_FILE, CanaryPerformance)
+        if performance is None:
             return Section()
-        canary = (manifest.get("spec") or {}).get("canary") or {}
-        streams = int(canary.get("streams") or 0)
-        latency = performance.get("chunkLatencyMs") or {}
-        ledger = performance.get("ledger") or {}
+        spec = CanaryExperimentSpec.model_validate(manifest.spec)
+        streams = spec.canary.streams
+        latency, ledger = performance.chunkLatencyMs, performance.ledger.model_dump()
         lines = ["## Performance", "",
-                 f"{streams} live stream(s): p50 {latency.get('p50')} ms, p95 "
-                 f"{latency.get('p95')} ms, p99 {latency.get('p99')} ms; dropped chunks "
-                 f"{performance.get('droppedChunks')}.", "",
+                 f"{streams} live stream(s): p50 {latency.p50} ms, p95 {latency.p95} ms, p99 "
+                 f"{latency.p99} ms; dropped chunks {performance.droppedChunks}.", "",
                  "| " + " | ".join(ledger) + " |", "|" + "---|" * len(ledger),
                  "| " + " | ".join(str(v) for v in ledger.values()) + " |"]
         png = plots.latency_by_streams(
             [latency_point(streams, latency)],
             f"{evidence.folder.name}: chunk latency at {streams} live streams",
-            canary.get("maxP95LatencyMs"))
+            spec.canary.maxP95LatencyMs)
         return Section(lines, png)
+
+
+class ProbeStream(Document):
+    """Which stream stood for which source, and what a correct answer names."""
+
+    source: str
+    label: str
+    streamId: str
+    url: str
+
+
+class IsolationVerdict(Document):
+    source: str
+    label: str
+    answers: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)
+    passed: bool = False
+
+
+class IsolationDocument(Document):
+    """``evidence/semantic-isolation.json``: the question, the mapping, every caption each
+    probe stream gave (as the service sent it) and each source's verdict."""
+
+    prompt: str
+    answersPerSource: int
+    mapping: list[ProbeStream] = Field(default_factory=list)
+    captions: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
+    verdicts: list[IsolationVerdict] = Field(default_factory=list)
+
+
+class CanaryPerformance(PerformanceReport):
+    """``evidence/performance.json``: the report the performance gate judged, what failed it,
+    and how long each repetition waited for fresh frames."""
+
+    problems: list[str] = Field(default_factory=list)
+    freshWaitSeconds: list[float] = Field(default_factory=list)
 
 
 @dataclass
@@ -143,12 +180,12 @@ class CanaryRun:
             if why:
                 verdict.problems.insert(0, why)
         passed = all(v.passed for v in verdicts)
-        drv.evidence.write_json(ISOLATION_FILE, {
-            "prompt": prompt, "answersPerSource": needed,
-            "mapping": [{"source": s.name, "label": s.label, "streamId": ids[s.name],
-                         "url": drv.urls[s.name]} for s in drv.sources],
-            "captions": {n: [asdict(c) for c in cap.chunks] for n, cap in run.items()},
-            "verdicts": [asdict(v) | {"passed": v.passed} for v in verdicts]})
+        drv.evidence.write(ISOLATION_FILE, IsolationDocument(
+            prompt=prompt, answersPerSource=needed,
+            mapping=[ProbeStream(source=s.name, label=s.label, streamId=ids[s.name],
+                                 url=drv.urls[s.name]) for s in drv.sources],
+            captions={n: [asdict(c) for c in cap.chunks] for n, cap in run.items()},
+            verdicts=[IsolationVerdict(**asdict(v), passed=v.passed) for v in verdicts]))
         drv.evidence.gate(GATE_ISOLATION, passed, isolation.summary(verdicts), {
             "file": ISOLATION_FILE, "sources": len(verdicts),
             "failed": [v.source for v in verdicts if not v.passed]})
@@ -198,7 +235,7 @@ class CanaryRun:
         report = performance_report(units, peak, measure.latencySource)
         problems = [f"{u.source} (repetition {u.repetition + 1}): {why}" for u in units
                     for why in u.failures()]
-        p95, gap = report["chunkLatencyMs"]["p95"], report["latencyNotMeasured"]
+        p95, gap = report.chunkLatencyMs.p95, report.latencyNotMeasured
         if canary.maxP95LatencyMs is not None and gap is not None:
             problems.append(f"p95 chunk latency {gap}: maxP95LatencyMs "
                             f"{canary.maxP95LatencyMs} ms cannot be judged")
@@ -209,18 +246,17 @@ class CanaryRun:
         # Nothing failed but a maximum that cannot be judged: INCONCLUSIVE, not FAIL.
         self.latency_unjudged = (canary.maxP95LatencyMs is not None and gap is not None
                                  and len(problems) == 1)
-        report["problems"] = problems
-        report["freshWaitSeconds"] = fresh_waits
-        drv.evidence.write_json(PERFORMANCE_FILE, report)
-        ledger = report["ledger"]
+        drv.evidence.write(PERFORMANCE_FILE, CanaryPerformance(
+            **dict(report), problems=problems, freshWaitSeconds=fresh_waits))
+        ledger = report.ledger
         reason = ("; ".join(problems[:4]) + (f" (and {len(problems) - 4} more)"
                                               if len(problems) > 4 else "")) if problems else (
-            f"{ledger['completed']}/{ledger['offered']} units completed; p95 chunk latency "
+            f"{ledger.completed}/{ledger.offered} units completed; p95 chunk latency "
             + (f"{p95} ms ({measure.latencySource})" if gap is None else gap)
             + "; 0 dropped chunks")
         drv.evidence.gate(GATE_PERFORMANCE, not problems, reason, {
-            "file": PERFORMANCE_FILE, "ledger": ledger,
-            "chunkLatencyMs": report["chunkLatencyMs"],
+            "file": PERFORMANCE_FILE, "ledger": ledger.model_dump(mode="json"),
+            "chunkLatencyMs": report.chunkLatencyMs.model_dump(mode="json"),
             "latencySource": measure.latencySource, "latencyNotMeasured": gap,
-            "droppedChunks": report["droppedChunks"]})
+            "droppedChunks": report.droppedChunks})
         return not problems

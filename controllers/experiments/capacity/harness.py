@@ -15,6 +15,14 @@ from typing import Any
 
 from controllers.experiments.benchmark import harnessreport
 from controllers.experiments.benchmark.runtype import Benchmark
+from controllers.experiments.capacity.documents import (
+    CAPACITY_FILE,
+    CapacityDocument,
+    Criteria,
+    HarnessRef,
+    HarnessWindow,
+    Seed,
+)
 from controllers.experiments.runtype import RunContext
 from specs.experiments.base import ExperimentSpecBase
 from specs.experiments.benchmark import BenchmarkSpec
@@ -22,7 +30,11 @@ from specs.experiments.capacity import CapacitySpec
 from state.evidence import Verdict
 
 GATE_BOUNDARY = "capacity-boundary"
-CAPACITY_FILE = "evidence/capacity.json"
+
+
+def _count(value: object) -> int | None:
+    """A stream count the harness reported (its file, its types: anything else is none)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def as_benchmark(cap: CapacitySpec) -> BenchmarkSpec:
@@ -65,18 +77,19 @@ def search(ctx: RunContext[ExperimentSpecBase], cap: CapacitySpec) -> tuple[Verd
     else:
         said = (f"the harness found no boundary: max_sustainable_streams {highest}, first "
                 f"unstable {first}")
-    ctx.evidence.write_json(CAPACITY_FILE, {
-        "searchedBy": "harness", "highestStable": highest, "firstUnstable": first,
-        "found": found, "inconclusive": None if found else said,
-        "seed": {"initialStreamCount": cap.initialStreamCount,
-                 "addStreamCount": cap.addStreamCount, "maxStreamCount": cap.maxStreamCount},
-        "criteria": {"maxP95LatencyMs": cap.maxP95LatencyMs,
-                     "harnessLatencyThresholdSeconds": case.get("latency_threshold_seconds")},
-        "harness": {"scenario": runner.bench.scenario, "handles": handles, "testCases": cases},
-        "windows": harness_windows(Path(handles["report"]) / runner.bench.scenario,
-                                   highest if isinstance(highest, int) else None,
-                                   first if found else None),
-        "attempts": ["harness"], "windowsUsed": None, "ledger": []})
+    threshold = case.get("latency_threshold_seconds")
+    ctx.evidence.write(CAPACITY_FILE, CapacityDocument(
+        searchedBy="harness", highestStable=_count(highest), firstUnstable=_count(first),
+        found=found, inconclusive=None if found else said,
+        seed=Seed(initialStreamCount=cap.initialStreamCount,
+                  addStreamCount=cap.addStreamCount, maxStreamCount=cap.maxStreamCount),
+        criteria=Criteria(maxP95LatencyMs=cap.maxP95LatencyMs,
+                          harnessLatencyThresholdSeconds=threshold
+                          if isinstance(threshold, int | float) else None),
+        harness=HarnessRef(scenario=runner.bench.scenario, handles=handles, testCases=cases),
+        windows=harness_windows(Path(handles["report"]) / runner.bench.scenario,
+                                _count(highest), first if found else None),
+        attempts=["harness"]))
     ctx.evidence.gate(GATE_BOUNDARY, found, said, {
         "file": CAPACITY_FILE, "highestStable": highest, "firstUnstable": first,
         "searchedBy": "harness"})
@@ -86,7 +99,7 @@ def search(ctx: RunContext[ExperimentSpecBase], cap: CapacitySpec) -> tuple[Verd
 
 
 def harness_windows(scenario_dir: Path, highest: int | None,
-                    first: int | None) -> list[dict[str, Any]]:
+                    first: int | None) -> list[HarnessWindow]:
     """The harness's latency snapshots (one per stream count it held): streams, p95 in ms, and
     the verdict its boundary implies (stable at or below the highest stable count, unstable
     from the first unstable one; its snapshots carry no verdict of their own), for the report's
@@ -100,7 +113,7 @@ def harness_windows(scenario_dir: Path, highest: int | None,
             p95, streams = snap.get("p95_latency"), snap["stream_count"]
             verdict = ("stable" if highest is not None and streams <= highest else
                        "unstable" if first is not None and streams >= first else "-")
-            rows.append({"streams": streams, "verdict": verdict,
-                         "p95_ms": round(p95 * 1000, 3) if isinstance(p95, int | float)
-                         else None})
+            rows.append(HarnessWindow(streams=streams, verdict=verdict,
+                                      p95_ms=round(p95 * 1000, 3)
+                                      if isinstance(p95, int | float) else None))
     return rows

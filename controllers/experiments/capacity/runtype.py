@@ -27,14 +27,23 @@ attempt folder; the original failure stays first in the ledger.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 from controllers.errors import ControllerError
 from controllers.experiments import plots
 from controllers.experiments.benchmark.runtype import GATE_HARNESS, GATE_SCENARIO
 from controllers.experiments.capacity import harness as capacityharness
-from controllers.experiments.capacity.harness import CAPACITY_FILE, GATE_BOUNDARY
+from controllers.experiments.capacity.documents import (
+    CAPACITY_FILE,
+    CapacityDocument,
+    Criteria,
+    LedgerRow,
+    Seed,
+    WindowDetail,
+    WindowDocument,
+    WindowRow,
+)
+from controllers.experiments.capacity.harness import GATE_BOUNDARY
 from controllers.experiments.capacity.search import SearchSpec, Verdict, Window, search
 from controllers.experiments.cleanup import CleanupReport, service_residue
 from controllers.experiments.driver import (
@@ -43,8 +52,9 @@ from controllers.experiments.driver import (
     Measured,
     from_first_frame,
 )
-from controllers.experiments.ledger import performance_report
-from controllers.experiments.reportparts import Section, cell, latency_point, load_json
+from controllers.experiments.ledger import LatencySummary, PerformanceReport, performance_report
+from controllers.experiments.manifest import RunManifest
+from controllers.experiments.reportparts import Section, cell, latency_point
 from controllers.experiments.runtype import PlannedStep, RunContext
 from controllers.experiments.service import RunService
 from controllers.experiments.streams import CanarySource, numbered_sources
@@ -61,11 +71,11 @@ LOAD_SIGNS = ("rejected:", "timed out:", "dropped chunks:", "no chunk with fresh
 
 
 def judge(measured: Measured, cap: CapacitySpec, residue: CleanupReport,
-          source: LatencySource = "ntp_timestamp") -> tuple[Verdict, str, dict[str, Any]]:
+          source: LatencySource = "ntp_timestamp") -> tuple[Verdict, str, PerformanceReport]:
     """A window's verdict, why, and its report (the performance ledger of its units, latency
     as ``source`` measures it; answers without its field leave the window INCONCLUSIVE)."""
     report = performance_report(measured.units, measured.peak, source)
-    left = sorted(set(measured.left) | set(residue.evidence.get("streamsLeft") or []))
+    left = sorted(set(measured.left) | set(residue.evidence.streamsLeft or []))
     if left or residue.problems:
         why = residue.problems or [f"stream(s) not deleted: {', '.join(left)}"]
         return Verdict.INCONCLUSIVE, "zero residue not proven: " + "; ".join(why), report
@@ -75,17 +85,17 @@ def judge(measured: Measured, cap: CapacitySpec, residue: CleanupReport,
         faults = [f"{source}: {why}" for source, why in faulty.items()]
         return (Verdict.INCONCLUSIVE, "a stream failed (a fault, not a capacity signal): "
                 + "; ".join(faults[:3]), report)
-    ledger, p95 = report["ledger"], report["chunkLatencyMs"]["p95"]
-    offered = max(1, ledger["offered"])
-    rate = ledger["completed"] / offered
+    ledger, p95 = report.ledger, report.chunkLatencyMs.p95
+    offered = max(1, ledger.offered)
+    rate = ledger.completed / offered
     problems = []
     if rate < cap.minSuccessRate:
         failed = [f"{u.source}: {u.failures()[0]}" for u in measured.units if u.failures()]
-        problems.append(f"{ledger['completed']}/{ledger['offered']} streams completed "
+        problems.append(f"{ledger.completed}/{ledger.offered} streams completed "
                         f"(minimum {cap.minSuccessRate:.0%}): " + "; ".join(failed[:3]))
-    if report["droppedChunks"]:
-        problems.append(f"{report['droppedChunks']} dropped chunk(s)")
-    gap = report["latencyNotMeasured"]
+    if report.droppedChunks:
+        problems.append(f"{report.droppedChunks} dropped chunk(s)")
+    gap = report.latencyNotMeasured
     unmeasured = bool(rate) and gap is not None  # answers came, without the latency's field
     if unmeasured and not problems:
         return (Verdict.INCONCLUSIVE, f"p95 chunk latency {gap}: the window cannot be judged "
@@ -96,7 +106,7 @@ def judge(measured: Measured, cap: CapacitySpec, residue: CleanupReport,
         problems.append(f"p95 chunk latency {p95:g} ms is above {cap.maxP95LatencyMs:g} ms")
     if problems:
         return Verdict.UNSTABLE, "; ".join(problems), report
-    return (Verdict.STABLE, f"{ledger['completed']}/{ledger['offered']} streams completed, p95 "
+    return (Verdict.STABLE, f"{ledger.completed}/{ledger.offered} streams completed, p95 "
             f"{p95:g} ms, 0 dropped chunks", report)
 
 
@@ -122,19 +132,20 @@ class Windows:
         except ControllerError as exc:  # a fatal runtime gate: the search cannot go on
             window = Window(count, Verdict.INCONCLUSIVE, None,
                             f"fatal: {type(exc).__name__}: {exc}", attempt)
-            detail = {}
+            detail = WindowDetail()
         if self.service is not None and not self.cap.serviceReuse:
             try:
                 self._retire(f"{attempt}-w{number:02d}")
             except ControllerError as exc:  # a service that stays is residue
                 window = Window(count, Verdict.INCONCLUSIVE, window.p95_ms, f"{window.reason}"
                                 f"; the window's service could not be retired: {exc}", attempt)
-        self.ctx.evidence.write_json(base + ".json", {
-            **_window_json(window), "windowSeconds": self.cap.windowSeconds, **detail})
+        self.ctx.evidence.write(base + ".json", WindowDocument(
+            **dict(WindowRow.of(window)), windowSeconds=self.cap.windowSeconds,
+            **dict(detail)))
         return window
 
     def _window(self, attempt: str, number: int, count: int,
-                base: str) -> tuple[Window, dict[str, Any]]:
+                base: str) -> tuple[Window, WindowDetail]:
         cap, ctx = self.cap, self.ctx
         chosen = self.sources[:count]
         urls = ctx.publish(chosen, cap.publisher)
@@ -146,7 +157,7 @@ class Windows:
             if not drv.smoke():
                 reason = ctx.evidence.gates()[GATE_SMOKE].reason
                 return Window(count, Verdict.INCONCLUSIVE, None, f"smoke failed: {reason}",
-                              attempt), {}
+                              attempt), WindowDetail()
         names = [s.name for s in chosen]
         started = time.monotonic()
         measured = drv.window(f"{attempt}/w{number}", names, float(cap.windowSeconds), 0,
@@ -156,13 +167,12 @@ class Windows:
                         + drv.delete_s, ctx.stop)
         verdict, reason, report = judge(measured, cap, residue,
                                         ctx.spec.measurement.latencySource)
-        p95 = report["chunkLatencyMs"]["p95"]
-        return Window(count, verdict, p95, reason, attempt), {
-            "seconds": round(time.monotonic() - started, 3),
-            "freshWaitSeconds": measured.fresh_wait_s,
-            "sources": {s.name: urls[s.name] for s in chosen},
-            "residue": residue.evidence, "report": report,
-            "captions": base + "-captions.jsonl"}
+        p95 = report.chunkLatencyMs.p95
+        return Window(count, verdict, p95, reason, attempt), WindowDetail(
+            seconds=round(time.monotonic() - started, 3),
+            freshWaitSeconds=measured.fresh_wait_s,
+            sources={s.name: urls[s.name] for s in chosen},
+            residue=residue.evidence, report=report, captions=base + "-captions.jsonl")
 
     def _retire(self, name: str) -> None:
         service, self.service = self.service, None
@@ -173,10 +183,6 @@ class Windows:
         """The reused service, retired after the last window (its log kept)."""
         if self.service is not None:
             self._retire("service")
-
-
-def _window_json(window: Window) -> dict[str, Any]:
-    return {**asdict(window), "verdict": window.verdict.value}
 
 
 class CapacityType:
@@ -235,67 +241,70 @@ class CapacityType:
             reason = (f"stable at {outcome.highest_stable} stream(s), the most "
                       "maxStreamCount allows: the first unstable count is above it")
         attempts = list(dict.fromkeys(w.attempt for w in outcome.ledger))
-        ctx.evidence.write_json(CAPACITY_FILE, {
-            "highestStable": outcome.highest_stable, "firstUnstable": outcome.first_unstable,
-            "found": outcome.found, "inconclusive": outcome.inconclusive or None,
-            "criteria": {"windowSeconds": cap.windowSeconds,
-                         "maxP95LatencyMs": cap.maxP95LatencyMs,
-                         "minSuccessRate": cap.minSuccessRate, "droppedChunks": 0,
-                         "residue": 0, "serviceReuse": cap.serviceReuse},
-            "seed": {"initialStreamCount": cap.initialStreamCount,
-                     "addStreamCount": cap.addStreamCount,
-                     "maxStreamCount": cap.maxStreamCount},
-            "attempts": attempts, "windowsUsed": len(outcome.ledger),
-            "ledger": [{**_window_json(w), "file": f}
-                       for w, f in zip(outcome.ledger, windows.files, strict=True)]})
+        ctx.evidence.write(CAPACITY_FILE, CapacityDocument(
+            highestStable=outcome.highest_stable, firstUnstable=outcome.first_unstable,
+            found=outcome.found, inconclusive=outcome.inconclusive or None,
+            criteria=Criteria(windowSeconds=cap.windowSeconds,
+                              maxP95LatencyMs=cap.maxP95LatencyMs,
+                              minSuccessRate=cap.minSuccessRate, droppedChunks=0, residue=0,
+                              serviceReuse=cap.serviceReuse),
+            seed=Seed(initialStreamCount=cap.initialStreamCount,
+                      addStreamCount=cap.addStreamCount, maxStreamCount=cap.maxStreamCount),
+            attempts=attempts, windowsUsed=len(outcome.ledger),
+            ledger=[LedgerRow(**dict(WindowRow.of(w)), file=f)
+                    for w, f in zip(outcome.ledger, windows.files, strict=True)]))
         ctx.evidence.gate(GATE_BOUNDARY, outcome.found, reason, {
             "file": CAPACITY_FILE, "highestStable": outcome.highest_stable,
             "firstUnstable": outcome.first_unstable, "windows": len(outcome.ledger),
             "attempts": attempts})
         return result, reason
 
-    def report(self, evidence: Evidence, manifest: dict[str, Any]) -> Section:
+    def report(self, evidence: Evidence, manifest: RunManifest) -> Section:
         """The boundary, every window of the ledger, latency by live streams."""
-        capacity = load_json(evidence, CAPACITY_FILE)
-        if not capacity:
+        capacity = evidence.read(CAPACITY_FILE, CapacityDocument)
+        if capacity is None:
             return Section()
-        if capacity.get("searchedBy") == "harness":
+        if capacity.searchedBy == "harness":
             return _harness_section(evidence, capacity)
-        ledger = capacity.get("ledger") or []
-        points = [latency_point(w["streams"], (load_json(evidence, w["file"]).get("report")
-                                               or {}).get("chunkLatencyMs"), w["verdict"])
-                  for w in ledger]
+        points = [latency_point(w.streams, _window_latency(evidence, w.file), w.verdict)
+                  for w in capacity.ledger]
         lines = ["## Capacity", "",
-                 f"Highest stable: **{capacity.get('highestStable')}**, first unstable: "
-                 f"**{capacity.get('firstUnstable')}** live streams, in "
-                 f"{capacity.get('windowsUsed')} stability window(s) "
-                 f"(attempts: {', '.join(capacity.get('attempts') or [])}).", "",
+                 f"Highest stable: **{capacity.highestStable}**, first unstable: "
+                 f"**{capacity.firstUnstable}** live streams, in "
+                 f"{capacity.windowsUsed} stability window(s) "
+                 f"(attempts: {', '.join(capacity.attempts)}).", "",
                  "| # | attempt | streams | verdict | p95 (ms) | reason |",
                  "|---|---|---|---|---|---|"]
-        lines += [f"| {i} | {w['attempt']} | {w['streams']} | {w['verdict']} | "
-                  f"{w['p95_ms'] if w['p95_ms'] is not None else '-'} | "
-                  f"{cell(w['reason'])} |" for i, w in enumerate(ledger, 1)]
-        max_p95 = (capacity.get("criteria") or {}).get("maxP95LatencyMs")
+        lines += [f"| {i} | {w.attempt} | {w.streams} | {w.verdict} | "
+                  f"{w.p95_ms if w.p95_ms is not None else '-'} | "
+                  f"{cell(w.reason)} |" for i, w in enumerate(capacity.ledger, 1)]
         png = plots.latency_by_streams(
-            points, f"{evidence.folder.name}: chunk latency by live streams", max_p95,
-            (capacity.get("highestStable"), capacity.get("firstUnstable")))
+            points, f"{evidence.folder.name}: chunk latency by live streams",
+            capacity.criteria.maxP95LatencyMs,
+            (capacity.highestStable, capacity.firstUnstable))
         return Section(lines, png)
 
 
-def _harness_section(evidence: Evidence, capacity: dict[str, Any]) -> Section:
+def _window_latency(evidence: Evidence, file: str | None) -> LatencySummary | None:
+    """A window's latency, from its own file (a file that cannot be read: a gap)."""
+    window = evidence.read(file, WindowDocument) if file else None
+    return window.report.chunkLatencyMs if window is not None and window.report else None
+
+
+def _harness_section(evidence: Evidence, capacity: CapacityDocument) -> Section:
     """A search the harness ran: its boundary and the windows it logged."""
-    rows = capacity.get("windows") or []
+    rows = capacity.windows
+    scenario = capacity.harness.scenario if capacity.harness is not None else None
     lines = ["## Capacity", "",
-             f"Searched by the VSS harness (scenario "
-             f"{cell((capacity.get('harness') or {}).get('scenario'))}): highest stable "
-             f"**{capacity.get('highestStable')}**, first unstable "
-             f"**{capacity.get('firstUnstable')}** live streams.", "",
+             f"Searched by the VSS harness (scenario {cell(scenario)}): highest stable "
+             f"**{capacity.highestStable}**, first unstable "
+             f"**{capacity.firstUnstable}** live streams.", "",
              "| # | streams | verdict | p95 (ms) |", "|---|---|---|---|"]
-    lines += [f"| {i} | {w['streams']} | {w['verdict']} | "
-              f"{w['p95_ms'] if w['p95_ms'] is not None else '-'} |"
+    lines += [f"| {i} | {w.streams} | {w.verdict} | "
+              f"{w.p95_ms if w.p95_ms is not None else '-'} |"
               for i, w in enumerate(rows, 1)]
-    points = [latency_point(w["streams"], {"p95": w["p95_ms"]}, w["verdict"]) for w in rows]
+    points = [latency_point(w.streams, LatencySummary(p95=w.p95_ms), w.verdict) for w in rows]
     png = plots.latency_by_streams(
         points, f"{evidence.folder.name}: chunk latency by live streams (the harness's search)",
-        None, (capacity.get("highestStable"), capacity.get("firstUnstable")))
+        None, (capacity.highestStable, capacity.firstUnstable))
     return Section(lines, png)

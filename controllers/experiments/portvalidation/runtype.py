@@ -28,9 +28,17 @@ from typing import Any
 from controllers.errors import ControllerError
 from controllers.experiments.filechat import PinnedFile, ask
 from controllers.experiments.ledger import percentile
+from controllers.experiments.manifest import RunManifest
 from controllers.experiments.portvalidation import quality
 from controllers.experiments.portvalidation import report as portreport
-from controllers.experiments.portvalidation.report import PORT_FILE
+from controllers.experiments.portvalidation.report import (
+    PORT_FILE,
+    AccuracySummary,
+    GateVerdict,
+    PortDocument,
+    RequestPerformance,
+    RowDocument,
+)
 from controllers.experiments.reportparts import Section
 from controllers.experiments.runtype import PlannedStep, RunContext
 from controllers.experiments.service import RunService
@@ -107,7 +115,7 @@ class PortValidationType:
     def execute(self, ctx: RunContext[PortValidationExperimentSpec]) -> tuple[Verdict, str]:
         return PortValidation(ctx, ctx.spec.portValidation).run()
 
-    def report(self, evidence: Evidence, manifest: dict[str, Any]) -> Section:
+    def report(self, evidence: Evidence, manifest: RunManifest) -> Section:
         return portreport.section(evidence, manifest)
 
 
@@ -133,7 +141,8 @@ class PortValidation:
                                             and rate >= port.minAccuracy,
                                             f"{correct}/{len(self.accuracy)} correct "
                                             f"({rate:.0%}; minimum {port.minAccuracy:.0%})",
-                                            {"items": [_row_json(r) for r in self.accuracy]})
+                                            {"items": [_row(r).model_dump(mode="json")
+                                                       for r in self.accuracy]})
         gates[GATE_HF_TOKEN] = self._hf_token(service)
         blockers = [f"{n}: {why}" for n, (ok, why) in gates.items() if not ok]
         failed_rows = [r.name for r in self.rows if not r.passed]
@@ -141,17 +150,16 @@ class PortValidation:
         first = next((n for n, (ok, _) in gates.items() if not ok), None)
         next_step = "none: every gate and smoke row passed" if overall else NEXT_STEP[
             first or GATE_SMOKE_ROWS]
-        ctx.evidence.write_json(PORT_FILE, {
-            "overall": "PASS" if overall else "FAIL",
-            "model": port.model.model_dump(mode="json"),
-            "integration": port.integration.model_dump(mode="json"),
-            "modalities": port.modalities, "platforms": port.platforms,
-            "gates": {n: {"passed": ok, "reason": why} for n, (ok, why) in gates.items()},
-            "smoke": [_row_json(r) for r in self.rows],
-            "accuracy": {"correct": correct, "total": len(self.accuracy), "rate": rate,
-                         "minimum": port.minAccuracy},
-            "performance": _performance([*self.rows, *self.accuracy]),
-            "blockers": blockers, "nextStep": next_step})
+        ctx.evidence.write(PORT_FILE, PortDocument(
+            overall="PASS" if overall else "FAIL", model=port.model,
+            integration=port.integration, modalities=list(port.modalities),
+            platforms=port.platforms,
+            gates={n: GateVerdict(passed=ok, reason=why) for n, (ok, why) in gates.items()},
+            smoke=[_row(r) for r in self.rows],
+            accuracy=AccuracySummary(correct=correct, total=len(self.accuracy), rate=rate,
+                                     minimum=port.minAccuracy),
+            performance=_performance([*self.rows, *self.accuracy]),
+            blockers=blockers, nextStep=next_step))
         if overall:
             return "PASS", (f"every gate and smoke row passed; accuracy {correct}/"
                             f"{len(self.accuracy)}")
@@ -182,7 +190,7 @@ class PortValidation:
         reason = ("; ".join(failed) if failed else
                   f"{len(rows)} row(s) passed: {', '.join(r.name for r in rows)}")
         return self._record(gate, bool(rows) and not failed, reason,
-                            {"rows": [_row_json(r) for r in rows]})
+                            {"rows": [_row(r).model_dump(mode="json") for r in rows]})
 
     def _hf_token(self, service: RunService) -> tuple[bool, str]:
         """``HF_TOKEN`` is for populating the cache only: the model must start without it."""
@@ -207,7 +215,7 @@ class PortValidation:
                     if HF_TOKEN in after else []) + row.problems
         return self._record(GATE_HF_TOKEN, not problems, "; ".join(problems) or (
             f"started and answered without {HF_TOKEN}"),
-            {"restarted": True, "envNames": after, "row": _row_json(row)})
+            {"restarted": True, "envNames": after, "row": _row(row).model_dump(mode="json")})
 
     # --- requests --------------------------------------------------------------------------
 
@@ -276,19 +284,20 @@ def _media_row(name: str, media: PortMedia) -> Row:
     return Row(name, media.mediaType, MEDIA_PROMPT, list(media.facts), list(media.absent))
 
 
-def _row_json(row: Row) -> dict[str, Any]:
-    return {**asdict(row), "passed": row.passed}
+def _row(row: Row) -> RowDocument:
+    return RowDocument(**asdict(row), passed=row.passed)
 
 
-def _performance(rows: list[Row]) -> dict[str, Any]:
+def _performance(rows: list[Row]) -> RequestPerformance:
     """Latency and throughput of the validation's own requests (one at a time: a sanity
     figure, not a benchmark)."""
     timed = [r for r in rows if r.latency_ms is not None]
     if not timed:
-        return {"requests": 0}
+        return RequestPerformance()
     latencies = sorted(r.latency_ms for r in timed if r.latency_ms is not None)
     tokens = sum(r.completion_tokens or 0 for r in timed)
     seconds = sum(latencies) / 1000
-    return {"requests": len(timed), "latencyMsMedian": percentile(latencies, 50),
-            "latencyMsMax": latencies[-1],
-            "completionTokensPerSecond": round(tokens / seconds, 3) if seconds else None}
+    return RequestPerformance(requests=len(timed), latencyMsMedian=percentile(latencies, 50),
+                              latencyMsMax=latencies[-1],
+                              completionTokensPerSecond=round(tokens / seconds, 3)
+                              if seconds else None)
