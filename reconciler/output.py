@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from controllers.statusfacts import Facts
+from controllers.facts import Facts
 from reconciler.textsafe import safe, safe_block
 from state.models import Condition, ResourceStatus
 

@@ -43,6 +43,9 @@ class SpecKind:
     model: type[Strict]
     rules: Callable[[Any], list[Finding]] | None = None
     references: tuple[Reference, ...] = ()
+    facts: str = ""
+    """``module:Class`` of what its records say about themselves (a ``controllers.facts.Facts``),
+    named, not imported: ``status NAME`` imports only the one it shows."""
 
     def named(self, resource: Any) -> Iterator[tuple[Reference, str]]:
         """Each reference ``resource`` sets, with the name it gives."""
@@ -52,15 +55,18 @@ class SpecKind:
                 yield ref, name
 
 
-HOST = SpecKind("Host", Host)
+HOST = SpecKind("Host", Host, facts="controllers.host.facts:HostStatusFacts")
 DEPLOYMENT = SpecKind("Deployment", Deployment, check_deployment, (
-    Reference(("spec", "host"), "Host", lambda d: d.spec.host),))
+    Reference(("spec", "host"), "Host", lambda d: d.spec.host),),
+    facts="controllers.deployment.facts:DeploymentStatusFacts")
 STREAMSET = SpecKind("StreamSet", StreamSet, check_streamset, (
     Reference(("spec", "deployment"), "Deployment", lambda s: s.spec.deployment,
               ready_first=True),
-    Reference(("spec", "publisher", "host"), "Host", lambda s: s.spec.publisher.host)))
+    Reference(("spec", "publisher", "host"), "Host", lambda s: s.spec.publisher.host)),
+    facts="controllers.streamset.facts:StreamSetStatusFacts")
 EXPERIMENT = SpecKind("Experiment", Experiment, check_experiment, (
-    Reference(("spec", "template"), "Deployment", lambda e: e.spec.template, checked=False),))
+    Reference(("spec", "template"), "Deployment", lambda e: e.spec.template, checked=False),),
+    facts="controllers.experiments.facts:ExperimentStatusFacts")
 
 SPEC_KINDS: dict[str, SpecKind] = {k.name: k for k in (HOST, DEPLOYMENT, STREAMSET, EXPERIMENT)}
 _BUILT_IN = frozenset(SPEC_KINDS)

@@ -26,6 +26,7 @@ from controllers import ownership
 from controllers.actions import Action
 from controllers.clients.docker_client import ContainerInfo, ContainerRequest
 from controllers.clients.http_api import service_url
+from controllers.deployment.facts import DeploymentStatusFacts, RuntimeFacts
 from controllers.deployment.hostports import port_holders
 from controllers.deployment.plan import KIND_CONTAINER, Desired, Plan, plan, staged_name
 from controllers.deployment.readiness import (
@@ -49,7 +50,6 @@ from controllers.errors import (
 from controllers.host.hostview import HostView
 from controllers.host.session import HostSession
 from controllers.secrets import api_token, resolve, resolve_all
-from controllers.statusfacts import DeploymentStatusFacts, RuntimeFacts
 from controllers.waiting import until
 from specs.environment import effective_env
 from specs.facts import HostFacts

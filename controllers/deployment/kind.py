@@ -24,11 +24,11 @@ from controllers.contract import (
     unplanned,
 )
 from controllers.deployment.controller import DeploymentController, resolve_desired
+from controllers.deployment.facts import DeploymentStatusFacts
 from controllers.deployment.plan import Desired, Plan
 from controllers.deployment.removal import remove_owned
 from controllers.host.fleet import Hosts
 from controllers.services import Services
-from controllers.statusfacts import DeploymentStatusFacts
 from specs.kinds import DEPLOYMENT
 from specs.models import Deployment
 from state.keys import Key

@@ -47,6 +47,7 @@ from controllers.contract import (
 from controllers.deployment.controller import resolve_desired
 from controllers.errors import ControllerError, PermanentError, PlanError
 from controllers.experiments.board import RunBoard, Work
+from controllers.experiments.facts import ExperimentStatusFacts
 from controllers.experiments.service import (
     for_run,
     gpu_conflicts,
@@ -58,7 +59,6 @@ from controllers.host.fleet import Hosts
 from controllers.host.session import HostSession
 from controllers.secrets import api_token, resolve
 from controllers.services import Services
-from controllers.statusfacts import ExperimentStatusFacts
 from specs.experiment import Experiment, measure_warnings
 from specs.experiments.base import TelemetrySpec
 from specs.kinds import EXPERIMENT

@@ -30,11 +30,13 @@ import structlog
 
 from controllers.clients.docker_client import DockerEngine
 from controllers.clients.rtvi_client import RtviClient
+from controllers.deployment.facts import RuntimeFacts
 from controllers.deployment.plan import Desired
 from controllers.errors import ControllerError
 from controllers.experiments import gpumemory, processes
 from controllers.experiments import report as bundle_report
 from controllers.experiments.cleanup import CLEANUP_FILE, CleanupReport, GpuProof, clean
+from controllers.experiments.facts import ExperimentStatusFacts
 from controllers.experiments.manifest import (
     CodeRef,
     GpuRef,
@@ -54,7 +56,6 @@ from controllers.experiments.telemetry import EVIDENCE_FILE as TELEMETRY_FILE
 from controllers.experiments.telemetry import RunTelemetry
 from controllers.experiments.types import run_type
 from controllers.host.gputelemetry import Telemetry
-from controllers.statusfacts import ExperimentStatusFacts, RuntimeFacts
 from controllers.streamset.publisher.run import publisher_name
 from controllers.waiting import Stopped
 from specs.experiment import ExperimentSpec

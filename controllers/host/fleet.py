@@ -12,9 +12,9 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Self
 
+from controllers.facts import EngineFacts
 from controllers.host.session import HostSession
 from controllers.services import Part, Services
-from controllers.statusfacts import DeploymentStatusFacts
 from specs.models import Host
 from specs.validate import SpecSet
 from state.keys import Key
@@ -68,7 +68,7 @@ class Hosts(Part):
         host_record = self.store.load(Key("Host", host_name))
         spec = host_record.applied_spec if host_record is not None else None
         if spec is None and record is not None:
-            url = DeploymentStatusFacts.of(record).docker_url
+            url = EngineFacts.of(record).docker_url
             spec = {"docker": url} if url else {}
         return Host.model_validate({"apiVersion": "rtvi.reconciler/v1", "kind": "Host",
                                     "metadata": {"name": host_name}, "spec": spec or {}})

@@ -21,10 +21,10 @@ from controllers.contract import (
     terminal,
 )
 from controllers.errors import ControllerError, PermanentError
+from controllers.host.facts import HostStatusFacts
 from controllers.host.fleet import Hosts
 from controllers.host.watch import HostWatchers
 from controllers.services import Services
-from controllers.statusfacts import HostStatusFacts
 from specs.facts import HostFacts
 from specs.kinds import HOST
 from specs.models import Host

@@ -29,9 +29,9 @@ from controllers.clients.rtvi_client import MAX_BATCH, RtviBusy, RtviClient, Str
 from controllers.clients.vst_client import VstClient
 from controllers.errors import ControllerError, PermanentError, TemporaryError
 from controllers.host.session import HostSession
-from controllers.statusfacts import SourceFacts, StreamSetStatusFacts
 from controllers.streamset import publishing
 from controllers.streamset.captions import CaptionHub
+from controllers.streamset.facts import SourceFacts, StreamSetStatusFacts
 from controllers.streamset.frames import MAX_PARALLEL, probe_many
 from controllers.streamset.framewatch import TRUST_PROOF_S, age_s
 from controllers.streamset.health import (

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from controllers.errors import ControllerError
-from controllers.statusfacts import SourceFacts, StreamSetStatusFacts
+from controllers.streamset.facts import SourceFacts, StreamSetStatusFacts
 from controllers.streamset.frames import ProbeSlotsBusy, probe_many
 from state.keys import Key
 from state.models import ResourceStatus, utc_now

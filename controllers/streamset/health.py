@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from controllers.errors import TemporaryError
-from controllers.statusfacts import SourceFacts
 from controllers.streamset.captions import CaptionState
+from controllers.streamset.facts import SourceFacts
 
 
 class SourcesDegraded(TemporaryError):

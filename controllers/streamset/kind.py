@@ -28,8 +28,8 @@ from controllers.host.fleet import Hosts
 from controllers.host.session import HostSession
 from controllers.secrets import api_token
 from controllers.services import Services
-from controllers.statusfacts import StreamSetStatusFacts
 from controllers.streamset.controller import AtCapacity, StreamSetController
+from controllers.streamset.facts import StreamSetStatusFacts
 from controllers.streamset.framewatch import FrameWatch
 from controllers.streamset.health import SourcesDegraded
 from controllers.streamset.part import Streaming

@@ -22,7 +22,7 @@ from controllers.actions import Action
 from controllers.clients.docker_client import ContainerInfo
 from controllers.clients.rtvi_client import StreamInfo
 from controllers.clients.vst_client import Sensor
-from controllers.statusfacts import SourceFacts, StreamSetStatusFacts
+from controllers.streamset.facts import SourceFacts, StreamSetStatusFacts
 from specs.models import Deployment, SourceSpec, StreamSet
 from state.keys import Key
 from state.models import ResourceStatus

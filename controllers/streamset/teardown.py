@@ -25,9 +25,9 @@ from controllers.clients.docker_client import DockerEngine
 from controllers.clients.rtvi_client import MAX_BATCH, BatchResult, RtviClient
 from controllers.clients.vst_client import VstClient
 from controllers.errors import ControllerError
-from controllers.statusfacts import StreamSetStatusFacts
 from controllers.streamset import publishing
 from controllers.streamset.captions import CaptionHub
+from controllers.streamset.facts import StreamSetStatusFacts
 from controllers.streamset.plan import KIND_PUBLISHER, KIND_SENSOR, KIND_STREAM, sensor_name
 from controllers.waiting import Stopped, until
 from state.keys import Key

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from controllers.statusfacts import SourceRecordFacts
+from controllers.facts import Facts
 from reconciler.sources.base import Snapshot, SourceError
 from state.errors import CorruptState
 from state.keys import Key
@@ -17,6 +17,14 @@ from state.models import ResourceStatus
 from state.store import Store
 
 SOURCE_RESOURCE = Key("Source", "specs")
+
+
+class SourceRecordFacts(Facts):
+    """The spec source (``Source/specs``): which one, how many resources, what it refused."""
+
+    source: str | None = None
+    resources: int | None = None
+    rejected_revision: str | None = None
 
 
 class SourceRecord:

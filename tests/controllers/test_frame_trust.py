@@ -9,9 +9,9 @@ import pytest
 
 from controllers.clients.http_api import ClientPool
 from controllers.errors import ControllerError
-from controllers.statusfacts import SourceFacts, StreamSetStatusFacts
 from controllers.streamset.captions import CaptionHub
 from controllers.streamset.controller import StreamSetController
+from controllers.streamset.facts import SourceFacts, StreamSetStatusFacts
 from controllers.streamset.framewatch import FrameWatch
 from controllers.streamset.health import SourceReport, StreamSetResult
 from controllers.streamset.plan import StreamPlan, StreamSetDesired, desired_sources, source_action
