@@ -277,12 +277,11 @@ class PassContext:
 class Kind(Protocol[S, D, P]):
     """One kind of resource, typed by its spec model ``S``, its desired state ``D`` and its
     plan ``P``: what ``plan`` returns is what ``act`` receives, with no downcast between.
-    ``depends_on``: kinds whose resources must be converged first (and that wake this
-    kind's resources when they change)."""
+    The kinds it depends on are those its references name (``spec.depends_on``): converged
+    first, and their changes wake its resources."""
 
     name: str
     spec: SpecKind  # its model, rules and references, declared once (specs.kinds)
-    depends_on: tuple[str, ...]
     owns: bool  # its records stand for things we created (the prune guard protects them)
     max_parallel: int | None  # passes at once in the daemon (None: its --workers)
 

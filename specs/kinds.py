@@ -47,6 +47,12 @@ class SpecKind:
     """``module:Class`` of what its records say about themselves (a ``controllers.facts.Facts``),
     named, not imported: ``status NAME`` imports only the one it shows."""
 
+    @property
+    def depends_on(self) -> tuple[str, ...]:
+        """The kinds its references name: converged before it, deleted after it, and whose
+        changes wake it (the registry orders kinds by these)."""
+        return tuple(sorted({ref.kind for ref in self.references}))
+
     def named(self, resource: Any) -> Iterator[tuple[Reference, str]]:
         """Each reference ``resource`` sets, with the name it gives."""
         for ref in self.references:

@@ -43,7 +43,6 @@ DeploymentPlan = ResourcePlan[Desired, Plan]
 class DeploymentKind:
     name = "Deployment"
     spec = DEPLOYMENT
-    depends_on: tuple[str, ...] = ("Host",)
     owns = True
     max_parallel: int | None = None
 

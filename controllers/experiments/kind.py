@@ -112,7 +112,6 @@ ExperimentPlan = ResourcePlan[ExperimentDesired, RunPlanView]
 class ExperimentKind:
     name = "Experiment"
     spec = EXPERIMENT
-    depends_on: tuple[str, ...] = ("Host", "Deployment")
     owns = True
     max_parallel: int | None = None
 

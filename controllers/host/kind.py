@@ -41,7 +41,6 @@ HostPlan = ResourcePlan[Host, PlanLike]  # observed, never changed: no plan of i
 class HostKind:
     name = "Host"
     spec = HOST
-    depends_on: tuple[str, ...] = ()
     owns = False
     max_parallel: int | None = 2  # each observes an engine: two at a time are plenty
 

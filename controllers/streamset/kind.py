@@ -55,7 +55,6 @@ StreamSetPlan = ResourcePlan[StreamSetDesired, StreamPlan]
 class StreamSetKind:
     name = "StreamSet"
     spec = STREAMSET
-    depends_on: tuple[str, ...] = ("Host", "Deployment")
     owns = True
     max_parallel: int | None = None
 

@@ -1,7 +1,8 @@
 """The registry of kinds, and the order and dependencies that follow from it.
 
-Order is never written in code: it is derived from each kind's ``depends_on`` (a topological
-order, checked for cycles and unknown kinds when a kind is registered). Dependencies between
+Order is never written in code: it is derived from the kinds each kind's references name
+(``SpecKind.depends_on``; a topological order, checked for cycles and unknown kinds when a
+kind is registered). Dependencies between
 resources come from each kind's ``references`` (specs) and ``recorded_references`` (records,
 for pruning): converge what is depended on first, delete dependents first, and wake the
 dependents of a resource that changed.
@@ -34,18 +35,18 @@ class Registry:
         """Add ``kind``, and its spec declaration to the table the loader validates with."""
         if kind.name in self._kinds:
             raise RegistryError(f"kind {kind.name} is already registered")
-        unknown = [d for d in kind.depends_on if d not in self._kinds]
+        unknown = [d for d in kind.spec.depends_on if d not in self._kinds]
         if unknown:  # registering in dependency order also rules out cycles
             raise RegistryError(f"kind {kind.name} depends on unregistered kind(s) "
                                 f"{', '.join(unknown)}")
         self._kinds[kind.name] = kind
-        self._levels[kind.name] = 1 + max((self._levels[d] for d in kind.depends_on),
+        self._levels[kind.name] = 1 + max((self._levels[d] for d in kind.spec.depends_on),
                                           default=-1)
         spec_kinds.register(kind.spec)
 
     def unregister(self, name: str) -> None:
         """Remove a kind nobody depends on (tests register toy kinds and take them away)."""
-        users = [k.name for k in self._kinds.values() if name in k.depends_on]
+        users = [k.name for k in self._kinds.values() if name in k.spec.depends_on]
         if users:
             raise RegistryError(f"kind {name} is needed by {', '.join(users)}")
         self._kinds.pop(name, None)
@@ -100,7 +101,7 @@ class Registry:
 
     def recorded_dependents(self, store: Store, key: Key) -> list[Key]:
         """Recorded resources that depend on ``key`` (they must be deleted first)."""
-        users = [k for k in self._kinds.values() if key.kind in k.depends_on]
+        users = [k for k in self._kinds.values() if key.kind in k.spec.depends_on]
         return sorted(record.key for k in users for record in store.list(k.name)
                       if key in k.recorded_references(record))
 

@@ -89,7 +89,6 @@ LampPlan = ResourcePlan[Lamp, _Plan]
 class SwitchKind:
     name = "Switch"
     spec = SpecKind("Switch", Switch)
-    depends_on: tuple[str, ...] = ()
     owns = True
     max_parallel: int | None = None
 
@@ -141,7 +140,6 @@ class LampKind:
     spec = SpecKind("Lamp", Lamp, references=(
         Reference(("spec", "switch"), "Switch", lambda lamp: lamp.spec.switch,
                   ready_first=True),))
-    depends_on: tuple[str, ...] = ("Switch",)
     owns = True
     max_parallel: int | None = None
 
