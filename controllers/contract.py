@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, Self, TypeVar
 
 import structlog
 from pydantic import BaseModel
@@ -144,12 +144,32 @@ class Outcome(Enum):
 
 
 @dataclass(frozen=True)
+class Report:
+    """What a pass says of its resource, for the engine to write into its record in one go at
+    the end of the pass (``Services.write_status``): the kind's facts (``facts``, applied to
+    the record as it is then: a background writer's changes meanwhile are kept) and what its
+    conditions say (``detail``; the outcome decides which conditions). ``stalled``: a person
+    must look (default: the outcome is terminal); ``ready``: Ready's status on a failure
+    (default: Unknown, or False when stalled); ``known``: the record as this pass read it,
+    when the pass alone writes what ``facts`` changes (nothing is read again if it already
+    says all of it)."""
+
+    detail: str = ""
+    facts: Callable[[ResourceStatus], None] | None = None
+    stalled: bool | None = None
+    ready: Literal["False", "Unknown"] | None = None
+    known: ResourceStatus | None = None
+
+
+@dataclass(frozen=True)
 class Result:
     """How one pass over a resource ended (made with :func:`done`, :func:`retry`,
     :func:`wait`, :func:`recheck`, :func:`terminal` or :func:`stopped`).
 
     ``changed``: something was done (dependents re-check). ``wake``: other resources to look
-    at now (e.g. a GPU this one held is free).
+    at now (e.g. a GPU this one held is free). ``report``: what the engine writes into the
+    record when the pass ends (None: nothing; the kind's record is written elsewhere, as an
+    Experiment's by its run).
     """
 
     resource: Key
@@ -159,6 +179,7 @@ class Result:
     changed: bool = False
     after_s: float = 0.0  # RECHECK only: seconds until the next look
     wake: tuple[Key, ...] = ()
+    report: Report | None = None
 
     def __post_init__(self) -> None:
         if self.after_s and self.outcome is not Outcome.RECHECK:
@@ -170,17 +191,17 @@ class Result:
 
 
 def done(resource: Key, message: str, reason: str = "", *, changed: bool = False,
-         wake: tuple[Key, ...] = ()) -> Result:
-    return Result(resource, Outcome.DONE, message, reason, changed, 0.0, wake)
+         wake: tuple[Key, ...] = (), report: Report | None = None) -> Result:
+    return Result(resource, Outcome.DONE, message, reason, changed, 0.0, wake, report)
 
 
 def retry(resource: Key, message: str, reason: str, *, changed: bool = False,
-          wake: tuple[Key, ...] = ()) -> Result:
-    return Result(resource, Outcome.RETRY, message, reason, changed, 0.0, wake)
+          wake: tuple[Key, ...] = (), report: Report | None = None) -> Result:
+    return Result(resource, Outcome.RETRY, message, reason, changed, 0.0, wake, report)
 
 
-def wait(resource: Key, message: str, reason: str) -> Result:
-    return Result(resource, Outcome.WAIT, message, reason)
+def wait(resource: Key, message: str, reason: str, *, report: Report | None = None) -> Result:
+    return Result(resource, Outcome.WAIT, message, reason, report=report)
 
 
 def recheck(resource: Key, message: str, reason: str, after_s: float, *,
@@ -189,8 +210,8 @@ def recheck(resource: Key, message: str, reason: str, after_s: float, *,
 
 
 def terminal(resource: Key, message: str, reason: str, *, changed: bool = False,
-             wake: tuple[Key, ...] = ()) -> Result:
-    return Result(resource, Outcome.TERMINAL, message, reason, changed, 0.0, wake)
+             wake: tuple[Key, ...] = (), report: Report | None = None) -> Result:
+    return Result(resource, Outcome.TERMINAL, message, reason, changed, 0.0, wake, report)
 
 
 def stopped(resource: Key, message: str) -> Result:
@@ -317,15 +338,14 @@ def declared_references(spec: SpecKind, resource: SpecResource) -> list[Key]:
     return [Key(ref.kind, name) for ref, name in spec.named(resource)]
 
 
-def guarded(resource: Key, step: Callable[[], Result],
-            on_failure: Callable[[str, str, bool], None] | None = None) -> Result:
-    """Run one step of a pass; any exception becomes a Result with its message.
+def guarded(resource: Key, step: Callable[[], Result], report: bool = True) -> Result:
+    """Run one step of a pass; any exception becomes a Result with its message, and (unless
+    ``report`` is False) with a :class:`Report` for the engine to record where people look.
 
     A ControllerError carries its own verdict (temporary or permanent). A state directory
     error is re-raised: the CLI names the file, the daemon moves a corrupt one aside.
     Anything else is a bug in a kind: reported as a failed pass with its message and retried
     with backoff, never a traceback from ``apply`` or a dead worker.
-    ``on_failure(reason, message, stalled)`` records it where people look.
     """
     try:
         return step()
@@ -347,22 +367,16 @@ def guarded(resource: Key, step: Callable[[], Result],
         log.exception("pass.crashed", resource=resource)
         stalled, again, reason = False, True, "InternalError"
         message = f"{type(exc).__name__}: {exc} (a bug: please report it)"
-    if on_failure is not None:
-        try:
-            on_failure(reason, message, stalled)
-        except StateError:
-            raise
-        except Exception:
-            log.exception("pass.failure_unrecorded", resource=resource)
-    return (retry if again else terminal)(resource, f"{reason}: {message}", reason)
+    said = Report(detail=message, stalled=stalled) if report else None
+    return (retry if again else terminal)(resource, f"{reason}: {message}", reason, report=said)
 
 
-def unplanned(ctx: PassContext, rp: ResourcePlan[Any, Any], digest: str | None) -> Result:
-    """A resource that could not be planned (``rp.error``): record why, retry if not permanent."""
+def unplanned(rp: ResourcePlan[Any, Any]) -> Result:
+    """A resource that could not be planned (``rp.error``): say why, retry if not permanent."""
     message = rp.error or "not planned"
     reason = rp.error_reason or "Error"
-    ctx.services.record_failure(rp.resource, reason, message, rp.permanent, digest)
-    return (terminal if rp.permanent else retry)(rp.resource, message, reason)
+    return (terminal if rp.permanent else retry)(rp.resource, message, reason,
+                                                 report=Report(detail=message))
 
 
 AnyKind = Kind[Any, Any, Any]

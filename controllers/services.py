@@ -12,12 +12,10 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import structlog
 
-from state.keys import Key
-from state.models import ResourceStatus
 from state.store import Store
 
 Progress = Callable[[str, str], None]
@@ -93,26 +91,3 @@ class Services:
                 part.close()
             except Exception:  # one part's failure must not leave the others open
                 log.exception("part.close_failed", part=type(part).__name__)
-
-    def record_failure(self, resource: Key, reason: str, message: str, stalled: bool,
-                       desired_generation: str | None = None,
-                       ready: Literal["False", "Unknown"] | None = None) -> None:
-        """Record a failed pass: Stalled (a person must act) or Degraded (retried). ``ready``
-        overrides Ready's status (a StreamSet with dead sources is known not to be Ready).
-        The same failure again is one short line in the event log, not a repeat."""
-        before = self.store.load(resource)
-        previous = before.condition("Ready") if before is not None else None
-
-        def mutate(st: ResourceStatus) -> None:
-            st.set_condition("Ready", ready or ("False" if stalled else "Unknown"), reason,
-                             message)
-            st.set_condition("Progressing", "False", reason, "")
-            st.set_condition("Stalled" if stalled else "Degraded", "True", reason, message)
-            if desired_generation is not None:
-                st.desired_generation = desired_generation
-        self.store.update(resource, mutate)
-        if previous is None or (previous.reason, previous.message) != (reason, message):
-            self.store.events.append(resource, "Warning", reason, message)
-        else:
-            self.store.events.append(resource, "Warning", "RetryFailed", reason)
-        log.warning("resource.failed", resource=resource, reason=reason, message=message)

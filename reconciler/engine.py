@@ -15,6 +15,7 @@ from itertools import groupby
 
 import structlog
 
+from controllers.passstatus import write_status
 from reconciler.kinds import (
     REGISTRY,
     AnyPlan,
@@ -22,6 +23,7 @@ from reconciler.kinds import (
     NoHooks,
     PassContext,
     Registry,
+    Report,
     ResourcePlan,
     Result,
     Services,
@@ -160,11 +162,12 @@ class Engine:
         if (resource is not None and rp.error is None
                 and (gate := ctx.waiting_for(kind.spec, resource)) is not None):
             dependency, why = gate
-            reason = f"WaitingFor{dependency.kind}"
-            self.services.record_failure(rp.resource, reason, why, False, spec_hash(resource))
-            return wait(rp.resource, why, reason)
-
-        def record(reason: str, message: str, stalled: bool) -> None:
-            self.services.record_failure(rp.resource, reason, message, stalled)
-        return guarded(rp.resource, lambda: kind.act(ctx, rp), record)
+            result = wait(rp.resource, why, f"WaitingFor{dependency.kind}",
+                          report=Report(detail=why))
+        else:
+            result = guarded(rp.resource, lambda: kind.act(ctx, rp))
+        # The record, written once for the pass: what the kind reported, and what its outcome
+        # means for the conditions.
+        write_status(self.store, result, spec_hash(resource) if resource is not None else None)
+        return result
 

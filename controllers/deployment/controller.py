@@ -226,7 +226,7 @@ class DeploymentController:
         # is proven again before anything is said: if it is ready at once, the record already
         # says all there is and nothing is written.
         result = self._wait_ready(desired, container, timeout_s, phased, announce=not proven)
-        self._record_ready(desired, container, result, revision)
+        result.facts = self._ready_facts(desired, container, result, revision)
         return result
 
     def _wait_ready(self, desired: Desired, container: ContainerInfo, timeout_s: float | None,
@@ -360,18 +360,15 @@ class DeploymentController:
             known.put(st)
         self.store.update_unless_known(desired.resource, mutate, record)
 
-    def _record_ready(self, desired: Desired, container: ContainerInfo,
-                      result: ReadinessResult, revision: str | None) -> None:
+    def _ready_facts(self, desired: Desired, container: ContainerInfo, result: ReadinessResult,
+                     revision: str | None) -> Callable[[ResourceStatus], None]:
+        """What a pass that found the service ready says of it: the engine writes it with the
+        Ready verdict, in the pass's one write (``controllers.passstatus``)."""
         def mutate(st: ResourceStatus) -> None:
             st.observed_generation = desired.spec_hash
             st.applied_revision = revision or st.applied_revision
             st.applied_spec = desired.deployment.spec.model_dump(mode="json")
             was_ready = st.condition("Ready")
-            st.set_condition("Ready", "True", "Ready",
-                             f"serving model {result.model_id} at {desired.url}")
-            st.set_condition("Progressing", "False", "Converged", "")
-            st.set_condition("Degraded", "False", "Healthy", "")
-            st.set_condition("Stalled", "False", "Converged", "")
             known = DeploymentStatusFacts.of(st)
             # this container's logs only add facts: a read that came back before the log
             # follower caught up must not drop what an earlier read of them saw
@@ -385,7 +382,7 @@ class DeploymentController:
             if was_ready is None or was_ready.status != "True":
                 known.ready_since = utc_now()
             known.put(st)
-        self.store.update(desired.resource, mutate)
+        return mutate
 
     def _record_paused(self, desired: Desired, message: str) -> None:
         """Degraded (reason Paused) with how to resume. The engine records the failed pass

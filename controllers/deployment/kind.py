@@ -13,6 +13,7 @@ import structlog
 from controllers.contract import (
     Outcome,
     PassContext,
+    Report,
     ResourcePlan,
     Result,
     Runtime,
@@ -71,18 +72,14 @@ class DeploymentKind:
 
     def act(self, ctx: PassContext, rp: DeploymentPlan) -> Result:
         desired, plan = rp.desired, rp.plan
-        digest = desired.spec_hash if desired is not None else None
-
-        def failed(reason: str, message: str, stalled: bool) -> None:
-            ctx.services.record_failure(rp.resource, reason, message, stalled, digest)
         if desired is None or plan is None:
-            return unplanned(ctx, rp, digest)
+            return unplanned(rp)
         host = desired.deployment.spec.host
         Hosts.of(ctx.services).conflict(rp.resource, host, plan.conflict is not None)
         if plan.conflict is not None:
-            failed("Conflict", plan.conflict, True)
-            return terminal(rp.resource, f"Conflict: {plan.conflict}", "Conflict")
-        return guarded(rp.resource, lambda: _apply(ctx, desired, plan), failed)
+            return terminal(rp.resource, f"Conflict: {plan.conflict}", "Conflict",
+                            report=Report(detail=plan.conflict))
+        return guarded(rp.resource, lambda: _apply(ctx, desired, plan))
 
     def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
         services = ctx.services
@@ -142,7 +139,11 @@ def _apply(ctx: PassContext, desired: Desired, plan: Plan) -> Result:
     else:
         ctx.services.store.events.append(resource, "Normal", "Ready",
                                          f"ready after {result.waited_s:.1f}s")
-    return done(resource, message, changed=plan.changes)
+    # Nothing learnt (a service proven ready at this spec, still serving): the record as the
+    # plan read it says all of it, and nothing is read or written again.
+    said = Report(detail=f"serving model {result.model_id} at {desired.url}",
+                  facts=result.facts, known=plan.record if result.facts is None else None)
+    return done(resource, message, "Ready", changed=plan.changes, report=said)
 
 
 def _host_of(record: ResourceStatus) -> str:

@@ -24,6 +24,7 @@ from controllers.clients.docker_client import ContainerInfo, DockerEngine, LogFo
 from controllers.deployment.runtime_facts import fatal_marker, update_facts
 from controllers.errors import ContainerPaused, ReadinessFailed, ReadinessTimedOut
 from controllers.waiting import until
+from state.models import ResourceStatus
 
 PROGRESS_EVERY_S = 5.0
 HTTP_TIMEOUT_S = 3.0
@@ -38,6 +39,9 @@ class ReadinessResult:
     model_id: str
     waited_s: float
     runtime: dict[str, str] = field(default_factory=dict)
+    # What the pass learnt, for the record (the engine writes it with the Ready verdict);
+    # None: the record already says it (a service proven ready at this spec, still serving).
+    facts: Callable[[ResourceStatus], None] | None = None
 
 
 @dataclass

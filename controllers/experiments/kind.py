@@ -32,6 +32,7 @@ from controllers.actions import Action
 from controllers.clients.docker_client import DockerEngine
 from controllers.contract import (
     PassContext,
+    Report,
     ResourcePlan,
     Result,
     Runtime,
@@ -219,8 +220,9 @@ class ExperimentKind:
     def act(self, ctx: PassContext, rp: ExperimentPlan) -> Result:
         desired = rp.desired
         if desired is None:
-            return unplanned(ctx, rp, None)
-        return guarded(rp.resource, lambda: self._advance(ctx, rp, desired))
+            return unplanned(rp)
+        # report=False: an Experiment's record is its run's to write (phases, verdict).
+        return guarded(rp.resource, lambda: self._advance(ctx, rp, desired), report=False)
 
     def _advance(self, ctx: PassContext, rp: ExperimentPlan, desired: ExperimentDesired
                  ) -> Result:
@@ -235,13 +237,13 @@ class ExperimentKind:
         if desired.refused is not None or desired.launch is None:
             if record is not None and known.run_id == desired.experiment.spec.runId:
                 return self._verdict(key, record, desired)
-            return unplanned(ctx, rp, None)
+            return unplanned(rp)
         conflict = rp.plan.conflict if rp.plan is not None else None
         host = desired.launch.host
         Hosts.of(services).conflict(key, host, conflict is not None)
         if conflict is not None:
-            services.record_failure(key, "Conflict", conflict, True)
-            return terminal(key, f"Conflict: {conflict}", "Conflict")
+            return terminal(key, f"Conflict: {conflict}", "Conflict",
+                            report=Report(detail=conflict))
         plan = desired.launch
         runs.launch_record(services.store, plan)
         session = Hosts.of(services).session(ctx.spec_set.host(host))  # type: ignore[union-attr]

@@ -8,10 +8,12 @@ daemon its Docker events are followed while it answers (``background``: ``HostWa
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from controllers.contract import (
     PassContext,
     PlanLike,
+    Report,
     ResourcePlan,
     Result,
     Runtime,
@@ -62,15 +64,24 @@ class HostKind:
         hosts, name = Hosts.of(ctx.services), host.metadata.name
         error = hosts.errors.get(name)
         session = hosts.sessions.get(name)
+        before = ctx.services.store.load(rp.resource)
+        was_ready = before is not None and (c := before.condition("Ready")) is not None and (
+            c.status == "True")
         if error is not None or session is None or session.facts is None:
             message = error or "not observed"
             refused = name in hosts.refused
-            _record(ctx, host, None, message, refused)
             reason = "Refused" if refused else "HostUnreachable"
-            return (terminal if refused else retry)(rp.resource, f"{reason}: {message}", reason)
-        _record(ctx, host, session.facts, "", False)
+            said = Report(detail=message, facts=_facts(ctx, host, None), ready="False",
+                          stalled=refused)
+            return (terminal if refused else retry)(rp.resource, f"{reason}: {message}",
+                                                    reason, report=said)
+        if not was_ready and before is not None:
+            ctx.services.store.events.append(rp.resource, "Normal", "Reachable",
+                                             "Host answers again")
         hosts.watch(host)
-        return done(rp.resource, f"Docker {session.facts.engine_version} answers")
+        answers = f"Docker {session.facts.engine_version} answers"
+        return done(rp.resource, answers, "Reachable",
+                    report=Report(detail=answers, facts=_facts(ctx, host, session.facts)))
 
     def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
         ctx.services.store.delete(record.key)
@@ -106,39 +117,21 @@ def observe(hosts: Hosts, host: Host) -> bool:
     return True
 
 
-def _record(ctx: PassContext, host: Host, facts: HostFacts | None, error: str,
-            permanent: bool) -> None:
-    store = ctx.services.store
-    resource = Key("Host", host.metadata.name)
-    before = store.load(resource)
-    was_ready = before is not None and (c := before.condition("Ready")) is not None and (
-        c.status == "True")
+def _facts(ctx: PassContext, host: Host,
+           facts: HostFacts | None) -> Callable[[ResourceStatus], None]:
+    """What a pass over ``host`` says of it (``facts``: what answered; None: nothing did)."""
     digest = spec_hash(host)
 
     def mutate(st: ResourceStatus) -> None:
         st.applied_revision = ctx.revision or st.applied_revision
         st.applied_spec = host.spec.model_dump(mode="json")
-        st.desired_generation = digest
         if facts is not None:  # observed at this spec: in sync
             st.observed_generation = digest
         known = HostStatusFacts.of(st)
         known.docker = host.spec.docker
+        known.reachable = facts is not None
         if facts is not None:
-            known.reachable, known.engine_version = True, facts.engine_version
-            known.api_version, known.os = facts.api_version, facts.os
-            known.gpus, known.gpu_probe = facts.gpus or "none", facts.gpu_probe
-            st.set_condition("Ready", "True", "Reachable",
-                             f"Docker {facts.engine_version} answers")
-            st.set_condition("Degraded", "False", "Reachable", "")
-            st.set_condition("Stalled", "False", "Reachable", "")
-        else:
-            known.reachable = False
-            reason = "Refused" if permanent else "Unreachable"
-            st.set_condition("Ready", "False", reason, error)
-            st.set_condition("Stalled" if permanent else "Degraded", "True", reason, error)
+            known.engine_version, known.api_version = facts.engine_version, facts.api_version
+            known.os, known.gpus, known.gpu_probe = facts.os, facts.gpus or "none", facts.gpu_probe
         known.put(st)
-    store.update(resource, mutate)
-    if facts is None and (was_ready or before is None):
-        store.events.append(resource, "Warning", "Unreachable", error)
-    elif facts is not None and not was_ready and before is not None:
-        store.events.append(resource, "Normal", "Reachable", "Host answers again")
+    return mutate

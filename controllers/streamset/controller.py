@@ -158,7 +158,8 @@ class StreamSetController:
         # Every source trusted: the verdict is all this pass would write, and only this pass
         # writes it, so the record just read can say whether it is already written.
         trusted = all(r.trusted for r in result.sources.values())
-        self._record_ready(desired, result, revision, known if trusted else None)
+        result.facts = self._ready_facts(desired, result, revision)
+        result.known = known if trusted else None
         return result
 
     def _publish(self, desired: StreamSetDesired, the_plan: StreamPlan) -> dict[str, str]:
@@ -490,21 +491,9 @@ class StreamSetController:
         """One status write for a step: inventory entries, the facts each source gained (only
         the facts set in each ``SourceFacts`` are merged in), then ``then``. Nothing to say, no
         write; nothing ``known`` (see ``Store.update_unless_known``) lacks, no write either."""
-        if not items and not facts and then is None:
-            return
-
-        def mutate(st: ResourceStatus) -> None:
-            for item in items or []:
-                st.upsert_inventory(item)
-            if facts:
-                recorded = StreamSetStatusFacts.of(st)
-                for name, new in facts.items():
-                    recorded.sources[name] = (recorded.sources.get(name)
-                                              or SourceFacts()).merged(new)
-                recorded.put(st)
-            if then is not None:
-                then(st)
-        self._update(desired.resource, mutate, known)
+        mutate = _mutation(items, facts, then)
+        if mutate is not None:
+            self._update(desired.resource, mutate, known)
 
     def _record_desired(self, desired: StreamSetDesired, the_plan: StreamPlan) -> None:
         """What is desired, and, when the plan changes something, that it is being applied:
@@ -522,33 +511,20 @@ class StreamSetController:
             known.put(st)
         self._update(desired.resource, mutate, the_plan.record)
 
-    def _record_sources(self, desired: StreamSetDesired, result: StreamSetResult,
-                        then: Callable[[ResourceStatus], None] | None = None,
-                        known: ResourceStatus | None = None) -> None:
-        # A trusted source's freshness is the watch's to record: writing it again here would
-        # overwrite a failure the watch found meanwhile, and keep the trust alive by itself.
-        self._write(desired, facts={
-            name: (caption_facts(report.caption) if report.caption else SourceFacts()).merged(
-                SourceFacts() if report.trusted else
-                SourceFacts(frames_fresh=report.fresh, error=report.error))
-            for name, report in result.sources.items()}, then=then, known=known)
+    def _record_sources(self, desired: StreamSetDesired, result: StreamSetResult) -> None:
+        self._write(desired, facts=_source_facts(result))
 
-    def _record_ready(self, desired: StreamSetDesired, result: StreamSetResult,
-                      revision: str | None, known: ResourceStatus | None = None) -> None:
-        """Facts and verdict in one write; none when ``known`` (the record as this pass read
-        it, all its sources trusted) already says all of it."""
-        n = len(result.sources)
-
-        def mutate(st: ResourceStatus) -> None:
+    def _ready_facts(self, desired: StreamSetDesired, result: StreamSetResult,
+                     revision: str | None) -> Callable[[ResourceStatus], None]:
+        """What a pass that found every source fresh says of the StreamSet: the engine writes
+        it with the Ready verdict, in the pass's one write (``controllers.passstatus``)."""
+        def generation(st: ResourceStatus) -> None:
             st.observed_generation = desired.spec_hash
             st.applied_revision = revision or st.applied_revision
             st.applied_spec = desired.streamset.spec.model_dump(mode="json")
-            st.set_condition("Ready", "True", "FramesFlowing",
-                             f"{n} source(s) registered with fresh frames")
-            st.set_condition("Progressing", "False", "Converged", "")
-            st.set_condition("Degraded", "False", "Healthy", "")
-            st.set_condition("Stalled", "False", "Converged", "")
-        self._record_sources(desired, result, then=mutate, known=known)  # facts and verdict
+        mutate = _mutation(None, _source_facts(result), generation)
+        assert mutate is not None  # ``then`` is always given
+        return mutate
 
     def _history(self, desired: StreamSetDesired, the_plan: StreamPlan,
                  revision: str | None) -> None:
@@ -623,3 +599,35 @@ def _probe_pending(result: StreamSetResult, urls: dict[str, str], deadline: floa
             report.fresh, report.frame, report.error = True, sample.description, ""
             frames[name] = SourceFacts(last_frame_at=utc_now(), frame=sample.description)
     return frames
+
+
+def _source_facts(result: StreamSetResult) -> dict[str, SourceFacts]:
+    """The facts each source gained in a pass. A trusted source's freshness is the watch's to
+    record: writing it again here would overwrite a failure the watch found meanwhile, and
+    keep the trust alive by itself."""
+    return {name: (caption_facts(report.caption) if report.caption else SourceFacts()).merged(
+        SourceFacts() if report.trusted else
+        SourceFacts(frames_fresh=report.fresh, error=report.error))
+        for name, report in result.sources.items()}
+
+
+def _mutation(items: list[InventoryItem] | None, facts: dict[str, SourceFacts] | None,
+              then: Callable[[ResourceStatus], None] | None
+              ) -> Callable[[ResourceStatus], None] | None:
+    """Inventory entries, the facts each source gained (only the facts set in each
+    ``SourceFacts`` are merged in), then ``then``; None when there is nothing to say."""
+    if not items and not facts and then is None:
+        return None
+
+    def mutate(st: ResourceStatus) -> None:
+        for item in items or []:
+            st.upsert_inventory(item)
+        if facts:
+            recorded = StreamSetStatusFacts.of(st)
+            for name, new in facts.items():
+                recorded.sources[name] = (recorded.sources.get(name)
+                                          or SourceFacts()).merged(new)
+            recorded.put(st)
+        if then is not None:
+            then(st)
+    return mutate

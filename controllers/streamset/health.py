@@ -7,12 +7,14 @@ each source that fails and why -- that is what Degraded reports and `status` sho
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from controllers.errors import TemporaryError
 from controllers.streamset.captions import CaptionState
 from controllers.streamset.facts import SourceFacts
+from state.models import ResourceStatus
 
 
 class SourcesDegraded(TemporaryError):
@@ -37,6 +39,10 @@ class SourceReport:
 class StreamSetResult:
     sources: dict[str, SourceReport] = field(default_factory=dict)
     waited_s: float = 0.0
+    # What the pass learnt, for the engine to write with the Ready verdict; ``known``: the
+    # record as read after every step, when every source was trusted (nothing to read again).
+    facts: Callable[[ResourceStatus], None] | None = None
+    known: ResourceStatus | None = None
 
 
 def unhealthy(result: StreamSetResult, captioning: bool, max_age_s: float) -> dict[str, str]:

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from controllers.contract import (
     PassContext,
+    Report,
     ResourcePlan,
     Result,
     Runtime,
@@ -84,17 +85,13 @@ class StreamSetKind:
 
     def act(self, ctx: PassContext, rp: StreamSetPlan) -> Result:
         desired = rp.desired
-        digest = desired.spec_hash if desired is not None else None
-
-        def failed(reason: str, message: str, stalled: bool) -> None:
-            ctx.services.record_failure(rp.resource, reason, message, stalled, digest)
         if desired is None or ctx.spec_set is None:
-            return unplanned(ctx, rp, digest)
+            return unplanned(rp)
         # The engine saw its Deployment Ready (the reference is ready_first). Planned once
         # per pass: the plan made against the Deployment as it is now is acted on; one made
         # while the Deployment was still pending is made again, now that it is Ready.
         planned = rp.plan if rp.waiting is None else None
-        return guarded(rp.resource, lambda: _apply(ctx, desired, planned), failed)
+        return guarded(rp.resource, lambda: _apply(ctx, desired, planned))
 
     def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
         return guarded(record.key, lambda: _teardown(ctx, record))
@@ -154,9 +151,8 @@ def _apply(ctx: PassContext, desired: StreamSetDesired, planned: StreamPlan | No
         result = ctl.apply(desired, the_plan, ctx.timeout_s, ctx.revision)
     except (SourcesDegraded, AtCapacity) as exc:  # known not Ready; retried with backoff
         reason = "SourcesDegraded" if isinstance(exc, SourcesDegraded) else "AtCapacity"
-        ctx.services.record_failure(resource, reason, str(exc), False, desired.spec_hash,
-                                    ready="False")
-        return retry(resource, f"{reason}: {exc}", reason)
+        return retry(resource, f"{reason}: {exc}", reason,
+                     report=Report(detail=str(exc), ready="False"))
     if the_plan.changes:  # as for a Deployment: no line per resource per no-op resync
         log.info("resource.ready", resource=resource, sources=len(result.sources),
                  actions=[str(a) for a in the_plan.actions], waited_s=round(result.waited_s, 2))
@@ -168,7 +164,9 @@ def _apply(ctx: PassContext, desired: StreamSetDesired, planned: StreamPlan | No
                                          f"ready after {result.waited_s:.1f}s")
     else:
         message += " (no changes)"
-    return done(resource, message, changed=the_plan.changes)
+    said = Report(detail=f"{len(result.sources)} source(s) registered with fresh frames",
+                  facts=result.facts, known=result.known)
+    return done(resource, message, "FramesFlowing", changed=the_plan.changes, report=said)
 
 
 def _teardown(ctx: PassContext, record: ResourceStatus) -> Result:

@@ -14,6 +14,7 @@ from controllers.contract import (
     NoHooks,
     Outcome,
     PassContext,
+    Report,
     ResourcePlan,
     Result,
     SpecResource,
@@ -38,6 +39,6 @@ for _kind in (HostKind(), DeploymentKind(), StreamSetKind(), ExperimentKind()):
     REGISTRY.register(_kind)
 
 __all__ = ["REGISTRY", "AnyKind", "AnyPlan", "Hooks", "Kind", "NoHooks", "Outcome",
-           "PassContext", "Registry", "RegistryError", "ResourcePlan", "Result", "Services",
-           "SpecResource", "done", "guarded", "key_of", "recheck", "retry", "stopped",
-           "terminal", "wait"]
+           "PassContext", "Registry", "RegistryError", "Report", "ResourcePlan", "Result",
+           "Services", "SpecResource", "done", "guarded", "key_of", "recheck", "retry",
+           "stopped", "terminal", "wait"]

@@ -49,31 +49,26 @@ def _raising(exc: BaseException) -> Result:
 ])
 def test_each_exception_becomes_its_outcome(exc: Exception, outcome: Outcome, reason: str,
                                             stalled: bool | None) -> None:
-    recorded: list[tuple[str, str, bool]] = []
-    result = guarded(Key("Toy", "a"), lambda: _raising(exc),
-                     lambda r, m, s: recorded.append((r, m, s)))
+    result = guarded(Key("Toy", "a"), lambda: _raising(exc))
     assert result.outcome is outcome
     assert result.reason == reason
     assert not result.ok
-    if stalled is None:  # not a failure: nothing is recorded as one
-        assert recorded == []
+    if stalled is None:  # not a failure: nothing to record as one
+        assert result.report is None
     else:
-        assert [(r, s) for r, _, s in recorded] == [(reason, stalled)]
+        assert result.report is not None
+        assert result.report.stalled == stalled
+        assert str(exc) in result.report.detail
     if outcome is Outcome.RECHECK:
         assert result.after_s == 2.5
+    unreported = guarded(Key("Toy", "a"), lambda: _raising(exc), report=False)
+    assert (unreported.outcome, unreported.report) == (outcome, None)
 
 
 def test_a_state_directory_error_is_not_an_outcome() -> None:
     """The caller names the file (the CLI) or moves it aside (the daemon)."""
     with pytest.raises(StateError):
         guarded(Key("Toy", "a"), lambda: _raising(StateError("unreadable")))
-
-
-def test_a_recorder_that_fails_does_not_change_the_outcome() -> None:
-    def broken(reason: str, message: str, stalled: bool) -> None:
-        raise OSError("disk gone")
-    result = guarded(Key("Toy", "a"), lambda: _raising(TemporaryError("busy")), broken)
-    assert result.outcome is Outcome.RETRY
 
 
 def test_the_constructors_say_one_outcome_each() -> None:
