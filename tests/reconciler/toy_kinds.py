@@ -16,7 +16,7 @@ once the services close it).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal, Self
@@ -28,6 +28,7 @@ from controllers.waiting import until
 from reconciler.kinds import (
     REGISTRY,
     PassContext,
+    Report,
     ResourcePlan,
     Result,
     done,
@@ -73,12 +74,16 @@ class _Plan:
         return bool(self.actions)
 
 
-def _ready(ctx: PassContext, key: Key, message: str, resource: Specified) -> None:
+def _ready(ctx: PassContext, resource: Specified,
+           **facts: str) -> Callable[[ResourceStatus], None]:
+    """What a toy pass reports of its resource, for the engine to write with its verdict: the
+    revision it worked from, the generation it converged to (what a ready_first reference
+    checks) and its facts."""
     def mutate(st: ResourceStatus) -> None:
         st.applied_revision = ctx.revision
-        st.observed_generation = spec_hash(resource)  # what a ready_first reference checks
-        st.set_condition("Ready", "True", "On", message)
-    ctx.services.store.update(key, mutate)
+        st.observed_generation = spec_hash(resource)
+        st.facts.update(facts)
+    return mutate
 
 
 WATCH_PACE_S = 0.05
@@ -113,8 +118,8 @@ class SwitchKind:
         changed = rp.changes
         (self.world / f"switch-{rp.name}").write_text("on")
         assert rp.desired is not None  # plan always sets it
-        _ready(ctx, rp.resource, "switched on", rp.desired)
-        return done(rp.resource, "on", changed=changed)
+        return done(rp.resource, "on", "On", changed=changed,
+                    report=Report("switched on", _ready(ctx, rp.desired)))
 
     def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
         (self.world / f"switch-{record.name}").unlink(missing_ok=True)
@@ -172,12 +177,9 @@ class LampKind:
         if not rp.changes:
             return done(rp.resource, f"lit {lamp.spec.colour} (no changes)")
         (self.world / f"lamp-{rp.name}").write_text(lamp.spec.colour)
-
-        def mutate(st: ResourceStatus) -> None:
-            st.facts["switch"] = lamp.spec.switch
-        ctx.services.store.update(rp.resource, mutate)
-        _ready(ctx, rp.resource, f"lit {lamp.spec.colour}", lamp)
-        return done(rp.resource, f"lit {lamp.spec.colour}", changed=rp.changes)
+        return done(rp.resource, f"lit {lamp.spec.colour}", "On", changed=rp.changes,
+                    report=Report(f"lit {lamp.spec.colour}",
+                                  _ready(ctx, lamp, switch=lamp.spec.switch)))
 
     def delete(self, ctx: PassContext, record: ResourceStatus) -> Result:
         if not (self.world / f"switch-{record.facts.get('switch')}").exists():
