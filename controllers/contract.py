@@ -24,7 +24,6 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, Self, TypeVar
 
 import structlog
-from pydantic import BaseModel
 
 from controllers.actions import Action
 from controllers.clients.http_api import ClientPool
@@ -38,7 +37,7 @@ from controllers.errors import (
 from controllers.waiting import Stopped
 from specs.errors import SpecIssue
 from specs.kinds import SpecKind
-from specs.models import Metadata
+from specs.models import SpecResource
 from state.errors import StateError
 from state.keys import Key
 from state.models import ResourceStatus
@@ -48,19 +47,6 @@ if TYPE_CHECKING:
     from specs.validate import SpecSet
 
 log = structlog.get_logger("reconciler.kinds")
-
-
-class SpecResource(Protocol):
-    """What every kind's spec model has (apiVersion, kind, metadata, spec)."""
-
-    @property
-    def kind(self) -> str: ...
-
-    @property
-    def metadata(self) -> Metadata: ...
-
-    @property
-    def spec(self) -> BaseModel: ...
 
 
 def key_of(resource: SpecResource) -> Key:

@@ -9,7 +9,7 @@ in ``specs.crossref``; rules that need a Host's observed facts in ``specs.hostru
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Protocol
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
@@ -48,6 +48,20 @@ class Metadata(Strict):
 
     name: Name
     labels: dict[str, str] = Field(default_factory=dict)
+
+
+class SpecResource(Protocol):
+    """What every kind's spec model has (apiVersion, kind, metadata, spec): a built-in kind's
+    or one registered later (a spec set holds both)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def metadata(self) -> Metadata: ...
+
+    @property
+    def spec(self) -> BaseModel: ...
 
 
 # --- Host -----------------------------------------------------------------------------------

@@ -10,15 +10,15 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from specs.crossref import Resource, check_set
 from specs.errors import SpecError, SpecIssue
 from specs.kinds import SPEC_KINDS
 from specs.loader import DEFAULT_LIMITS, Document, LoaderLimits, PathKey, load_paths, load_text
-from specs.models import API_VERSION, Deployment, Host, Metadata, StreamSet
+from specs.models import API_VERSION, Deployment, Host, SpecResource, StreamSet
 from specs.rules import Finding
 
 R_SCHEMA = "schema"
@@ -166,20 +166,7 @@ def _issue(doc: Document, finding: Finding) -> SpecIssue:
                      finding.severity)
 
 
-class Specified(Protocol):
-    """What any kind's resource has, built in or registered later (a spec set holds both)."""
-
-    @property
-    def kind(self) -> str: ...
-
-    @property
-    def metadata(self) -> Metadata: ...
-
-    @property
-    def spec(self) -> BaseModel: ...
-
-
-def spec_hash(resource: Specified) -> str:
+def spec_hash(resource: SpecResource) -> str:
     """Content hash of what a resource asks for (kind, name, spec); labels don't count.
 
     Defaults are left out, so a release that adds an optional field (at its default) does not

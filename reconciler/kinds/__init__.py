@@ -17,7 +17,6 @@ from controllers.contract import (
     Report,
     ResourcePlan,
     Result,
-    SpecResource,
     done,
     guarded,
     key_of,
@@ -33,6 +32,7 @@ from controllers.host.kind import HostKind
 from controllers.services import Services
 from controllers.streamset.kind import StreamSetKind
 from reconciler.kinds.registry import Registry, RegistryError
+from specs.models import SpecResource
 
 REGISTRY = Registry()
 for _kind in (HostKind(), DeploymentKind(), StreamSetKind(), ExperimentKind()):

@@ -35,8 +35,8 @@ from reconciler.kinds import (
     retry,
 )
 from specs.kinds import Reference, SpecKind
-from specs.models import Metadata, Strict
-from specs.validate import Specified, spec_hash
+from specs.models import Metadata, SpecResource, Strict
+from specs.validate import spec_hash
 from state.keys import Key
 from state.models import ResourceStatus
 
@@ -74,7 +74,7 @@ class _Plan:
         return bool(self.actions)
 
 
-def _ready(ctx: PassContext, resource: Specified,
+def _ready(ctx: PassContext, resource: SpecResource,
            **facts: str) -> Callable[[ResourceStatus], None]:
     """What a toy pass reports of its resource, for the engine to write with its verdict: the
     revision it worked from, the generation it converged to (what a ready_first reference

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, computed_field
 
 from controllers.experiments.manifest import RunManifest
 from controllers.experiments.reportparts import Section, cell
@@ -15,8 +15,9 @@ from state.evidence import Document, Evidence
 PORT_FILE = "evidence/port-validation.json"
 
 
-class RowDocument(Document):
-    """One request and its verdict (a smoke row or an accuracy item), as sent and answered."""
+class Row(Document):
+    """One request and its verdict (a smoke row or an accuracy item), as sent and answered:
+    filled in as the request goes, and written as it is."""
 
     name: str
     modality: str
@@ -29,7 +30,11 @@ class RowDocument(Document):
     completion_tokens: int | None = None
     problems: list[str] = Field(default_factory=list)
     raw: dict[str, Any] = Field(default_factory=dict)  # the service's answer, as it came
-    passed: bool = False
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def passed(self) -> bool:
+        return not self.problems
 
 
 class GateVerdict(Document):
@@ -62,7 +67,7 @@ class PortDocument(Document):
     modalities: list[str] = Field(default_factory=list)
     platforms: list[str] = Field(default_factory=list)
     gates: dict[str, GateVerdict] = Field(default_factory=dict)
-    smoke: list[RowDocument] = Field(default_factory=list)
+    smoke: list[Row] = Field(default_factory=list)
     accuracy: AccuracySummary = Field(default_factory=AccuracySummary)
     performance: RequestPerformance = Field(default_factory=RequestPerformance)
     blockers: list[str] = Field(default_factory=list)

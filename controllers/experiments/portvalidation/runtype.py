@@ -22,7 +22,7 @@ it all; ``report.md`` renders it.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from controllers.errors import ControllerError
@@ -37,7 +37,7 @@ from controllers.experiments.portvalidation.report import (
     GateVerdict,
     PortDocument,
     RequestPerformance,
-    RowDocument,
+    Row,
 )
 from controllers.experiments.reportparts import Section
 from controllers.experiments.runtype import PlannedStep, RunContext
@@ -70,27 +70,6 @@ NEXT_STEP = {
     GATE_HF_TOKEN: "populate the model cache without baking HF_TOKEN into the image or the "
                    "template, then rerun",
 }
-
-
-@dataclass
-class Row:
-    """One request and its verdict (a smoke row or an accuracy item)."""
-
-    name: str
-    modality: str
-    prompt: str
-    facts: list[str]
-    absent: list[str]
-    answer: str = ""
-    finish_reason: str | None = None
-    latency_ms: float | None = None
-    completion_tokens: int | None = None
-    problems: list[str] = field(default_factory=list)
-    raw: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def passed(self) -> bool:
-        return not self.problems
 
 
 class PortValidationType:
@@ -141,7 +120,7 @@ class PortValidation:
                                             and rate >= port.minAccuracy,
                                             f"{correct}/{len(self.accuracy)} correct "
                                             f"({rate:.0%}; minimum {port.minAccuracy:.0%})",
-                                            {"items": [_row(r).model_dump(mode="json")
+                                            {"items": [r.model_dump(mode="json")
                                                        for r in self.accuracy]})
         gates[GATE_HF_TOKEN] = self._hf_token(service)
         blockers = [f"{n}: {why}" for n, (ok, why) in gates.items() if not ok]
@@ -155,7 +134,7 @@ class PortValidation:
             integration=port.integration, modalities=list(port.modalities),
             platforms=port.platforms,
             gates={n: GateVerdict(passed=ok, reason=why) for n, (ok, why) in gates.items()},
-            smoke=[_row(r) for r in self.rows],
+            smoke=self.rows,
             accuracy=AccuracySummary(correct=correct, total=len(self.accuracy), rate=rate,
                                      minimum=port.minAccuracy),
             performance=_performance([*self.rows, *self.accuracy]),
@@ -190,7 +169,7 @@ class PortValidation:
         reason = ("; ".join(failed) if failed else
                   f"{len(rows)} row(s) passed: {', '.join(r.name for r in rows)}")
         return self._record(gate, bool(rows) and not failed, reason,
-                            {"rows": [_row(r).model_dump(mode="json") for r in rows]})
+                            {"rows": [r.model_dump(mode="json") for r in rows]})
 
     def _hf_token(self, service: RunService) -> tuple[bool, str]:
         """``HF_TOKEN`` is for populating the cache only: the model must start without it."""
@@ -209,13 +188,13 @@ class PortValidation:
             return self._record(GATE_HF_TOKEN, False, f"the service did not start without "
                                 f"{HF_TOKEN}: {exc}", {"restarted": True, "error": str(exc)})
         after = self.ctx.env_names(again) or []
-        row = self._ask(again, Row("text-without-hf-token", "text", TEXT_PROMPT, TEXT_FACTS,
-                                   []))
+        row = self._ask(again, Row(name="text-without-hf-token", modality="text",
+                                   prompt=TEXT_PROMPT, facts=TEXT_FACTS))
         problems = ([f"{HF_TOKEN} is still set (baked into image of Deployment {template})"]
                     if HF_TOKEN in after else []) + row.problems
         return self._record(GATE_HF_TOKEN, not problems, "; ".join(problems) or (
             f"started and answered without {HF_TOKEN}"),
-            {"restarted": True, "envNames": after, "row": _row(row).model_dump(mode="json")})
+            {"restarted": True, "envNames": after, "row": row.model_dump(mode="json")})
 
     # --- requests --------------------------------------------------------------------------
 
@@ -224,8 +203,8 @@ class PortValidation:
         rows = []
         for modality in port.modalities:
             if modality == "text":
-                rows.append(self._ask(service, Row("text", "text", TEXT_PROMPT, TEXT_FACTS,
-                                                   [])))
+                rows.append(self._ask(service, Row(name="text", modality="text",
+                                                   prompt=TEXT_PROMPT, facts=TEXT_FACTS)))
                 continue
             media = next(m for m in port.media if m.mediaType == modality)
             rows.append(self._ask(service, _media_row(modality, media), media))
@@ -235,16 +214,18 @@ class PortValidation:
                   if control_media else "Do not name any animal or vehicle. Reply with the "
                   "single word: understood.")
         facts = list(control_media.facts) if control_media else ["understood"]
-        rows.append(self._ask(service, Row("control", control_media.mediaType if control_media
-                                           else "text", prompt, facts, absent), control_media))
+        modality = control_media.mediaType if control_media else "text"
+        rows.append(self._ask(service, Row(name="control", modality=modality, prompt=prompt,
+                                           facts=facts, absent=absent), control_media))
         return rows
 
     def _accuracy(self, service: RunService) -> list[Row]:
         port = self.port
         rows = [self._ask(service, _media_row(f"{m.mediaType}-{i + 1}", m), m)
                 for i, m in enumerate(port.media)]
-        rows += [self._ask(service, Row(f"text-{i + 1}", "text", c.prompt, list(c.facts),
-                                        list(c.absent)))
+        rows += [self._ask(service, Row(name=f"text-{i + 1}", modality="text",
+                                        prompt=c.prompt, facts=list(c.facts),
+                                        absent=list(c.absent)))
                  for i, c in enumerate(port.textChecks)]
         return rows
 
@@ -281,11 +262,10 @@ class PortValidation:
 
 
 def _media_row(name: str, media: PortMedia) -> Row:
-    return Row(name, media.mediaType, MEDIA_PROMPT, list(media.facts), list(media.absent))
+    return Row(name=name, modality=media.mediaType, prompt=MEDIA_PROMPT,
+               facts=list(media.facts), absent=list(media.absent))
 
 
-def _row(row: Row) -> RowDocument:
-    return RowDocument(**asdict(row), passed=row.passed)
 
 
 def _performance(rows: list[Row]) -> RequestPerformance:
