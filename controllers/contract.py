@@ -132,7 +132,7 @@ class Outcome(Enum):
 @dataclass(frozen=True)
 class Report:
     """What a pass says of its resource, for the engine to write into its record in one go at
-    the end of the pass (``Services.write_status``): the kind's facts (``facts``, applied to
+    the end of the pass (``controllers.passstatus``): the kind's facts (``facts``, applied to
     the record as it is then: a background writer's changes meanwhile are kept) and what its
     conditions say (``detail``; the outcome decides which conditions). ``stalled``: a person
     must look (default: the outcome is terminal); ``ready``: Ready's status on a failure

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import structlog
 
-from controllers.contract import Outcome, Report, Result
+from controllers.contract import Outcome, Report, Result, retry
+from state.errors import StateError
 from state.models import ResourceStatus
 from state.store import Store
 
@@ -22,16 +23,29 @@ log = structlog.get_logger("controllers.passstatus")
 FAILED = (Outcome.RETRY, Outcome.WAIT, Outcome.TERMINAL)
 
 
-def write_status(store: Store, result: Result, generation: str | None) -> None:
-    """Write ``result.report`` into the record of ``result.resource`` (nothing without one).
-    ``generation``: the spec hash the pass worked from (the record's desired generation)."""
+def write_status(store: Store, result: Result, generation: str | None) -> Result:
+    """Write ``result.report`` into the record of ``result.resource`` (nothing without one);
+    the pass's result. ``generation``: the spec hash the pass worked from (the record's
+    desired generation). A kind's facts that fail to apply are a bug in the kind: the pass
+    becomes a failed one, recorded as such (never a traceback, never a silent gap)."""
     report = result.report
     if report is None or result.outcome not in (Outcome.DONE, *FAILED):
-        return
-    if result.outcome is Outcome.DONE:
-        _ready(store, result, report, generation)
-    else:
-        _failed(store, result, report, generation)
+        return result
+    try:
+        if result.outcome is Outcome.DONE:
+            _ready(store, result, report, generation)
+        else:
+            _failed(store, result, report, generation)
+        return result
+    except StateError:
+        raise  # the state directory, not the kind: the caller names the file
+    except Exception as exc:
+        log.exception("status.unwritten", resource=result.resource)
+        message = f"{type(exc).__name__}: {exc} (a bug: please report it)"
+        failed = retry(result.resource, f"InternalError: {message}", "InternalError",
+                       changed=result.changed, wake=result.wake, report=Report(detail=message))
+        _failed(store, failed, Report(detail=message), generation)
+        return failed
 
 
 def _ready(store: Store, result: Result, report: Report, generation: str | None) -> None:

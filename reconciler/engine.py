@@ -168,6 +168,6 @@ class Engine:
             result = guarded(rp.resource, lambda: kind.act(ctx, rp))
         # The record, written once for the pass: what the kind reported, and what its outcome
         # means for the conditions.
-        write_status(self.store, result, spec_hash(resource) if resource is not None else None)
-        return result
+        return write_status(self.store, result,
+                            spec_hash(resource) if resource is not None else None)
 

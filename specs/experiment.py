@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
-
-from specs.experiments.base import R_CONTRACT
+from specs.experiments.base import R_CONTRACT, chosen_by_type, member
 from specs.experiments.benchmark import BenchmarkExperimentSpec
 from specs.experiments.canary import CanaryExperimentSpec
 from specs.experiments.capacity import CapacityExperimentSpec
@@ -25,8 +23,11 @@ from specs.rules import Finding
 R_TEMPLATE = "Experiment rule: the template is a Deployment of this spec set"
 
 ExperimentSpec = Annotated[
-    CanaryExperimentSpec | CapacityExperimentSpec | PortValidationExperimentSpec
-    | BenchmarkExperimentSpec, Field(discriminator="type")]
+    Annotated[CanaryExperimentSpec, member(CanaryExperimentSpec)]
+    | Annotated[CapacityExperimentSpec, member(CapacityExperimentSpec)]
+    | Annotated[PortValidationExperimentSpec, member(PortValidationExperimentSpec)]
+    | Annotated[BenchmarkExperimentSpec, member(BenchmarkExperimentSpec)],
+    chosen_by_type()]
 
 
 class Experiment(Strict):

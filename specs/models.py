@@ -50,6 +50,13 @@ class Metadata(Strict):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
+TAG_MARK = "type="
+"""How a member of a union chosen by ``type`` is named in a pydantic error's location
+(``spec.type=canary.canary.streams``): not a field, so the loader drops it from the path."""
+TAG_ERROR = "type_choice"
+"""The pydantic error of such a union whose ``type`` is missing or names no member."""
+
+
 class SpecResource(Protocol):
     """What every kind's spec model has (apiVersion, kind, metadata, spec): a built-in kind's
     or one registered later (a spec set holds both)."""

@@ -18,11 +18,10 @@ from specs.crossref import Resource, check_set
 from specs.errors import SpecError, SpecIssue
 from specs.kinds import SPEC_KINDS
 from specs.loader import DEFAULT_LIMITS, Document, LoaderLimits, PathKey, load_paths, load_text
-from specs.models import API_VERSION, Deployment, Host, SpecResource, StreamSet
+from specs.models import API_VERSION, TAG_ERROR, TAG_MARK, Deployment, Host, SpecResource, StreamSet
 from specs.rules import Finding
 
 R_SCHEMA = "schema"
-TAG_ERRORS = ("union_tag_invalid", "union_tag_not_found")
 PYDANTIC_MESSAGES = {
     "extra_forbidden": "unknown field",
     "missing": "required field is missing",
@@ -122,42 +121,46 @@ def _parse(doc: Document, issues: list[SpecIssue]) -> Resource | None:
         return cast(Resource, model.model_validate(data))
     except ValidationError as exc:
         for err in exc.errors():
-            loc = err["loc"]
-            if err["type"] in TAG_ERRORS:  # a tagged union's tag (``type``) missing or unknown
-                tag = str(err.get("ctx", {}).get("discriminator", "")).strip("'")
-                loc = (*loc, tag)
-                message = f"must be one of {err['ctx']['expected_tags'].replace(chr(39), '')}"
-            else:
-                message = PYDANTIC_MESSAGES.get(err["type"], err["msg"])
+            loc, message = err["loc"], PYDANTIC_MESSAGES.get(err["type"], err["msg"])
+            if err["type"] == TAG_ERROR:  # a union chosen by ``type``: the field is at fault
+                loc = (*loc, "type")
+                chosen = _at(data, loc[:-1])
+                if not isinstance(chosen, dict):
+                    message = f"must be a mapping whose type {message}"
+                elif "type" not in chosen:
+                    message = f"required field is missing: it {message}"
             path = _data_path(data, loc)
             issues.append(_issue(doc, Finding(path, message, R_SCHEMA)))
         return None
 
 
 def _data_path(data: Any, loc: tuple[int | str, ...]) -> PathKey:
-    """Pydantic locations include union-member names (``gpus.0.int``) and a tagged union's tag
-    (``spec.canary.canary.streams``: the member chosen by ``type: canary``, then its
-    ``canary`` block); keep the real path."""
+    """Pydantic locations include union-member names (``gpus.0.int``) and the member a
+    ``type`` chose (``spec.type=canary.canary.streams``); keep the real path."""
     path: list[str | int] = []
     node = data
-    tags = 0
     for part in loc:
-        if isinstance(node, dict) and tags == 0 and part == node.get("type"):
-            tags += 1  # the tag: the next part is the member's own field
-            continue
-        tags = 0
         if isinstance(node, dict) and str(part) in node:
             node = node[str(part)]
             path.append(str(part))
         elif isinstance(node, list) and isinstance(part, int) and part < len(node):
             node = node[part]
             path.append(part)
+        elif isinstance(part, str) and part.startswith(TAG_MARK):
+            continue  # the member a ``type`` chose: not a field
         elif isinstance(node, dict) and not path[len(path):]:
             path.append(str(part))  # a missing or unknown field: name it, point at its parent
             break
         else:
             break
     return tuple(path)
+
+
+def _at(data: Any, loc: tuple[int | str, ...]) -> Any:
+    """What ``data`` holds at ``loc`` (None where it holds nothing)."""
+    for part in loc:
+        data = data.get(str(part)) if isinstance(data, dict) else None
+    return data
 
 
 def _issue(doc: Document, finding: Finding) -> SpecIssue:

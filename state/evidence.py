@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from state.atomic import append_line_durable, ensure_dir, write_atomic
 from state.errors import StateError
@@ -76,11 +76,12 @@ class StatusDocument(Document):
 
 class GateDocument(Document):
     """``gates/<name>.json``: one gate's verdict, why, and the evidence behind it (its shape
-    is the gate's own: counts, stream IDs, the files that hold the detail)."""
+    is the gate's own: counts, stream IDs, the files that hold the detail). ``passed`` is
+    true only as JSON's ``true``: a PASS stands on it (:meth:`Evidence.finish`)."""
 
-    gate: str
-    passed: bool
-    reason: str = ""
+    gate: str = ""
+    passed: StrictBool
+    reason: str | None = ""
     evidence: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -188,7 +189,7 @@ class Evidence:
         for file in sorted((self.folder / GATES_DIR).glob("*.json")):
             doc = self.read(f"{GATES_DIR}/{file.name}", GateDocument)
             if doc is not None and doc.evidence:
-                found[file.stem] = Gate(file.stem, doc.passed, doc.reason)
+                found[file.stem] = Gate(file.stem, doc.passed, doc.reason or "")
         return found
 
     def status_document(self) -> StatusDocument | None:

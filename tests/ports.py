@@ -18,10 +18,25 @@ import random
 import re
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 LOOPBACK = "127.0.0.1"
-LOWEST, HIGHEST = 20000, 32767  # below the ephemeral range (ip_local_port_range starts 32768)
+EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
 SLICES = 16  # xdist workers gw0..gw15 each get one; more wrap around
+
+
+def _below_ephemeral() -> tuple[int, int]:
+    """The test range: up to 12 768 ports just below where the kernel's ephemeral range
+    starts (32768 by default; read, as a machine may set it lower)."""
+    try:
+        first = int(EPHEMERAL.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        first = 32768
+    highest = min(32767, first - 1)
+    return max(1024, highest - 12767), highest
+
+
+LOWEST, HIGHEST = _below_ephemeral()
 
 
 def _range() -> tuple[int, int]:

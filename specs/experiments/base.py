@@ -19,10 +19,10 @@ import posixpath
 from collections.abc import Iterator
 from typing import Any, ClassVar, Literal, get_args
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from specs.models import SHA256_PATTERN, EnvValue, Name, Strict, env_names
+from specs.models import SHA256_PATTERN, TAG_ERROR, TAG_MARK, EnvValue, Name, Strict, env_names
 from specs.rules import Finding
 
 RUN_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{2,62}$"
@@ -256,3 +256,18 @@ def _paths(spec: ExperimentSpecBase) -> Iterator[Finding]:
                           "and mutableCache must be distinct", R_PATHS)
         seen[field] = norm
 
+
+def member(spec: type[ExperimentSpecBase]) -> Tag:
+    """The tag of an experiment type's spec in the union (``type=<name>``: an error inside it
+    is located under that, which the loader drops from the path it shows, ``TAG_MARK``)."""
+    return Tag(f"{TAG_MARK}{spec.TYPE}")
+
+
+def chosen_by_type() -> Discriminator:
+    """The union's chooser: its ``type``; a missing or unknown one is one error naming the
+    types there are (``TAG_ERROR``)."""
+    def choose(value: Any) -> str | None:
+        name = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+        return f"{TAG_MARK}{name}" if isinstance(name, str) else None
+    return Discriminator(choose, custom_error_type=TAG_ERROR,
+                         custom_error_message=f"must be one of {', '.join(TYPE_NAMES)}")

@@ -6,7 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from controllers.contract import Report, Result, done, recheck, retry, stopped, terminal, wait
+from controllers.contract import (
+    Outcome,
+    Report,
+    Result,
+    done,
+    recheck,
+    retry,
+    stopped,
+    terminal,
+    wait,
+)
 from controllers.passstatus import write_status
 from state.keys import Key
 from state.models import ResourceStatus
@@ -77,3 +87,19 @@ def test_a_pass_with_nothing_to_report_writes_nothing(tmp_path: Path, result: Re
     write_status(store, result, "hash-1")
     assert store.load(KEY) is None
     assert _reasons(store) == []
+
+
+def test_facts_that_fail_to_apply_make_a_failed_pass_recorded_as_one(tmp_path: Path) -> None:
+    """A bug in a kind's facts is a failed pass (InternalError, retried), never a traceback
+    from ``apply`` or a dead worker, and what it would have woken is still woken."""
+    store = Store(tmp_path)
+
+    def broken(st: ResourceStatus) -> None:
+        raise KeyError("colour")
+    woken = (Key("Toy", "b"),)
+    result = write_status(store, done(KEY, "lit", changed=True, wake=woken,
+                                      report=Report("lit", broken)), "hash-1")
+    assert (result.outcome, result.reason, result.changed, result.wake) == (
+        Outcome.RETRY, "InternalError", True, woken)
+    assert _conditions(store)["Ready"][:2] == ("Unknown", "InternalError")
+    assert "KeyError: 'colour'" in _conditions(store)["Degraded"][2]

@@ -107,7 +107,9 @@ def picture(cli: Cli, last_events: int = 40) -> str:
     failing daemon test shows, so that a timeout in CI says what the daemon was waiting on."""
     store = Store(cli.state_dir)
     lines = ["--- records ---"]
-    for record in store.list():
+    records, broken = store.scan()
+    lines += [f"(unreadable: {b})" for b in broken]
+    for record in records:
         lines.append(f"{record.resource}:")
         lines += [f"  {c.type}={c.status} {c.reason}: {c.message}" for c in record.conditions]
         lines.append(f"  facts={record.facts}")

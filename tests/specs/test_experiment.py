@@ -272,15 +272,46 @@ def _schema_errors(spec: dict[str, Any]) -> list[str]:
      "equal to 1 (schema)"),  # the type's own block, its own field, no tag in the path
     ({"type": "canary", "canary": {"streams": 3}},
      "specs/x.yaml:14:5: spec.canary.streams: Input should be 1, 2, 4, 8, 16 or 32 (schema)"),
-    ({"type": "bogus"}, "specs/x.yaml:6:3: spec.type: must be one of canary, capacity, "
-     "portValidation, benchmark"),
-    ({"type": None}, "specs/x.yaml:6:3: spec.type: must be one of canary, capacity, "
-     "portValidation, benchmark"),
+    ({"type": "bogus"}, "specs/x.yaml:6:3: spec.type: must be one of benchmark, canary, "
+     "capacity, portValidation (schema)"),
+    ({"type": None}, "specs/x.yaml:6:3: spec.type: must be one of benchmark, canary, "
+     "capacity, portValidation (schema)"),
 ])
 def test_the_type_chooses_the_block_and_an_error_names_the_real_path(
         spec: dict[str, Any], expected: str) -> None:
     errors = _schema_errors(spec)
     assert any(e.startswith(expected) for e in errors), errors
+
+
+def test_a_missing_type_or_a_spec_that_is_no_mapping_is_named_not_a_traceback() -> None:
+    body = _experiment()["spec"]
+    del body["type"]
+    text = yaml.safe_dump({**_experiment(), "spec": body}, sort_keys=False)
+    with pytest.raises(SpecError) as info:
+        parse_text(text, "specs/x.yaml")
+    assert [str(i) for i in info.value.issues] == [
+        "specs/x.yaml:5:1: spec.type: required field is missing: it must be one of benchmark, "
+        "canary, capacity, portValidation (schema)"]
+    text = yaml.safe_dump({**_experiment(), "spec": "canary"}, sort_keys=False)
+    with pytest.raises(SpecError) as info:
+        parse_text(text, "specs/x.yaml")
+    assert [str(i) for i in info.value.issues] == [
+        "specs/x.yaml:5:1: spec: must be a mapping whose type must be one of benchmark, canary, "
+        "capacity, portValidation (schema)"]
+
+
+def test_a_type_field_outside_the_experiment_union_is_no_tag() -> None:
+    """Only the member a ``type`` chose is left out of a path: a Deployment with a stray
+    ``type: port`` still names ``spec.port.host``."""
+    text = (f"apiVersion: rtvi.reconciler/v1\nkind: Deployment\nmetadata: {{name: vlm}}\n"
+            f"spec:\n  type: port\n  host: local\n  image: rtvi@sha256:{DIGEST}\n"
+            f"  model: {{path: 'ngc:nim/nvidia/m:1', use: vllm-compatible}}\n"
+            f"  port: {{host: x}}\n")
+    with pytest.raises(SpecError) as info:
+        parse_text(text, "specs/d.yaml")
+    assert [str(i) for i in info.value.issues] == [
+        "specs/d.yaml:5:3: spec.type: unknown field (schema)",
+        "specs/d.yaml:9:10: spec.port.host: Input should be a valid integer (schema)"]
 
 
 def test_a_capacity_block_needs_its_bounds_and_latency_criterion() -> None:

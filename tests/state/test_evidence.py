@@ -62,6 +62,17 @@ def test_missing_added_and_linked_files_are_named(tmp_path: Path) -> None:
     assert verify(ev.folder)[0].endswith(":1: not a 'sha256  path' line")
 
 
+def test_a_gate_passes_only_as_json_true(tmp_path: Path) -> None:
+    """A hand-edited (or foreign) gate file saying "true" or 1 backs no PASS."""
+    ev = Evidence.create(tmp_path, "run-gate")
+    for name, passed in (("isolation", "true"), ("cleanup", 1)):
+        ev.write_json(f"gates/{name}.json", {"gate": name, "passed": passed, "reason": None,
+                                             "evidence": {"k": 1}})
+    ev.write_json("gates/frames.json", {"passed": True, "reason": None, "evidence": {"k": 1}})
+    assert {n: g.passed for n, g in ev.gates().items()} == {"frames": True}
+    assert ev.finish("PASS", ["isolation", "cleanup", "frames"], "done") == "FAIL"
+
+
 def test_a_run_id_is_used_once(tmp_path: Path) -> None:
     Evidence.create(tmp_path, "run-001")
     with pytest.raises(EvidenceError, match="run ID run-001 was used before"):
