@@ -21,7 +21,6 @@ from typing import ClassVar, Self
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
-from specs.kinds import SPEC_KINDS
 from state.models import ResourceStatus
 
 
@@ -39,6 +38,8 @@ class Facts(BaseModel):
     def for_kind(cls, kind: str) -> type[Facts] | None:
         """The facts model of ``kind``'s records, if its kind declares one (``SpecKind.facts``,
         imported only now: ``status`` does not load every kind to show one record)."""
+        from specs.kinds import SPEC_KINDS  # here: ``status`` alone need not load the specs
+
         declared = SPEC_KINDS.get(kind)
         if declared is None or not declared.facts:
             return None
