@@ -27,7 +27,8 @@ ExperimentSpec = Annotated[
     | Annotated[CapacityExperimentSpec, member(CapacityExperimentSpec)]
     | Annotated[PortValidationExperimentSpec, member(PortValidationExperimentSpec)]
     | Annotated[BenchmarkExperimentSpec, member(BenchmarkExperimentSpec)],
-    chosen_by_type()]
+    chosen_by_type(CanaryExperimentSpec, CapacityExperimentSpec, PortValidationExperimentSpec,
+                   BenchmarkExperimentSpec)]
 
 
 class Experiment(Strict):

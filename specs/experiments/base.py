@@ -263,11 +263,12 @@ def member(spec: type[ExperimentSpecBase]) -> Tag:
     return Tag(f"{TAG_MARK}{spec.TYPE}")
 
 
-def chosen_by_type() -> Discriminator:
-    """The union's chooser: its ``type``; a missing or unknown one is one error naming the
-    types there are (``TAG_ERROR``)."""
+def chosen_by_type(*members: type[ExperimentSpecBase]) -> Discriminator:
+    """The chooser of a union of ``members``: its ``type``; a missing or unknown one is one
+    error naming the members' types, in the order given (``TAG_ERROR``)."""
     def choose(value: Any) -> str | None:
         name = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
         return f"{TAG_MARK}{name}" if isinstance(name, str) else None
+    names = ", ".join(m.TYPE for m in members)
     return Discriminator(choose, custom_error_type=TAG_ERROR,
-                         custom_error_message=f"must be one of {', '.join(TYPE_NAMES)}")
+                         custom_error_message=f"must be one of {names}")
