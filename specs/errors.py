@@ -30,15 +30,35 @@ class Location:
         return f"{self.file}:{self.line}:{self.col}"
 
 
+MAX_FIELD_CHARS = 200
+MAX_MESSAGE_CHARS = 500
+
+
+def bounded(text: str, limit: int) -> str:
+    """``text`` in at most about ``limit`` characters: its start and its end (where a message
+    says why), and how many were left out between. A message quotes what a spec says, and a
+    spec may say 500 KB in one value (and alias it 999 times)."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 4
+    head = limit - tail
+    return f"{text[:head]}[... {len(text) - limit} characters ...]{text[-tail:]}"
+
+
 @dataclass(frozen=True)
 class SpecIssue:
-    """One problem found in a spec, with the rule that found it."""
+    """One problem found in a spec, with the rule that found it. Its field and message are
+    bounded (``bounded``): whatever a spec holds, one issue prints in a few hundred bytes."""
 
     location: Location
     field: str
     message: str
     rule: str
     severity: Severity = "error"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "field", bounded(self.field, MAX_FIELD_CHARS))
+        object.__setattr__(self, "message", bounded(self.message, MAX_MESSAGE_CHARS))
 
     def __str__(self) -> str:
         prefix = "warning: " if self.severity == "warning" else ""

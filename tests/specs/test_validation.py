@@ -212,3 +212,24 @@ def test_caption_bounds_accept_rtvi_s_own_limits() -> None:
     [ss] = [r for r in parse_text(text).resources if r.kind == "StreamSet"]
     assert ss.spec.captions is not None
     assert ss.spec.captions.seed == 4294967295
+
+
+def test_an_issue_quoting_a_huge_value_stays_small_and_keeps_its_why() -> None:
+    """A spec may hold 200 KB in one value: the refusal still names file, line, field and rule
+    and says why, in well under a kilobyte per issue."""
+    big = "x" * 200_000
+    api = "apiVersion: rtvi.reconciler/v1\n"
+    text = (f"{api}kind: Deployment\nmetadata: {{name: vlm}}\nspec:\n  host: local\n"
+            f"  image: \"{big}\"\n  model: {{path: 'ngc:nim/nvidia/m:1', use: vllm-compatible}}\n"
+            f"  port: {{host: 18000}}\n---\n{api}kind: \"{big}\"\nmetadata: {{name: b}}\n"
+            f"spec: {{}}\n")
+    errors = _errors(text)
+    assert len(errors) == 2
+    assert all(len(e) < 1000 for e in errors), [len(e) for e in errors]
+    image, kind = errors
+    assert image.startswith("specs/x.yaml:")
+    assert ": spec.image: 'xxx" in image
+    assert "characters ...]" in image
+    assert image.endswith("(Deployment rule 1: image pinned by digest)")
+    assert ": kind: unknown kind 'xxx" in kind
+    assert kind.endswith("(schema)")
