@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, cast
 
@@ -49,8 +50,13 @@ class SpecSet:
         return [r for r in self.resources if isinstance(r, StreamSet)]
 
     def get(self, kind: str, name: str) -> Resource | None:
-        return next((r for r in self.resources if r.kind == kind and r.metadata.name == name),
-                    None)
+        """The resource ``kind``/``name`` (the engine asks once per pass: a lookup, not a scan
+        of a set that may hold thousands)."""
+        return self._by_key.get((kind, name))
+
+    @cached_property
+    def _by_key(self) -> dict[tuple[str, str], Resource]:
+        return {(r.kind, r.metadata.name): r for r in self.resources}
 
     def deployment(self, name: str) -> Deployment | None:
         return next((d for d in self.deployments if d.metadata.name == name), None)
