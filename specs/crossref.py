@@ -6,6 +6,7 @@ These need the whole spec set but no observation. GPU claims are compared as wri
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 
 from specs.experiment import R_TEMPLATE, Experiment, check_template
@@ -42,15 +43,25 @@ def _references(resources: list[Resource], names: set[tuple[str, str]]
                 ) -> list[tuple[Resource, Finding]]:
     """Every reference a kind declares (``specs.kinds``) names a resource of the set."""
     found: list[tuple[Resource, Finding]] = []
+    known: dict[str, str] = {}  # per kind, built once: many broken references cost one listing
     for res in resources:
         declared = SPEC_KINDS.get(res.kind)
         for ref, name in declared.named(res) if declared is not None else ():
             if ref.checked and (ref.kind, name) not in names:
-                known = ", ".join(sorted(n for k, n in names if k == ref.kind)) or "none"
+                if ref.kind not in known:
+                    known[ref.kind] = _listing(sorted(n for k, n in names if k == ref.kind))
                 found.append((res, Finding(ref.path, f"{ref.kind} {name!r} is not defined "
-                                           f"(the {ref.kind} names in this spec set: {known})",
-                                           R_REFERENCE)))
+                                           f"(the {ref.kind} names in this spec set: "
+                                           f"{known[ref.kind]})", R_REFERENCE)))
     return found
+
+
+def _listing(names: list[str], most: int = 10) -> str:
+    """``names`` for a message: the first ``most`` and how many more."""
+    if not names:
+        return "none"
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
 
 
 def _experiments(experiments: list[Experiment], deployments: list[Deployment]
@@ -61,6 +72,9 @@ def _experiments(experiments: list[Experiment], deployments: list[Deployment]
     by_name = {d.metadata.name: d for d in deployments}
     run_ids: dict[str, str] = {}
     ports: dict[tuple[str, int], str] = {}
+    published: dict[tuple[str, int], list[Deployment]] = {}
+    for dep in deployments if experiments else ():
+        published.setdefault((dep.spec.host, dep.spec.port.host), []).append(dep)
     for exp in experiments:
         template = by_name.get(exp.spec.template)
         found += [(exp, f) for f in check_template(exp, template)]
@@ -71,9 +85,8 @@ def _experiments(experiments: list[Experiment], deployments: list[Deployment]
                 found.append((exp, Finding(("spec", "service", "hostPort"), f"port "
                                            f"{exp.spec.service.hostPort} is also Experiment "
                                            f"{taken}'s on Host {template.spec.host}", R_PORT)))
-            for dep in deployments:
-                if (dep is not template and dep.spec.host == template.spec.host
-                        and dep.spec.port.host == exp.spec.service.hostPort):
+            for dep in published.get((template.spec.host, exp.spec.service.hostPort), ()):
+                if dep is not template:
                     found.append((exp, Finding(
                         ("spec", "service", "hostPort"), f"port {exp.spec.service.hostPort} is "
                         f"Deployment {dep.metadata.name}'s on Host {dep.spec.host}", R_PORT)))
@@ -100,20 +113,55 @@ def _gpu_claims(deployments: list[Deployment]) -> list[tuple[Resource, Finding]]
 
 
 def _port_claims(deployments: list[Deployment]) -> list[tuple[Resource, Finding]]:
-    claimed: list[tuple[str, str, int, str]] = []
+    """No two Deployments publish one port of one Host on addresses that clash: linear in the
+    number of Deployments (a spec set of 30,000 once took 84 s compared pair by pair)."""
+    claims: dict[tuple[str, int], _Claims] = {}
     found: list[tuple[Resource, Finding]] = []
     for dep in deployments:
         port = dep.spec.port
-        for host, address, number, name in claimed:
-            if host == dep.spec.host and number == port.host and _overlap(address, port.address):
-                found.append((dep, Finding(("spec", "port", "host"), f"port {address}:{number} "
-                                           f"on Host {host} is already published by Deployment "
-                                           f"{name}", R_PORT)))
-        claimed.append((dep.spec.host, port.address, port.host, dep.metadata.name))
+        claim = claims.setdefault((dep.spec.host, port.host), _Claims())
+        other = claim.clash(port.address)
+        if other is not None:
+            address, name = other
+            found.append((dep, Finding(("spec", "port", "host"), f"port {address}:{port.host} "
+                                       f"on Host {dep.spec.host} is already published by "
+                                       f"Deployment {name}", R_PORT)))
+        claim.add(port.address, dep.metadata.name)
     return found
 
 
-def _overlap(a: str, b: str) -> bool:
-    """Two bind addresses clash if equal or either is a wildcard of the same family."""
-    ia, ib = ipaddress.ip_address(a), ipaddress.ip_address(b)
-    return ia == ib or (ia.version == ib.version and (ia.is_unspecified or ib.is_unspecified))
+class _Claims:
+    """Who published one port of one Host, on which addresses. Two bind addresses clash if they
+    are the same address (``::ffff:127.0.0.1`` is ``127.0.0.1``) or either is the wildcard of
+    the other's family; each question is answered from an index, not by comparing every pair."""
+
+    def __init__(self) -> None:
+        self.exact: dict[ipaddress.IPv4Address | ipaddress.IPv6Address, tuple[str, str]] = {}
+        self.any_of: dict[int, tuple[str, str]] = {}  # family -> a first claim on it
+        self.wildcard: dict[int, tuple[str, str]] = {}  # family -> a claim on its wildcard
+
+    def clash(self, address: str) -> tuple[str, str] | None:
+        """A claim (address, Deployment) that ``address`` clashes with, if any."""
+        ip = bind_address(address)
+        if ip in self.exact:
+            return self.exact[ip]
+        if ip.version in self.wildcard:
+            return self.wildcard[ip.version]
+        return self.any_of.get(ip.version) if ip.is_unspecified else None
+
+    def add(self, address: str, name: str) -> None:
+        ip = bind_address(address)
+        self.exact.setdefault(ip, (address, name))
+        self.any_of.setdefault(ip.version, (address, name))
+        if ip.is_unspecified:
+            self.wildcard.setdefault(ip.version, (address, name))
+
+
+@functools.lru_cache(maxsize=1024)  # a spec set names a few addresses, thousands of times
+def bind_address(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """The address a socket binds for ``address``: an IPv4-mapped IPv6 address is its IPv4
+    address (the kernel treats them as one)."""
+    ip = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip

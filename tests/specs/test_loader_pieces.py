@@ -57,9 +57,7 @@ def test_a_field_path_is_dotted_and_the_document_is_a_dash() -> None:
 
 
 def test_a_field_is_located_at_its_deepest_known_prefix() -> None:
-    doc = Document("x.yaml", 0, {}, {(): Location("x.yaml", 1, 1),
-                                     ("spec",): Location("x.yaml", 5, 3),
-                                     ("spec", "env"): Location("x.yaml", 9, 5)})
+    doc = Document("x.yaml", 0, {}, {(): (1, 1), ("spec",): (5, 3), ("spec", "env"): (9, 5)})
     assert doc.locate(("spec", "env", "A")) == Location("x.yaml", 9, 5)
     assert doc.locate(("spec", "model")) == Location("x.yaml", 5, 3)
     assert doc.locate(("metadata",)) == Location("x.yaml", 1, 1)
