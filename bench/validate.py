@@ -129,20 +129,24 @@ def main() -> int:
         for _ in range(args.runs):
             theirs.append(timed(baseline))
             ours.append(timed(full))
+    # Judged from 10,000 resources up (the size), scaled linearly above it: below it,
+    # start-up costs that do not grow with the set weigh too much for a fair verdict.
+    judged = args.resources >= TARGET_RESOURCES
     target = TARGET_SECONDS * args.resources / TARGET_RESOURCES
     ratio = statistics.median(ours) / statistics.median(theirs)
     print(f"validate: {count} resources in {args.files} files, {args.runs} runs each\n")
     print(f"{'phase':<18}{'median s':>10}{'min s':>9}{'max s':>9}{'ratio':>8}  target")
-    for name, times, note in (("load (baseline)", theirs, "-"),
-                              ("validate", ours, f"<= {target:.1f} s")):
-        shown = f"{ratio:8.2f}" if name == "validate" else f"{'1.00':>8}"
-        print(f"{name:<18}{statistics.median(times):10.3f}{min(times):9.3f}{max(times):9.3f}"
-              f"{shown}  {note}")
+    note = f"<= {target:.1f} s" if judged else f"judged from {TARGET_RESOURCES} resources"
+    print(f"{'load (baseline)':<18}{statistics.median(theirs):10.3f}{min(theirs):9.3f}"
+          f"{max(theirs):9.3f}{1.0:8.2f}  -")
+    print(f"{'validate':<18}{statistics.median(ours):10.3f}{min(ours):9.3f}{max(ours):9.3f}"
+          f"{ratio:8.2f}  {note}")
+    if not judged:
+        return 0
     met = statistics.median(ours) <= target
     print(f"\ntarget {'met' if met else 'NOT met'}: validate median "
           f"{statistics.median(ours):.2f} s for {count} resources")
     return 0 if met else 1
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

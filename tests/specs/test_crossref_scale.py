@@ -77,7 +77,7 @@ def test_many_broken_references_list_the_known_names_briefly() -> None:
                                   "more)") for i in info.value.issues), info.value.issues[0]
 
 
-def test_the_validate_bench_prints_its_table_and_judges_the_target() -> None:
+def test_the_validate_bench_prints_its_table() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "validate.py"),
                            "--resources", "300", "--files", "3", "--runs", "1"],
                           capture_output=True, text=True, timeout=120, check=False)
@@ -85,5 +85,5 @@ def test_the_validate_bench_prints_its_table_and_judges_the_target() -> None:
     lines = done.stdout.splitlines()
     assert lines[0] == "validate: 300 resources in 3 files, 1 runs each"
     assert any(line.startswith("load (baseline)") for line in lines)
-    assert any(line.startswith("validate ") and line.endswith("<= 0.1 s") for line in lines)
-    assert lines[-1].startswith("target met: validate median")
+    assert any(line.startswith("validate ") and line.endswith("judged from 10000 resources")
+               for line in lines), lines
