@@ -13,11 +13,8 @@ from __future__ import annotations
 
 import re
 
+from specs.errors import INVISIBLE as _INVISIBLE
 from state.redaction import DEFAULT_REDACTOR
-
-_INVISIBLE = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-"""Bidi marks, embeddings, overrides and isolates (they reorder the rest of the line) and the
-Unicode line/paragraph separators (some viewers break lines at them)."""
 
 UNSAFE_IN_LINE = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f{_INVISIBLE}]")
 """C0 except tab, DEL, C1 (``\\x9b`` is a one-byte CSI) and the invisible reorderers."""

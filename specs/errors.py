@@ -10,6 +10,7 @@ person can fix a spec without reading our code. Hierarchy:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -26,8 +27,32 @@ class Location:
 
     def __str__(self) -> str:
         if self.line <= 0:  # the file as a whole (missing, unreadable): no position to give
-            return self.file
-        return f"{self.file}:{self.line}:{self.col}"
+            return one_line(self.file)
+        return f"{one_line(self.file)}:{self.line}:{self.col}"
+
+
+INVISIBLE = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+"""Bidi marks, embeddings, overrides and isolates (they reorder the rest of the line) and the
+Unicode line/paragraph separators (some viewers break lines at them)."""
+UNSAFE_IN_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f{INVISIBLE}]")
+"""C0 (newline and tab too), DEL, C1 (``\\x9b`` is a one-byte CSI) and the invisible
+reorderers: what one line of output must never carry raw."""
+NAMED_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\x1b": "\\x1b"}
+
+
+def _visible(match: re.Match[str]) -> str:
+    char = match.group()
+    named = NAMED_ESCAPES.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def one_line(text: str) -> str:
+    """``text`` with every control, separator and bidi character shown as a visible escape
+    (``\\n``, ``\\x1b``, ``\\u202e``): it prints as one line, in the order it is written."""
+    return UNSAFE_IN_LINE.sub(_visible, text)
 
 
 MAX_FIELD_CHARS = 200
@@ -48,7 +73,8 @@ def bounded(text: str, limit: int) -> str:
 @dataclass(frozen=True)
 class SpecIssue:
     """One problem found in a spec, with the rule that found it. Its field and message are
-    bounded (``bounded``): whatever a spec holds, one issue prints in a few hundred bytes."""
+    bounded (``bounded``) and escaped (``one_line``): whatever a spec holds, one issue prints
+    as one line of a few hundred bytes."""
 
     location: Location
     field: str
@@ -57,8 +83,11 @@ class SpecIssue:
     severity: Severity = "error"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "field", bounded(self.field, MAX_FIELD_CHARS))
-        object.__setattr__(self, "message", bounded(self.message, MAX_MESSAGE_CHARS))
+        # Bounded, then escaped: whatever a message quotes, it prints as one line of a few
+        # hundred characters and never drives the reader's terminal.
+        object.__setattr__(self, "field", one_line(bounded(self.field, MAX_FIELD_CHARS)))
+        object.__setattr__(self, "message",
+                           one_line(bounded(self.message, MAX_MESSAGE_CHARS)))
 
     def __str__(self) -> str:
         prefix = "warning: " if self.severity == "warning" else ""

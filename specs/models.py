@@ -13,9 +13,16 @@ from typing import Annotated, Literal, Protocol
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from specs.errors import one_line
+from specs.values import free_text
+
 API_VERSION = "rtvi.reconciler/v1"
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# A label key, as Kubernetes and Docker's reverse-DNS convention write it: an optional DNS
+# subdomain prefix and "/", then a name of up to 63 characters.
+LABEL_KEY_RE = re.compile(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                          r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 DEFAULT_DOCKER_URL = "unix:///var/run/docker.sock"
 DEFAULT_CONTAINER_PORT = 8000
 DEFAULT_READINESS_TIMEOUT_S = 1800
@@ -27,7 +34,10 @@ class Strict(BaseModel):
 
     # defer_build: a model is compiled on its first use, so a command that never meets an
     # Experiment does not pay for compiling the Experiment models at start-up.
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
+    # allow_inf_nan=False: ``.inf``, ``.nan`` and ``1e400`` (which YAML reads as infinity)
+    # are refused in every number field, named by pydantic as "finite number".
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True,
+                              allow_inf_nan=False)
 
 
 def _env_value(value: object) -> object:
@@ -40,6 +50,10 @@ def _env_value(value: object) -> object:
 
 
 EnvValue = Annotated[str, BeforeValidator(_env_value)]
+GpuIndex = Annotated[int, Field(ge=0, le=1023)]
+GpuId = Annotated[str, Field(min_length=1, max_length=200)]
+Gpu = GpuIndex | GpuId
+"""A GPU: its index on the Host or its UUID (``GPU-…``, ``MIG-…``)."""
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 
 
@@ -47,7 +61,17 @@ class Metadata(Strict):
     """Identity of a resource: a DNS-label-like name plus free-form labels."""
 
     name: Name
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict, max_length=64)
+
+    @field_validator("labels")
+    @classmethod
+    def _label_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not LABEL_KEY_RE.fullmatch(key):
+                raise ValueError(f"label key {one_line(key[:80])!r} is not [prefix/]name: a "
+                                 "DNS subdomain prefix, then up to 63 of letters, digits, "
+                                 "'-', '_', '.', starting and ending alphanumeric")
+        return value
 
 
 TAG_MARK = "type="
@@ -162,22 +186,22 @@ class SecretRef(Strict):
 class EagerJustification(Strict):
     """Eager mode costs throughput; turning it on must say why and when it goes away (rule 6)."""
 
-    blocker: str = Field(min_length=1)
-    performanceImpact: str = Field(min_length=1)
-    removalCondition: str = Field(min_length=1)
+    blocker: str = free_text(min_length=1)
+    performanceImpact: str = free_text(min_length=1)
+    removalCondition: str = free_text(min_length=1)
 
 
 class NonStandard(Strict):
     """Marks a deliberate deviation from a standard setting (rules 7 and 8), with its reason."""
 
-    reason: str = Field(min_length=1)
+    reason: str = free_text(min_length=1)
 
 
 class Readiness(Strict):
     """Readiness budget (rule 11). Real model loads take minutes; 30 minutes is the default."""
 
     timeoutSeconds: int = Field(default=DEFAULT_READINESS_TIMEOUT_S, ge=1, le=86400)
-    pollSeconds: float = Field(default=1.0, gt=0, le=60)
+    pollSeconds: float = Field(default=1.0, ge=0.01, le=60)
 
 
 class DeploymentSpec(Strict):
@@ -186,8 +210,8 @@ class DeploymentSpec(Strict):
     image: str = Field(min_length=1)
     model: ModelSpec
     port: PortSpec
-    gpus: list[int | str] = Field(default_factory=list)
-    env: dict[str, EnvValue] = Field(default_factory=dict)
+    gpus: list[Gpu] = Field(default_factory=list, max_length=64)
+    env: dict[str, EnvValue] = free_text(default_factory=dict)  # a PEM key spans lines
     secrets: list[SecretRef] = Field(default_factory=list)
     # The entry of ``secrets`` whose value is the service's API token (RTVI declares bearer
     # security on every operation): every request we send it carries ``Authorization: Bearer``.
@@ -195,7 +219,7 @@ class DeploymentSpec(Strict):
     mounts: list[MountSpec] = Field(default_factory=list)
     liveProfile: Literal["default", "no-drop"] = "default"
     eager: EagerJustification | None = None
-    unsafeModelConfigReview: str | None = None
+    unsafeModelConfigReview: str | None = free_text(default=None)
     nonStandard: NonStandard | None = None
     readiness: Readiness = Field(default_factory=Readiness)
     stopGraceSeconds: int = Field(default=30, ge=0, le=3600)
@@ -271,13 +295,13 @@ class CaptionSpec(Strict):
     """A live caption session per source (``generate_captions`` with ``stream: true``). Bounds
     are the published OpenAPI's, so a value RTVI would refuse is refused at ``validate``."""
 
-    prompt: str = Field(min_length=1, max_length=PROMPT_MAX_CHARS)
+    prompt: str = free_text(min_length=1, max_length=PROMPT_MAX_CHARS)
     chunkDuration: int = Field(default=2, ge=1, le=3600)
     chunkOverlapDuration: int = Field(default=0, ge=0, le=3600)
     maxTokens: int = Field(default=64, ge=1, le=16384)
     temperature: float | None = Field(default=None, ge=0, le=1)
     seed: int | None = Field(default=None, ge=1, le=SEED_MAX)
-    maxCaptionAgeSeconds: float = Field(default=30, gt=0)
+    maxCaptionAgeSeconds: float = Field(default=30, gt=0, le=86400)
 
 
 class StreamReadiness(Strict):

@@ -16,7 +16,6 @@ from specs.environment import (
     NO_DROP_SETTINGS,
     PERF_SETTINGS,
     PRESETS,
-    control_characters,
     effective_env,
     is_true,
     model_identity,
@@ -57,13 +56,8 @@ R10 = "Deployment rule 10: exclusive GPUs"
 R12 = "Deployment rule 12: secrets are references"
 R_MODEL_VARS = "model variables come from spec.model"
 R_NETWORK = "host networking: the service listens on its published port"
-R_ENV_CONTROL = "environment values carry no control characters"
 R_SECRET_VALUE = "secret values: a regular file or variable, no control characters"
 R_PORT_FREE = "Deployment port: the host port is free"
-# Where each model variable comes from, for pointing at the field a person wrote.
-MODEL_VARIABLE_FIELDS: dict[str, PathKey] = {
-    "VLM_MODEL_TO_USE": ("model", "use"), "MODEL_PATH": ("model", "path"),
-    "MODEL_IMPLEMENTATION_PATH": ("model", "implementationPath")}
 
 
 @dataclass(frozen=True)
@@ -283,28 +277,10 @@ def check_secrets(spec: DeploymentSpec) -> Iterator[Finding]:
                           "(fromEnv or fromFile), never as a plain value", R12)
 
 
-def check_env_values(spec: DeploymentSpec) -> Iterator[Finding]:
-    """Every value the container's environment will hold, judged before anything runs: a NUL
-    in one otherwise passes validate and plan and fails only when the container starts."""
-    for key, value in effective_env(spec).items():
-        refused = control_characters(value)
-        if refused:
-            where = _env_path(spec, key, MODEL_VARIABLE_FIELDS.get(key, ("env", key)))
-            yield Finding(where, f"the value of {key} contains control character(s) "
-                          f"{', '.join(refused)}; only tab, newline and carriage return are "
-                          "allowed (Docker cannot pass NUL at all)", R_ENV_CONTROL)
-    for i, ref in enumerate(spec.secrets):
-        if ref.fromFile is not None and control_characters(ref.fromFile):
-            yield Finding(("secrets", i, "fromFile"), "the path contains control characters",
-                          R12)
-
-
 def check_gpus(spec: DeploymentSpec) -> Iterator[Finding]:
     seen: set[str] = set()
     for i, gpu in enumerate(spec.gpus):
         key = str(gpu)
-        if isinstance(gpu, int) and gpu < 0:
-            yield Finding(("gpus", i), "GPU indices are >= 0", R10)
         if isinstance(gpu, str) and not gpu.startswith(("GPU-", "MIG-")):
             yield Finding(("gpus", i), f"{gpu!r} is neither an index nor a GPU/MIG UUID", R10)
         if key in seen:
@@ -335,7 +311,6 @@ CHECKS: tuple[Check, ...] = (
     check_evs,
     check_no_drop,
     check_secrets,
-    check_env_values,
     check_gpus,
     check_network,
 )

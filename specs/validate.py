@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, cast
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from specs.crossref import Resource, check_set
 from specs.errors import SpecError, SpecIssue
@@ -21,6 +21,7 @@ from specs.kinds import SPEC_KINDS
 from specs.loader import DEFAULT_LIMITS, Document, LoaderLimits, PathKey, load_paths, load_text
 from specs.models import API_VERSION, TAG_ERROR, TAG_MARK, Deployment, Host, SpecResource, StreamSet
 from specs.rules import Finding
+from specs.values import value_findings
 
 R_SCHEMA = "schema"
 PYDANTIC_MESSAGES = {
@@ -95,8 +96,11 @@ def build_spec_set(docs: list[Document], *, cross: bool = True) -> SpecSet:
             continue
         result.resources.append(resource)
         result.documents.setdefault((resource.kind, resource.metadata.name), doc)
+        unsafe = [_issue(doc, Finding(path, message, rule))
+                  for path, message, rule in value_findings(cast(BaseModel, resource))]
+        issues.extend(unsafe)
         rules = SPEC_KINDS[resource.kind].rules
-        if rules is not None:
+        if rules is not None and not unsafe:  # the rules quote values: only safe ones
             issues.extend(_issue(doc, f) for f in rules(resource))
     if cross and not [i for i in issues if i.severity == "error"]:
         issues.extend(result.issue(res, f) for res, f in check_set(result.resources))

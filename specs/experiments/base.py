@@ -22,8 +22,18 @@ from typing import Any, ClassVar, Literal, get_args
 from pydantic import Discriminator, Field, Tag, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from specs.models import SHA256_PATTERN, TAG_ERROR, TAG_MARK, EnvValue, Name, Strict, env_names
+from specs.models import (
+    SHA256_PATTERN,
+    TAG_ERROR,
+    TAG_MARK,
+    EnvValue,
+    Gpu,
+    Name,
+    Strict,
+    env_names,
+)
 from specs.rules import Finding
+from specs.values import free_text
 
 RUN_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{2,62}$"
 R_CONTRACT = "Experiment rule: performance contract"
@@ -57,7 +67,8 @@ class Workload(Strict):
     sourceIdentityPolicy: Literal["unique_per_stream", "shared_across_requests",
                                   "not_applicable"] = "unique_per_stream"
     sessionReuse: bool = False
-    sourceIdentityCount: int | None = Field(default=None, ge=1)  # default: the largest level
+    # default: the largest level
+    sourceIdentityCount: int | None = Field(default=None, ge=1, le=4096)
 
 
 LatencySource = Literal["ntp_timestamp", "processing_latency"]
@@ -99,10 +110,10 @@ class ServiceOverride(Strict):
     that say so. Everything else is the template's, so the run measures what is deployed."""
 
     hostPort: int = Field(ge=1024, le=65535)
-    env: dict[str, EnvValue] = Field(default_factory=dict, max_length=16)
+    env: dict[str, EnvValue] = free_text(default_factory=dict, max_length=16)
     # The run's GPUs when they cannot be the template's (a template that runs holds its own,
     # and a run never shares one): indexes or UUIDs, free of every Deployment on the Host.
-    gpus: list[int | str] | None = None
+    gpus: list[Gpu] | None = Field(default=None, max_length=64)
 
     _env_names = field_validator("env")(classmethod(lambda cls, v: env_names(v)))
 

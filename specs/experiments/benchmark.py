@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -28,7 +28,8 @@ class BenchmarkSpec(Strict):
     initialStreamCount: int | None = Field(default=None, ge=1, le=4096)
     addStreamCount: int | None = Field(default=None, ge=1, le=1024)
     binarySearchRefinement: bool | None = None
-    concurrencyLevels: list[int] = Field(default_factory=list, max_length=32)
+    concurrencyLevels: list[Annotated[int, Field(ge=1, le=4096)]] = Field(default_factory=list,
+                                                                           max_length=32)
     logStaleSeconds: int = Field(default=600, ge=5, le=86400)  # then inspect, never kill
     evs: bool = False  # this run is the EVS side (True) or the non-EVS baseline
     pairWith: str | None = Field(default=None, pattern=RUN_ID_PATTERN)  # the other side's run

@@ -40,7 +40,8 @@ class CanarySpec(Strict):
     maxTokens: int = Field(default=16, ge=1, le=16384)
     performanceSeconds: int = Field(default=30, ge=5, le=86400)  # per repetition
     freshFrameSeconds: float = Field(default=15, gt=0, le=600)  # coverage per source
-    maxP95LatencyMs: float | None = Field(default=None, gt=0)  # FAIL above (None: record only)
+    # FAIL above (None: record only)
+    maxP95LatencyMs: float | None = Field(default=None, gt=0, le=3_600_000)
     publisher: CanaryPublisher = Field(default_factory=CanaryPublisher)
     # The 1-frame, 1-token smoke request before the performance part: always (true), or only
     # where the contract requires it (unset: runs of 30 minutes or more; false is refused there).

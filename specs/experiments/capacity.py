@@ -41,7 +41,7 @@ class CapacitySpec(Strict):
     addStreamCount: int = Field(default=1, ge=1, le=256)
     maxStreamCount: int = Field(ge=1, le=1024)
     windowSeconds: int = Field(default=60, ge=5, le=3600)
-    maxP95LatencyMs: float = Field(gt=0)
+    maxP95LatencyMs: float = Field(gt=0, le=3_600_000)
     minSuccessRate: float = Field(default=1.0, gt=0, le=1)
     serviceReuse: bool = False
     chunkDurationSeconds: int = Field(default=2, ge=1, le=60)

@@ -11,6 +11,7 @@ from pydantic import Field
 from specs.experiments.base import ExperimentSpecBase
 from specs.models import SHA256_PATTERN, Strict
 from specs.rules import Finding
+from specs.values import free_text
 
 R_PORT = "Experiment rule: port validation"
 IMMUTABLE_REVISION = r"^([0-9a-f]{40}|sha256:[0-9a-f]{64})$"  # a commit or a content digest
@@ -35,7 +36,7 @@ class IntegrationPath(Strict):
     """The first integration path that worked; a patch says why the other three cannot."""
 
     path: Literal["configuration", "adapter", "plugin", "patch"]
-    reason: str | None = Field(default=None, min_length=1, max_length=2000)
+    reason: str | None = free_text(default=None, min_length=1, max_length=2000)
 
 
 class PortMedia(Strict):
@@ -54,7 +55,7 @@ class TextCheck(Strict):
     """One labelled text item of the accuracy set: a prompt and what its answer must name
     (and must not)."""
 
-    prompt: str = Field(min_length=1, max_length=10000)
+    prompt: str = free_text(min_length=1, max_length=10000)
     facts: list[str] = Field(min_length=1, max_length=16)
     absent: list[str] = Field(default_factory=list, max_length=16)
 

@@ -94,12 +94,12 @@ CASES += [
 
 CASES += [
     Case("env-value-nul", body(extra='  env:\n    X: "a\\0b"  # <-\n'),
-         "environment values carry no control characters", "spec.env.X"),
+         "strings carry no control or bidi characters", "spec.env.X"),
     Case("env-value-escape", body(extra='  env:\n    Y: ok\n    X: "a\\eb"  # <-\n'),
-         "environment values carry no control characters", "spec.env.X"),
+         "strings carry no control or bidi characters", "spec.env.X"),
     Case("model-path-nul", body(model='    use: vllm-compatible\n'
          '    path: "ngc:nim/nvidia/m:1\\0"  # <-\n'),
-         "environment values carry no control characters", "spec.model.path"),
+         "strings carry no control or bidi characters", "spec.model.path"),
 ]
 
 CASES += [

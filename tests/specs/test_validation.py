@@ -202,7 +202,7 @@ def test_control_character_message_names_the_character_never_the_value() -> None
     errors = _errors(HEADER + body(extra='  env:\n    X: "canary-\\0-\\e-value"\n'
                                          '    MULTILINE: "line one\\nline two\\tTabbed\\r"\n'))
     [error] = errors
-    assert "NUL, U+001B" in error
+    assert "U+0000, U+001B" in error
     assert "canary" not in error
     assert "MULTILINE" not in error  # tab, newline and carriage return are allowed
 
@@ -233,3 +233,12 @@ def test_an_issue_quoting_a_huge_value_stays_small_and_keeps_its_why() -> None:
     assert image.endswith("(Deployment rule 1: image pinned by digest)")
     assert ": kind: unknown kind 'xxx" in kind
     assert kind.endswith("(schema)")
+
+
+def test_a_spec_issue_prints_as_one_line_whatever_it_quotes() -> None:
+    from specs.errors import Location, SpecIssue
+
+    issue = SpecIssue(Location("specs/a\nb.yaml", 3, 1), "metadata.labels.k\x1bj",
+                      "quoted 'x\ny\u202ez\x9b' here", "rule")
+    assert str(issue) == ("specs/a\\nb.yaml:3:1: metadata.labels.k\\x1bj: quoted "
+                          "'x\\ny\\u202ez\\x9b' here (rule)")
