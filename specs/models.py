@@ -8,10 +8,20 @@ in ``specs.crossref``; rules that need a Host's observed facts in ``specs.hostru
 
 from __future__ import annotations
 
+import posixpath
 import re
+from collections.abc import Callable
 from typing import Annotated, Literal, Protocol
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+)
 
 from specs.errors import one_line
 from specs.values import free_text
@@ -50,6 +60,90 @@ def _env_value(value: object) -> object:
 
 
 EnvValue = Annotated[str, BeforeValidator(_env_value)]
+
+
+def normal_path_problem(value: str) -> str | None:
+    """Why ``value`` is not an absolute path written in its normal form (None: it is). Rules
+    compare paths by prefix (a MODEL_PATH inside a read-only mount), so ``/models/../etc``
+    must never pass as being under ``/models``: such a path is refused, not guessed at."""
+    if not value.startswith("/"):
+        return "must be an absolute path (starting with /)"
+    normal = "/" + posixpath.normpath(value).lstrip("/")
+    if normal != value:
+        return (f"must be written in normal form, without '.', '..', '//' or a trailing '/' "
+                f"(normalised: {normal!r})")
+    return None
+
+
+def _absolute_path(value: str) -> str:
+    problem = normal_path_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+AbsolutePath = Annotated[str, Field(min_length=1, max_length=4096),
+                         AfterValidator(_absolute_path)]
+"""A file or folder path: absolute and normalised (see ``normal_path_problem``)."""
+# A Docker image reference, full-match (Docker's own grammar): [registry[:port]/]path[:tag]
+# [@algorithm:hex]; never a leading '-' (an option to a command line) nor a space.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_DOMAIN = rf"{_LABEL}(?:\.{_LABEL})*"
+IMAGE_PATTERN = (rf"^(?:{_DOMAIN}(?::[0-9]{{1,5}})?/)?{_COMPONENT}(?:/{_COMPONENT})*"
+                 r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@[A-Za-z0-9][A-Za-z0-9+._:-]*)?$")
+"""The digest is only shaped here; Deployment rule 1 says what a pinned one must be."""
+SSH_URL_RE = re.compile(r"ssh://(?:(?P<user>[A-Za-z_][A-Za-z0-9_.-]{0,31})@)?"
+                        r"(?P<host>[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252}[A-Za-z0-9])?"
+                        r"|\[[0-9A-Fa-f:.]+\])(?::(?P<port>[0-9]{1,5}))?/?")
+
+
+def url_problem(value: str, schemes: tuple[str, ...]) -> str | None:
+    """Why ``value`` is not a URL of one of ``schemes`` with a host (never starting with '-',
+    which a command line would read as an option) and a port in 1..65535 (None: it is)."""
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as exc:
+        return f"is not a valid URL: {exc}"
+    if parts.scheme not in schemes:
+        return f"must be a {' or '.join(s + '://' for s in schemes)} URL"
+    if not parts.hostname or parts.hostname.startswith("-") or "%" in parts.hostname:
+        return "must name a host (not starting with '-', no IPv6 scope ID)"
+    if port == 0:
+        return "port 0 is not a port to connect to (1..65535)"
+    return None
+
+
+def docker_url_problem(value: str) -> str | None:
+    """Why ``value`` is neither ``unix:///absolute/socket`` nor ``ssh://[user@]host[:port]``
+    (None: it is one)."""
+    if value.startswith("unix://"):
+        problem = normal_path_problem(value.removeprefix("unix://"))
+        return None if problem is None else f"the socket path {problem}"
+    match = SSH_URL_RE.fullmatch(value)
+    if match is None:
+        return ("must be unix:///path/to/docker.sock or ssh://[user@]host[:port] (a user and "
+                "host never start with '-')")
+    if match["port"] is not None and not 1 <= int(match["port"]) <= 65535:
+        return f"port {match['port']} is not in 1..65535"
+    return None
+
+
+def checked(problem: Callable[[str], str | None]) -> AfterValidator:
+    """A validator that refuses a value with the message ``problem`` gives for it."""
+
+    def check(value: str) -> str:
+        found = problem(value)
+        if found is not None:
+            raise ValueError(found)
+        return value
+    return AfterValidator(check)
+
+
+MountPath = Annotated[AbsolutePath, checked(
+    lambda p: "a mount of / (the whole filesystem) is refused: mount the folder the service "
+              "needs" if p == "/" else None)]
 GpuIndex = Annotated[int, Field(ge=0, le=1023)]
 GpuId = Annotated[str, Field(min_length=1, max_length=200)]
 Gpu = GpuIndex | GpuId
@@ -101,15 +195,16 @@ class SpecResource(Protocol):
 class SshSettings(Strict):
     """How to reach an engine over SSH: never auto-accept host keys, so both files are required."""
 
-    keyFile: str
-    knownHostsFile: str
-    socket: str = Field(default="/var/run/docker.sock", pattern=r"^/")
+    keyFile: AbsolutePath
+    knownHostsFile: AbsolutePath
+    socket: AbsolutePath = "/var/run/docker.sock"
 
 
 class HostSpec(Strict):
     """A Docker engine: a local socket (``unix://``) or ``ssh://user@host[:port]``."""
 
-    docker: str = Field(default=DEFAULT_DOCKER_URL, pattern=r"^(unix://|ssh://)\S+$")
+    docker: Annotated[str, Field(max_length=300), checked(docker_url_problem)] = (
+        DEFAULT_DOCKER_URL)
     ssh: SshSettings | None = None
 
 
@@ -163,6 +258,8 @@ class PortSpec(Strict):
     def _ip_literal(cls, value: str) -> str:
         import ipaddress
 
+        if "%" in value:
+            raise ValueError("an IPv6 scope ID (%...) is not accepted in a bind address")
         ipaddress.ip_address(value)
         return value
 
@@ -170,8 +267,8 @@ class PortSpec(Strict):
 class MountSpec(Strict):
     """A bind mount; read-only unless said otherwise (models and code should not be mutated)."""
 
-    source: str = Field(pattern=r"^/")
-    target: str = Field(pattern=r"^/")
+    source: MountPath
+    target: MountPath
     readOnly: bool = True
 
 
@@ -180,7 +277,7 @@ class SecretRef(Strict):
 
     name: str = Field(pattern=ENV_NAME_PATTERN)
     fromEnv: str | None = Field(default=None, pattern=ENV_NAME_PATTERN)
-    fromFile: str | None = None
+    fromFile: AbsolutePath | None = None
 
 
 class EagerJustification(Strict):
@@ -207,7 +304,7 @@ class Readiness(Strict):
 class DeploymentSpec(Strict):
     host: Name
     profile: Literal["standard", "perf", "exploration"] = "standard"
-    image: str = Field(min_length=1)
+    image: str = Field(min_length=1, max_length=500, pattern=IMAGE_PATTERN)
     model: ModelSpec
     port: PortSpec
     gpus: list[Gpu] = Field(default_factory=list, max_length=64)
@@ -255,7 +352,7 @@ class SyntheticSource(Strict):
 class FileSource(Strict):
     """A media file on the publisher's Host, pinned by content: a different file is refused."""
 
-    path: str = Field(pattern=r"^/")
+    path: AbsolutePath
     sha256: str = Field(pattern=SHA256_PATTERN)
 
 
@@ -263,7 +360,8 @@ class SourceSpec(Strict):
     """One live source: an external ``rtsp://`` URL, or one the reconciler publishes."""
 
     name: Name
-    url: str | None = Field(default=None, pattern=r"^rtsp://\S+$", max_length=256)
+    url: Annotated[str, Field(max_length=256),
+                   checked(lambda u: url_problem(u, ("rtsp", "rtsps")))] | None = None
     synthetic: SyntheticSource | None = None
     file: FileSource | None = None
     description: str = Field(default="", max_length=256, pattern=DESCRIPTION_PATTERN)
@@ -281,7 +379,8 @@ class PublisherSpec(Strict):
 class VstSpec(Strict):
     """Register sources with VST first; RTVI then receives VST's ``/live/`` URL."""
 
-    url: str = Field(pattern=r"^https?://\S+$")
+    url: Annotated[str, Field(max_length=500),
+                   checked(lambda u: url_problem(u, ("http", "https")))]
     urlTimeoutSeconds: float = Field(default=60, gt=0, le=3600)
 
 

@@ -22,7 +22,7 @@ from specs.environment import (
 )
 from specs.errors import Severity
 from specs.loader import PathKey
-from specs.models import Deployment, DeploymentSpec, MountSpec
+from specs.models import Deployment, DeploymentSpec, MountSpec, normal_path_problem
 
 DIGEST_RE = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
 NGC_RE = re.compile(r"^ngc:[^/\s:]+/[^/\s:]+/[^/\s:]+:[^\s/]+$")
@@ -90,7 +90,7 @@ def _env_path(spec: DeploymentSpec, key: str, fallback: PathKey) -> PathKey:
 
 
 def check_image(spec: DeploymentSpec) -> Iterator[Finding]:
-    if spec.profile != "exploration" and not DIGEST_RE.match(spec.image):
+    if spec.profile != "exploration" and not DIGEST_RE.fullmatch(spec.image):
         yield Finding(("image",), f"{spec.image!r} is not pinned by digest "
                       "(want name@sha256:<64 lowercase hex>); only profile exploration may use "
                       "a tag", R1)
@@ -124,9 +124,9 @@ def _check_custom_model(spec: DeploymentSpec) -> Iterator[Finding]:
     if implementation is None:
         yield Finding(("model",), "VLM_MODEL_TO_USE=custom needs model.implementationPath "
                       "(MODEL_IMPLEMENTATION_PATH)", R4)
-    elif not implementation.startswith("/"):
-        yield Finding(("model", "implementationPath"), "must be an absolute path inside the "
-                      "container", R4)
+    elif normal_path_problem(implementation) is not None:
+        yield Finding(("model", "implementationPath"), f"a path inside the container: "
+                      f"{normal_path_problem(implementation)}", R4)
 
 
 def _check_model_path(spec: DeploymentSpec, path: str) -> Iterator[Finding]:
@@ -137,11 +137,14 @@ def _check_model_path(spec: DeploymentSpec, path: str) -> Iterator[Finding]:
                       "pass HF_TOKEN as a secret reference", R12)
         return
     if path.startswith("git:"):
-        if not GIT_RE.match(path):
+        if not GIT_RE.fullmatch(path):
             yield Finding(where, "git: model paths must be git:https://…", R2)
         elif spec.profile != "exploration":
             yield Finding(where, "git: model sources are not revision-pinned; allowed only with "
                           "profile: exploration (use a mounted, revision-pinned snapshot)", R2)
+    elif path.startswith("/") and normal_path_problem(path) is not None:
+        # Compared by prefix with the mounts below: /models/../etc is not under /models.
+        yield Finding(where, f"MODEL_PATH {normal_path_problem(path)}", R2)
     elif path.startswith("/"):
         mount = covering_mount(spec, path)
         if mount is None:
@@ -151,7 +154,7 @@ def _check_model_path(spec: DeploymentSpec, path: str) -> Iterator[Finding]:
             index = spec.mounts.index(mount)
             yield Finding(("mounts", index, "readOnly"), f"the mount holding MODEL_PATH {path} "
                           "must be read-only", R2)
-    elif not NGC_RE.match(path):
+    elif not NGC_RE.fullmatch(path):
         yield Finding(where, f"{path!r} is not ngc:<org>/<team>/<model>:<version>, an absolute "
                       "mounted path, or git:https://…", R2)
 
@@ -265,8 +268,6 @@ def check_secrets(spec: DeploymentSpec) -> Iterator[Finding]:
             yield Finding(("secrets", i, "name"), f"{ref.name} is checked by the Deployment "
                           "rules, so its value must be visible in the spec; set it in spec.env "
                           "or spec.model, not as a secret", R12)
-        if ref.fromFile is not None and not ref.fromFile.startswith("/"):
-            yield Finding(("secrets", i, "fromFile"), "must be an absolute path", R12)
     if spec.apiTokenSecret is not None and spec.apiTokenSecret not in seen:
         yield Finding(("apiTokenSecret",), f"names no entry of spec.secrets "
                       f"({', '.join(sorted(seen)) or 'there are none'}); the token is a secret "

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterator
-from typing import Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import Discriminator, Field, Tag, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -26,11 +26,14 @@ from specs.models import (
     SHA256_PATTERN,
     TAG_ERROR,
     TAG_MARK,
+    AbsolutePath,
     EnvValue,
     Gpu,
     Name,
     Strict,
+    checked,
     env_names,
+    url_problem,
 )
 from specs.rules import Finding
 from specs.values import free_text
@@ -54,7 +57,7 @@ class CanaryPublisher(Strict):
 
 
 class PinnedClip(Strict):
-    path: str = Field(pattern=r"^/")
+    path: AbsolutePath
     sha256: str = Field(pattern=SHA256_PATTERN)
 
 
@@ -127,8 +130,8 @@ class TelemetrySpec(Strict):
     its telemetry fails in Preflight, before anything starts; otherwise what cannot be read is
     recorded as "not measured", never as zero."""
 
-    dcgmUrl: str | None = Field(default=None, pattern=r"^https?://[^/@\s]+(/\S*)?$",
-                                max_length=500)
+    dcgmUrl: Annotated[str, Field(pattern=r"^https?://[^/@\s]+(/\S*)?$", max_length=500),
+                       checked(lambda u: url_problem(u, ("http", "https")))] | None = None
     required: bool = False
     intervalSeconds: float = Field(default=1.0, ge=0.1, le=60)
     # GPUs (UUIDs) the service uses without being given them through the template's ``gpus``
@@ -154,7 +157,7 @@ class ExperimentSpecBase(Strict):
     runtimePolicy: Literal["fresh_per_run"] = "fresh_per_run"
     cachePolicy: Literal["empty", "content-addressed-read-only",
                          "empty-or-content-addressed-read-only"] = "empty"
-    evidenceRoot: str | None = Field(default=None, pattern=r"^/")  # default: under the state dir
+    evidenceRoot: AbsolutePath | None = None  # default: under the state dir
     paths: RunPaths = Field(default_factory=RunPaths)
     budgetSeconds: int = Field(default=1800, ge=60, le=7 * 86400)  # the whole run, cleanup too
     cleanupSeconds: int = Field(default=300, ge=10, le=3600)  # one shared cleanup deadline

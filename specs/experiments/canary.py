@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field
 
 from specs.experiments.base import R_CONTRACT, SMOKE_FROM_S, CanaryPublisher, ExperimentSpecBase
-from specs.models import SHA256_PATTERN, Strict
+from specs.models import SHA256_PATTERN, AbsolutePath, Strict
 from specs.rules import Finding
 
 LABEL_PATTERN = r"^[a-z][a-z0-9]*( [a-z][a-z0-9]*)*$"  # lowercase words: what a caption says
@@ -22,7 +22,7 @@ class CanaryMedia(Strict):
     answer names (object recognition instead of colours)."""
 
     label: str = Field(pattern=LABEL_PATTERN, max_length=64)
-    path: str = Field(pattern=r"^/")
+    path: AbsolutePath
     sha256: str = Field(pattern=SHA256_PATTERN)
 
 

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import posixpath
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from specs.models import Strict
+from specs.models import AbsolutePath, Strict, normal_path_problem
 
 KnobValue = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:/-]{0,64}$")]
 HarnessKnob = Literal[
@@ -35,11 +36,25 @@ class HarnessSpec(Strict):
     is set) changed."""
 
     argv: list[str] = Field(min_length=1, max_length=32)  # [python3, perf/benchmark/...py]
-    workdir: str = Field(pattern=r"^/")  # e.g. /opt/vss/services/rtvi/rt-vlm
+    workdir: AbsolutePath  # e.g. /opt/vss/services/rtvi/rt-vlm
     config: str = Field(min_length=1, max_length=1000)  # relative to workdir, or absolute
     outputDirKey: str = Field(default="global.output_dir", pattern=r"^[A-Za-z_][\w.-]*$")
     serviceUrlKey: str = Field(default="global.rtvi_backend", pattern=r"^[A-Za-z_][\w.-]*$")
     # The harness's own knobs: short plain values (letters, digits, _ . : / -).
     env: dict[HarnessKnob, KnobValue] = Field(default_factory=dict)
+
+    @field_validator("config")
+    @classmethod
+    def _inside_workdir(cls, value: str) -> str:
+        """A relative config stays inside the checkout (no ``..`` out of it); an absolute one
+        is written in normal form, like every path."""
+        if value.startswith("/"):
+            problem = normal_path_problem(value)
+            if problem is not None:
+                raise ValueError(problem)
+        elif posixpath.normpath(value) != value or value.startswith(".."):
+            raise ValueError("a relative config path is normalised and stays inside workdir "
+                             f"(no '.', '..' or '//'; normalised: {posixpath.normpath(value)!r})")
+        return value
 
 

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field
 
 from specs.experiments.base import ExperimentSpecBase
-from specs.models import SHA256_PATTERN, Strict
+from specs.models import SHA256_PATTERN, AbsolutePath, Strict
 from specs.rules import Finding
 from specs.values import free_text
 
@@ -44,7 +44,7 @@ class PortMedia(Strict):
     item of the accuracy set. ``facts``: what a correct answer names; ``absent``: what the
     input does not show (an answer naming it invents it)."""
 
-    path: str = Field(pattern=r"^/")
+    path: AbsolutePath
     sha256: str = Field(pattern=SHA256_PATTERN)
     mediaType: Literal["image", "video"]
     facts: list[str] = Field(min_length=1, max_length=16)

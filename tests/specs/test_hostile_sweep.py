@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,12 +19,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specs.errors import SpecError
-from specs.validate import json_schema, parse_text
+from specs.validate import json_schema
 from specs.values import FREE_TEXT, R_STRING
+from tests.specs.every_field import DOCS, FIXTURE, changed, refusals, refused_at
 
-FIXTURE = Path(__file__).parent / "data" / "every_field.yaml"
-DOCS: list[dict[str, Any]] = list(yaml.safe_load_all(FIXTURE.read_text()))
 SCHEMA = json_schema()
 DEFS: dict[str, Any] = SCHEMA["$defs"]
 
@@ -122,32 +119,11 @@ MAPS = sorted({(*leaf.path[:-1], leaf.doc) for leaf in LEAVES if leaf.pattern.en
 
 
 def _with(leaf: Leaf, value: Any) -> str:
-    docs = copy.deepcopy(DOCS)
-    node: Any = docs[leaf.doc]
-    for part in leaf.path[:-1]:
-        node = node[part]
-    node[leaf.path[-1]] = value
-    return yaml.safe_dump_all(docs, sort_keys=False)
-
-
-def _refusals(text: str) -> list[tuple[str, str, int]]:
-    """(field, rule, line) of each refusal of ``text``; [] if it is accepted."""
-    try:
-        parse_text(text, "specs/hostile.yaml")
-    except SpecError as exc:
-        return [(i.field, i.rule, i.location.line) for i in exc.issues]
-    return []
-
-
-def _refused_at(text: str, dotted: str) -> list[tuple[str, str, int]]:
-    found = _refusals(text)
-    assert any(f == dotted or f.startswith(dotted + ".") for f, _, line in found
-               if line > 0), (dotted, found)
-    return found
+    return changed(leaf.doc, leaf.path, value)
 
 
 def test_the_fixture_is_valid_and_sets_every_field_of_the_schema() -> None:
-    assert _refusals(FIXTURE.read_text()) == []
+    assert refusals(FIXTURE.read_text()) == []
     declared: set[str] = set()
     for kind in ("Host", "Deployment", "StreamSet", "Experiment"):
         _schema_leaves(DEFS[kind], kind, declared)
@@ -158,8 +134,8 @@ def test_the_fixture_is_valid_and_sets_every_field_of_the_schema() -> None:
 @pytest.mark.parametrize("leaf", STRINGS, ids=[f"{x.doc}:{x.dotted}" for x in STRINGS])
 def test_an_escape_in_any_string_is_refused_where_it_was_written(leaf: Leaf) -> None:
     value = leaf.value
-    _refused_at(_with(leaf, value[:1] + "\x1b[2J" + value[1:]), leaf.dotted)
-    _refused_at(_with(leaf, value + "\u202e"), leaf.dotted)
+    refused_at(_with(leaf, value[:1] + "\x1b[2J" + value[1:]), leaf.dotted)
+    refused_at(_with(leaf, value + "\u202e"), leaf.dotted)
 
 
 @settings(max_examples=300, derandomize=True, deadline=None,
@@ -170,14 +146,14 @@ def test_any_control_bidi_or_line_break_in_any_string_is_refused(data: st.DataOb
     refused = REFUSED_IN_TEXT if leaf.free else REFUSED_IN_LINE
     char = data.draw(st.sampled_from(refused))
     at = data.draw(st.integers(0, len(leaf.value)))
-    _refused_at(_with(leaf, leaf.value[:at] + char + leaf.value[at:]), leaf.dotted)
+    refused_at(_with(leaf, leaf.value[:at] + char + leaf.value[at:]), leaf.dotted)
 
 
 @pytest.mark.parametrize("leaf", [x for x in STRINGS if x.free],
                          ids=[f"{x.doc}:{x.dotted}" for x in STRINGS if x.free])
 def test_free_text_keeps_tab_and_newline_and_names_what_it_refuses(leaf: Leaf) -> None:
-    assert _refusals(_with(leaf, leaf.value + "\n\tsecond line")) == []
-    [(field, rule, _)] = _refusals(_with(leaf, leaf.value + "\x9b31m"))
+    assert refusals(_with(leaf, leaf.value + "\n\tsecond line")) == []
+    [(field, rule, _)] = refusals(_with(leaf, leaf.value + "\x9b31m"))
     assert (field, rule) == (leaf.dotted, R_STRING)
 
 
@@ -191,20 +167,20 @@ def test_a_map_key_with_a_control_or_bidi_character_is_refused(where: Path_, cha
     for part in path:
         node = node[part]
     node[f"KEY{char}X"] = "value"
-    _refused_at(yaml.safe_dump_all(docs, sort_keys=False), ".".join(map(str, path)))
+    refused_at(yaml.safe_dump_all(docs, sort_keys=False), ".".join(map(str, path)))
 
 
 @pytest.mark.parametrize("leaf", NUMBERS, ids=[f"{x.doc}:{x.dotted}" for x in NUMBERS])
 def test_a_non_finite_or_absurd_number_is_refused_where_it_was_written(leaf: Leaf) -> None:
     for value in ABSURD_NUMBERS:
-        _refused_at(_with(leaf, value), leaf.dotted)
+        refused_at(_with(leaf, value), leaf.dotted)
     if isinstance(leaf.value, float) or leaf.pattern.endswith("Seconds"):
-        _refused_at(_with(leaf, 5e-324), leaf.dotted)  # a denormal: no interval is that short
+        refused_at(_with(leaf, 5e-324), leaf.dotted)  # a denormal: no interval is that short
 
 
 def test_literal_infinities_are_refused_with_the_rule() -> None:
     text = FIXTURE.read_text().replace("pollSeconds: 1.5", "pollSeconds: 1e400")
-    assert ("spec.readiness.pollSeconds", "schema") in [(f, r) for f, r, _ in _refusals(text)]
+    assert ("spec.readiness.pollSeconds", "schema") in [(f, r) for f, r, _ in refusals(text)]
     text = FIXTURE.read_text().replace("maxP95LatencyMs: 2000\n    publisher: {width: 160",
                                        "maxP95LatencyMs: .inf\n    publisher: {width: 160")
-    assert ("spec.canary.maxP95LatencyMs", "schema") in [(f, r) for f, r, _ in _refusals(text)]
+    assert ("spec.canary.maxP95LatencyMs", "schema") in [(f, r) for f, r, _ in refusals(text)]

@@ -112,7 +112,8 @@ def test_a_custom_model_needs_an_absolute_implementation_path() -> None:
         (("model",), "VLM_MODEL_TO_USE=custom needs model.implementationPath "
          "(MODEL_IMPLEMENTATION_PATH)", R4, "error")]
     assert findings(check_model, **model(use="custom", implementationPath="rel/impl")) == [
-        (("model", "implementationPath"), "must be an absolute path inside the container", R4,
+        (("model", "implementationPath"), "a path inside the container: must be an absolute "
+         "path (starting with /)", R4,
          "error")]
     assert findings(check_model, **model(use="custom", implementationPath="/opt/impl")) == []
     # A custom model may also name a path; it is judged like any other.
@@ -173,16 +174,16 @@ def test_anything_else_is_not_a_model_path(path: str) -> None:
 
 
 def test_the_deepest_mount_covers_a_path() -> None:
-    spec = spec_of(mounts=[{"source": "/a", "target": "/"},
-                           {"source": "/b", "target": "/models/"},
+    spec = spec_of(mounts=[{"source": "/a", "target": "/opt"},
+                           {"source": "/b", "target": "/models"},
                            {"source": "/c", "target": "/models/big"},
                            {"source": "/d", "target": "/modelsx"}])
     assert covering_mount(spec, "/models/big/w") is spec.mounts[2]
     assert covering_mount(spec, "/models/big") is spec.mounts[2]
     assert covering_mount(spec, "/models/small") is spec.mounts[1]
     assert covering_mount(spec, "/models") is spec.mounts[1]
-    assert covering_mount(spec, "/modelsy") is spec.mounts[0]
-    assert covering_mount(spec, "/etc") is spec.mounts[0]
+    assert covering_mount(spec, "/modelsy") is None
+    assert covering_mount(spec, "/opt/x") is spec.mounts[0]
     assert covering_mount(spec_of(mounts=[{"source": "/b", "target": "/models"}]),
                           "/modelsx/y") is None
     # A target ending in a letter that a wrong strip would eat is still its own folder.

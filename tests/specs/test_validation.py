@@ -220,17 +220,17 @@ def test_an_issue_quoting_a_huge_value_stays_small_and_keeps_its_why() -> None:
     big = "x" * 200_000
     api = "apiVersion: rtvi.reconciler/v1\n"
     text = (f"{api}kind: Deployment\nmetadata: {{name: vlm}}\nspec:\n  host: local\n"
-            f"  image: \"{big}\"\n  model: {{path: 'ngc:nim/nvidia/m:1', use: vllm-compatible}}\n"
+            f"  image: rtvi@sha256:{'ab' * 32}\n  model: {{path: '{big}', use: vllm-compatible}}\n"
             f"  port: {{host: 18000}}\n---\n{api}kind: \"{big}\"\nmetadata: {{name: b}}\n"
             f"spec: {{}}\n")
     errors = _errors(text)
     assert len(errors) == 2
     assert all(len(e) < 1000 for e in errors), [len(e) for e in errors]
-    image, kind = errors
-    assert image.startswith("specs/x.yaml:")
-    assert ": spec.image: 'xxx" in image
-    assert "characters ...]" in image
-    assert image.endswith("(Deployment rule 1: image pinned by digest)")
+    path, kind = errors
+    assert path.startswith("specs/x.yaml:")
+    assert ": spec.model.path: 'xxx" in path
+    assert "characters ...]" in path
+    assert path.endswith("(Deployment rule 2: MODEL_PATH forms)")
     assert ": kind: unknown kind 'xxx" in kind
     assert kind.endswith("(schema)")
 
