@@ -10,6 +10,7 @@ import functools
 import ipaddress
 
 from specs.experiment import R_TEMPLATE, Experiment, check_template
+from specs.experiments.benchmark import R_BENCH, BenchmarkExperimentSpec
 from specs.kinds import SPEC_KINDS
 from specs.models import Deployment
 from specs.models import Resource as BuiltinResource
@@ -35,8 +36,80 @@ def check_set(resources: list[Resource]) -> list[tuple[Resource, Finding]]:
     deployments = [r for r in resources if isinstance(r, Deployment)]
     found.extend(_gpu_claims(deployments))
     found.extend(_port_claims(deployments))
-    found.extend(_experiments([r for r in resources if isinstance(r, Experiment)], deployments))
+    experiments = [r for r in resources if isinstance(r, Experiment)]
+    found.extend(_experiments(experiments, deployments))
+    found.extend(_run_gpus(experiments, deployments))
+    found.extend(_pairings(experiments))
     return found
+
+
+def _run_gpus(experiments: list[Experiment], deployments: list[Deployment]
+              ) -> list[tuple[Resource, Finding]]:
+    """An Experiment's own GPUs (``service.gpus``) are no Deployment's on its template's Host:
+    a run never shares a GPU, with its template or anything else (rule 10)."""
+    owner: dict[tuple[str, str], str] = {}
+    for dep in deployments:
+        for gpu in dep.spec.gpus:
+            owner.setdefault((dep.spec.host, str(gpu)), dep.metadata.name)
+    hosts = {d.metadata.name: d.spec.host for d in deployments}
+    found: list[tuple[Resource, Finding]] = []
+    for exp in experiments:
+        host = hosts.get(exp.spec.template)
+        for i, gpu in enumerate(exp.spec.service.gpus or ()):
+            other = owner.get((host or "", str(gpu)))
+            if host is not None and other is not None:
+                found.append((exp, Finding(("spec", "service", "gpus", i), f"GPU {gpu} on Host "
+                                           f"{host} is Deployment {other}'s: a run never shares "
+                                           "a GPU", R10)))
+    return found
+
+
+def _pairings(experiments: list[Experiment]) -> list[tuple[Resource, Finding]]:
+    """A benchmark's ``pairWith`` names the other side of an EVS comparison: where that run is
+    in the set, it is a benchmark of the same scenario on the other EVS side, and no chain of
+    pairings comes back to the run (each side's gate reads the other's finished evidence, so
+    in a cycle one side always finds none)."""
+    runs = {e.spec.runId: e for e in experiments}
+    found: list[tuple[Resource, Finding]] = []
+    where = ("spec", "benchmark", "pairWith")
+    for exp in experiments:
+        spec = exp.spec
+        if not isinstance(spec, BenchmarkExperimentSpec) or spec.benchmark.pairWith is None:
+            continue
+        other = runs.get(spec.benchmark.pairWith)
+        if other is None:
+            continue  # a finished run whose spec is gone: its evidence is read at the gate
+        theirs = other.spec
+        if not isinstance(theirs, BenchmarkExperimentSpec):
+            found.append((exp, Finding(where, f"run {theirs.runId} is a {theirs.type} run, not "
+                                       "a benchmark", R_BENCH)))
+        elif theirs.benchmark.scenario != spec.benchmark.scenario:
+            found.append((exp, Finding(where, f"run {theirs.runId} runs scenario "
+                                       f"{theirs.benchmark.scenario!r}, not "
+                                       f"{spec.benchmark.scenario!r}", R_BENCH)))
+        elif theirs.benchmark.evs == spec.benchmark.evs:
+            side = "EVS" if spec.benchmark.evs else "a baseline"
+            found.append((exp, Finding(where, f"run {theirs.runId} is also {side}: a pair is "
+                                       "one EVS run and one baseline", R_BENCH)))
+        elif _cycles(runs, spec.runId):
+            found.append((exp, Finding(where, f"pairing with run {theirs.runId} comes back to "
+                                       f"this run: one side of a cycle always gates on "
+                                       "evidence that does not exist yet; pair one way",
+                                       R_BENCH)))
+    return found
+
+
+def _cycles(runs: dict[str, Experiment], start: str) -> bool:
+    """Whether following ``pairWith`` from run ``start`` comes back to it."""
+    seen: set[str] = set()
+    current: str | None = start
+    while current is not None and current not in seen:
+        seen.add(current)
+        spec = runs[current].spec if current in runs else None
+        current = spec.benchmark.pairWith if isinstance(spec, BenchmarkExperimentSpec) else None
+        if current == start:
+            return True
+    return False
 
 
 def _references(resources: list[Resource], names: set[tuple[str, str]]

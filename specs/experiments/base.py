@@ -205,6 +205,12 @@ class ExperimentSpecBase(Strict):
         """This type's own observation-free rules (paths relative to ``spec``)."""
         return iter(())
 
+    def least_measuring(self) -> tuple[float, tuple[str, ...], str] | None:
+        """The least time this run measures for, whatever it finds (seconds), the field that
+        sets it and what it is, for the budget rule: a run whose budget cannot hold its own
+        measurement would be stopped by its deadline every time (None: no such floor)."""
+        return None
+
     def findings(self) -> list[Finding]:
         """Every observation-free rule: the shared contract, then the type's own."""
         return [*_contract(self), *_paths(self), *self.type_findings(), *_budget(self)]
@@ -227,6 +233,13 @@ def _budget(spec: ExperimentSpecBase) -> Iterator[Finding]:
         yield Finding(("budgetSeconds",), f"{spec.budgetSeconds}s cannot hold the "
                       f"{spec.cleanupSeconds}s kept for cleanup plus a run of at least "
                       f"{MIN_RUN_S}s", R_CONTRACT)
+        return
+    least = spec.least_measuring()
+    if least is not None and spec.budgetSeconds < spec.cleanupSeconds + least[0]:
+        seconds, path, what = least
+        yield Finding(path, f"{what} takes at least {seconds:g}s, more than budgetSeconds "
+                      f"{spec.budgetSeconds} less the {spec.cleanupSeconds}s kept for cleanup: "
+                      "the run could never finish measuring", R_CONTRACT)
 
 
 

@@ -63,6 +63,11 @@ class CanaryExperimentSpec(ExperimentSpecBase):
         runs = self.measurement.warmupRuns + self.measurement.repetitions
         return runs * self.canary.performanceSeconds
 
+    def least_measuring(self) -> tuple[float, tuple[str, ...], str] | None:
+        seconds = self.performance_seconds()
+        return (seconds, ("canary", "performanceSeconds"),
+                "the performance part (warm-up and repetitions)") if seconds else None
+
     def needs_smoke(self) -> bool:
         return self.performance_seconds() >= SMOKE_FROM_S
 

@@ -63,6 +63,12 @@ class CapacityExperimentSpec(ExperimentSpecBase):
     def smokes(self) -> bool:
         return self.budget_smokes(self.capacity.smoke)
 
+    def least_measuring(self) -> tuple[float, tuple[str, ...], str] | None:
+        if self.capacity.harness is not None:
+            return None  # the harness's windows are its scenario's, not ours
+        return (self.capacity.windowSeconds, ("capacity", "windowSeconds"),
+                "one stability window")
+
     def type_findings(self) -> Iterator[Finding]:
         cap = self.capacity
         if cap.initialStreamCount > cap.maxStreamCount:

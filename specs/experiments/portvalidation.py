@@ -3,6 +3,7 @@ contract, the integration path, a smoke per modality and the accuracy gate."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Literal
 
@@ -14,6 +15,15 @@ from specs.rules import Finding
 from specs.values import free_text
 
 R_PORT = "Experiment rule: port validation"
+WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+"""A word as the grounding gate reads answers and facts: letters only (digits, punctuation
+and underscores separate words)."""
+
+
+def words(text: str) -> list[str]:
+    """The words of ``text``, lowercased, as the grounding gate compares them."""
+    return [w.lower() for w in WORD.findall(text)]
+
 IMMUTABLE_REVISION = r"^([0-9a-f]{40}|sha256:[0-9a-f]{64})$"  # a commit or a content digest
 Modality = Literal["text", "image", "video"]
 
@@ -110,4 +120,20 @@ class PortValidationExperimentSpec(ExperimentSpecBase):
             if clash:
                 yield Finding(("portValidation", "media", i, "absent"),
                               f"{', '.join(sorted(clash))} is both shown and absent", R_PORT)
+        yield from _wordless(port)
+
+
+def _wordless(port: PortValidationSpec) -> Iterator[Finding]:
+    """A fact or absent phrase with no word the gate can read (``3``, ``!!``) can never match:
+    a fact would fail every answer, an absent phrase would check nothing."""
+    rows: list[tuple[tuple[str | int, ...], PortMedia | TextCheck]] = [
+        *((("portValidation", "media", i), m) for i, m in enumerate(port.media)),
+        *((("portValidation", "textChecks", i), c) for i, c in enumerate(port.textChecks))]
+    for where, row in rows:
+        for field in ("facts", "absent"):
+            for j, phrase in enumerate(getattr(row, field)):
+                if not words(phrase):
+                    yield Finding((*where, field, j), "has no word the grounding gate can "
+                                  "match (it reads words of letters; digits and punctuation "
+                                  "are not read): write it in words", R_PORT)
 

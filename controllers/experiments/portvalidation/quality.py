@@ -24,10 +24,12 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+from specs.experiments.portvalidation import words
+
 VOWELS = set("aeiouyAEIOUY")
 FRAMING = re.compile(r"(^|\n)\s*data:\s|\[DONE\]|\"object\"\s*:\s*\"chat\.completion|"
                      r"^\s*\{\s*\"(choices|id)\"\s*:")
+
 MIN_WORDS_FOR_RATIOS = 6
 MIN_DISTINCT_RATIO = 0.35
 TRIGRAM_REPEATS = 3
@@ -39,10 +41,6 @@ ALLOWED_CONTROLS = "\n\t\r"
 class Finding:
     gate: str
     problem: str
-
-
-def words(text: str) -> list[str]:
-    return [w.lower() for w in WORD.findall(text)]
 
 
 def judge(text: str, finish_reason: str | None, facts: Sequence[str] = (),

@@ -1,0 +1,94 @@
+"""Rules that need no engine run in ``validate`` (issue 26): an Experiment's own GPUs against
+every Deployment's, pairings that come back on themselves, accuracy facts that can never match,
+and measurement that no budget could hold."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import yaml
+
+from specs.experiments.base import R_CONTRACT
+from specs.experiments.benchmark import R_BENCH
+from specs.experiments.portvalidation import R_PORT
+from specs.rules import R10
+from tests.specs.every_field import DOCS, changed, refusals
+
+
+def _find(kind_name: str) -> int:
+    return next(i for i, d in enumerate(DOCS)
+                if f"{d['kind']}/{d['metadata']['name']}" == kind_name)
+
+
+def _with_docs(*extra: dict[str, Any]) -> str:
+    return yaml.safe_dump_all([*DOCS, *extra], sort_keys=False)
+
+
+def _bench(name: str, run: str, pair: str | None, evs: bool, scenario: str = "max_streams",
+           port: int = 18600) -> dict[str, Any]:
+    doc = copy.deepcopy(DOCS[_find("Experiment/bench")])
+    doc["metadata"] = {"name": name}
+    doc["spec"]["runId"] = run
+    doc["spec"]["service"] = {"hostPort": port}
+    doc["spec"]["benchmark"]["evs"] = evs
+    doc["spec"]["benchmark"]["scenario"] = scenario
+    if pair is None:
+        doc["spec"]["benchmark"].pop("pairWith")
+    else:
+        doc["spec"]["benchmark"]["pairWith"] = pair
+    return doc
+
+
+def test_a_run_s_own_gpu_that_a_deployment_holds_is_refused() -> None:
+    # Deployment vlm holds GPU 0 on Host local; the capacity run's template is on local too.
+    text = changed("Experiment/capacity", ("spec", "service", "gpus"), [3, 0])
+    assert ("spec.service.gpus.1", R10) in [(f, r) for f, r, _ in refusals(text)]
+    assert refusals(changed("Experiment/capacity", ("spec", "service", "gpus"), [3])) == []
+
+
+def test_a_pairing_that_comes_back_to_itself_is_refused_and_one_way_pairs_pass() -> None:
+    one_way = _with_docs(_bench("side-a", "pair-a", "pair-b", evs=True),
+                         _bench("side-b", "pair-b", None, evs=False, port=18601))
+    assert refusals(one_way) == []
+    mutual = _with_docs(_bench("side-a", "pair-a", "pair-b", evs=True),
+                        _bench("side-b", "pair-b", "pair-a", evs=False, port=18601))
+    found = [(f, r) for f, r, _ in refusals(mutual)]
+    assert found.count(("spec.benchmark.pairWith", R_BENCH)) == 2
+
+
+def test_a_pairing_with_the_wrong_run_names_why() -> None:
+    same_side = _with_docs(_bench("side-a", "pair-a", "pair-b", evs=True),
+                           _bench("side-b", "pair-b", None, evs=True, port=18601))
+    other_scenario = _with_docs(_bench("side-a", "pair-a", "pair-b", evs=True),
+                                _bench("side-b", "pair-b", None, evs=False, scenario="x",
+                                       port=18601))
+    not_a_bench = changed("Experiment/bench", ("spec", "benchmark", "pairWith"), "canary-001")
+    for text in (same_side, other_scenario, not_a_bench):
+        assert [(f, r) for f, r, _ in refusals(text)] == [("spec.benchmark.pairWith", R_BENCH)]
+
+
+def test_a_fact_with_no_word_the_gate_can_read_is_refused() -> None:
+    path = ("spec", "portValidation", "media", 0, "facts")
+    found = refusals(changed("Experiment/port", path, ["cat", "3", "!!"]))
+    assert [(f, r) for f, r, _ in found] == [
+        ("spec.portValidation.media.0.facts.1", R_PORT),
+        ("spec.portValidation.media.0.facts.2", R_PORT)]
+    path = ("spec", "portValidation", "textChecks", 0, "absent")
+    assert [(f, r) for f, r, _ in refusals(changed("Experiment/port", path, ["42"]))] == [
+        ("spec.portValidation.textChecks.0.absent.0", R_PORT)]
+
+
+def test_measurement_that_the_budget_cannot_hold_is_refused() -> None:
+    canary = ("spec", "canary", "performanceSeconds")
+    found = refusals(changed("Experiment/canary", canary, 86400))
+    assert [(f, r) for f, r, _ in found] == [("spec.canary.performanceSeconds", R_CONTRACT)]
+    window = ("spec", "capacity", "windowSeconds")
+    doc = copy.deepcopy(DOCS[_find("Experiment/capacity")])
+    doc["spec"]["capacity"].pop("harness")
+    doc["spec"]["capacity"]["windowSeconds"] = 3600
+    doc["metadata"]["name"] = "own-search"
+    doc["spec"]["runId"] = "own-001"
+    doc["spec"]["service"] = {"hostPort": 18700}
+    found = refusals(_with_docs(doc))
+    assert [(f, r) for f, r, _ in found] == [(".".join(window), R_CONTRACT)]
