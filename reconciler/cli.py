@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from reconciler.engine import Engine
+    from specs.trust import TrustPolicy
     from specs.validate import SpecSet
     from state.errors import CorruptState
     from state.keys import Key
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
 ENV_STATE_DIR = "RECONCILER_STATE_DIR"
 ENV_INSTANCE = "RECONCILER_INSTANCE"
+ENV_TRUST_FILE = "RECONCILER_TRUST"
 PIPE_WIDTH = 240
 
 
@@ -46,10 +48,28 @@ def default_state_dir() -> Path:
 
 
 class Context:
-    def __init__(self, state_dir: Path, instance: str | None, verbose: bool) -> None:
+    def __init__(self, state_dir: Path, instance: str | None, verbose: bool,
+                 trust_file: Path | None = None, allow_read: tuple[str, ...] = (),
+                 allow_run: tuple[str, ...] = ()) -> None:
         self.state_dir = state_dir
         self.requested_instance = instance
         self.verbose = verbose
+        self.trust_file = trust_file
+        self.allow_read = allow_read
+        self.allow_run = allow_run
+
+    def trust(self) -> TrustPolicy:
+        """What specs may read and run: ``--trust FILE`` (or the default trust file where it
+        exists), plus ``--allow-read``/``--allow-run``; nothing at all by default."""
+        from specs.trust import TrustError, TrustPolicy, default_trust_file, load_policy
+
+        try:
+            path = self.trust_file or default_trust_file()
+            chosen = self.trust_file is not None or path.is_file()
+            base = load_policy(path) if chosen else TrustPolicy()
+            return base.with_cli(self.allow_read, self.allow_run)
+        except TrustError as exc:
+            self.fail(str(exc))
 
     @cached_property
     def out(self) -> Console:
@@ -104,8 +124,22 @@ PATHS = click.argument("paths", nargs=-1, required=True,
               help="Name of this reconciler instance; recorded in the state dir on first use "
                    f"and in every label (env {ENV_INSTANCE}, default 'default').")
 @click.option("-v", "--verbose", is_flag=True, help="Also print JSON logs to stderr.")
+@click.option("--trust", "trust_file", type=click.Path(path_type=Path), envvar=ENV_TRUST_FILE,
+              default=None, metavar="FILE",
+              help="The operator's trust file (TOML): the folders specs may read secrets, media "
+                   "and harness files from ([read] secrets/media/harness = [DIRS]) and the "
+                   f"commands they may run ([run] commands = [...]) (env {ENV_TRUST_FILE}; "
+                   "default $XDG_CONFIG_HOME/rtvi-reconciler/trust.toml where it exists). "
+                   "Without one, a spec may read no file and run no command.")
+@click.option("--allow-read", multiple=True, metavar="CATEGORY=DIR",
+              help="Also let specs read CATEGORY (secrets, media, harness) files under DIR. "
+                   "Repeatable.")
+@click.option("--allow-run", multiple=True, metavar="COMMAND",
+              help="Also let a benchmark's harness.argv start with COMMAND. Repeatable.")
 @click.pass_context
-def main(ctx: click.Context, state_dir: Path, instance: str | None, verbose: bool) -> None:
+def main(ctx: click.Context, state_dir: Path, instance: str | None, verbose: bool,
+         trust_file: Path | None, allow_read: tuple[str, ...], allow_run: tuple[str, ...]
+         ) -> None:
     """Declarative reconciler for NVIDIA VSS real-time VLM (RT-VLM) fleets.
 
     Desired state lives in YAML specs (Host, Deployment, StreamSet, Experiment). Typical use:
@@ -118,7 +152,7 @@ def main(ctx: click.Context, state_dir: Path, instance: str | None, verbose: boo
       reconciler delete Deployment/NAME     # remove what we created, nothing else
       reconciler evidence RUN_ID --verify   # an experiment run's verdict, its files re-checked
     """
-    ctx.obj = Context(state_dir, instance, verbose)
+    ctx.obj = Context(state_dir, instance, verbose, trust_file, allow_read, allow_run)
 
 
 def _names(resource: str, name: str) -> bool:
@@ -132,7 +166,8 @@ def _load(ctx: Context, paths: tuple[Path, ...]) -> SpecSet:
     from specs.validate import load_spec_set
 
     try:
-        spec_set = load_spec_set(list(paths), limits=LoaderLimits.from_env())
+        spec_set = load_spec_set(list(paths), limits=LoaderLimits.from_env(),
+                                 trust=ctx.trust())
     except SpecError as exc:
         for issue in exc.issues:
             ctx.err.print(safe_block(issue), markup=False)
@@ -335,14 +370,15 @@ def run(ctx: Context, specs_dir: Path | None, git_url: str | None, branch: str,
         ctx.fail(str(exc))
     source: Source
     if specs_dir is not None:
-        source = FolderSource(specs_dir.resolve(), quiet_s=quiet_period, limits=limits)
+        source = FolderSource(specs_dir.resolve(), quiet_s=quiet_period, limits=limits,
+                              trust=ctx.trust())
     else:
         assert git_url is not None
         if interval <= 0:
             ctx.fail("--interval must be greater than 0")
         try:
             source = GitSource(git_url, branch, ctx.state_dir / "git", path=git_path,
-                               interval_s=interval, limits=limits)
+                               interval_s=interval, limits=limits, trust=ctx.trust())
         except ValueError as exc:
             ctx.fail(str(exc))
     if resync <= 0 or workers < 1:

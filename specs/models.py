@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from specs.errors import one_line
+from specs.trust import reads
 from specs.values import free_text
 
 API_VERSION = "rtvi.reconciler/v1"
@@ -277,7 +278,7 @@ class SecretRef(Strict):
 
     name: str = Field(pattern=ENV_NAME_PATTERN)
     fromEnv: str | None = Field(default=None, pattern=ENV_NAME_PATTERN)
-    fromFile: AbsolutePath | None = None
+    fromFile: AbsolutePath | None = reads("secrets", default=None)
 
 
 class EagerJustification(Strict):
@@ -352,7 +353,7 @@ class SyntheticSource(Strict):
 class FileSource(Strict):
     """A media file on the publisher's Host, pinned by content: a different file is refused."""
 
-    path: AbsolutePath
+    path: AbsolutePath = reads("media")
     sha256: str = Field(pattern=SHA256_PATTERN)
 
 

@@ -21,6 +21,7 @@ from specs.kinds import SPEC_KINDS
 from specs.loader import DEFAULT_LIMITS, Document, LoaderLimits, PathKey, load_paths, load_text
 from specs.models import API_VERSION, TAG_ERROR, TAG_MARK, Deployment, Host, SpecResource, StreamSet
 from specs.rules import Finding
+from specs.trust import TrustPolicy
 from specs.values import value_findings
 
 R_SCHEMA = "schema"
@@ -75,9 +76,10 @@ class SpecSet:
 
 
 def load_spec_set(paths: list[Path], relative_to: Path | None = None,
-                  limits: LoaderLimits = DEFAULT_LIMITS) -> SpecSet:
+                  limits: LoaderLimits = DEFAULT_LIMITS,
+                  trust: TrustPolicy | None = None) -> SpecSet:
     """Load and validate every spec under ``paths``; raise SpecError listing all errors."""
-    return build_spec_set(load_paths(paths, relative_to, limits))
+    return build_spec_set(load_paths(paths, relative_to, limits), trust=trust)
 
 
 def parse_text(text: str, file: str = "<string>") -> SpecSet:
@@ -85,9 +87,12 @@ def parse_text(text: str, file: str = "<string>") -> SpecSet:
     return build_spec_set(load_text(text, file))
 
 
-def build_spec_set(docs: list[Document], *, cross: bool = True) -> SpecSet:
+def build_spec_set(docs: list[Document], *, cross: bool = True,
+                   trust: TrustPolicy | None = None) -> SpecSet:
     """Validate ``docs`` into a spec set. ``cross=False`` leaves out the rules across resources
-    (names, references, GPU and port claims): only ``bench/validate.py`` asks, to measure them."""
+    (names, references, GPU and port claims): only ``bench/validate.py`` asks, to measure them.
+    ``trust``: what the specs may read and run (the CLI and the daemon always pass the
+    operator's policy; None judges nothing, for callers that read and run nothing)."""
     result = SpecSet()
     issues: list[SpecIssue] = []
     for doc in docs:
@@ -102,6 +107,9 @@ def build_spec_set(docs: list[Document], *, cross: bool = True) -> SpecSet:
         rules = SPEC_KINDS[resource.kind].rules
         if rules is not None and not unsafe:  # the rules quote values: only safe ones
             issues.extend(_issue(doc, f) for f in rules(resource))
+        if trust is not None and not unsafe:
+            issues.extend(_issue(doc, Finding(path, message, rule)) for path, message, rule
+                          in trust.findings(cast(BaseModel, resource)))
     if cross and not [i for i in issues if i.severity == "error"]:
         issues.extend(result.issue(res, f) for res, f in check_set(result.resources))
     issues.sort(key=lambda i: (i.location.file, i.location.line, i.location.col))

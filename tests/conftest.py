@@ -8,10 +8,12 @@ earlier run are removed at session start.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -140,6 +142,19 @@ def instance(docker_client: docker.DockerClient) -> Iterator[str]:
         container.remove(force=True)
 
 
+def trust_file_for_tests() -> Path:
+    """The trust file every test's ``reconciler`` runs with (tests that judge the boundary
+    pass their own): the files tests write (under the temporary folder) and this checkout (the
+    harness stand-in) may be read; the harness stand-in runs with this Python."""
+    path = Path(tempfile.gettempdir()) / f"rtvi-test-trust-{os.getpid()}.toml"
+    if not path.exists():
+        roots = json.dumps([tempfile.gettempdir(), str(Path(__file__).resolve().parent.parent)])
+        commands = json.dumps([sys.executable, "python3"])
+        path.write_text(f"[read]\nsecrets = {roots}\nmedia = {roots}\nharness = {roots}\n"
+                        f"[run]\ncommands = {commands}\n")
+    return path
+
+
 @pytest.fixture
 def state_dir(tmp_path: Path) -> Path:
     return tmp_path / "state"
@@ -157,7 +172,8 @@ class Cli:
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.update({"RECONCILER_STATE_DIR": str(self.state_dir),
-                    "RECONCILER_INSTANCE": self.instance, "COLUMNS": "200"})
+                    "RECONCILER_INSTANCE": self.instance, "COLUMNS": "200",
+                    "RECONCILER_TRUST": str(trust_file_for_tests())})
         env.update(self.extra_env)
         return env
 

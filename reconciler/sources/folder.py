@@ -32,6 +32,7 @@ from specs.loader import (
     read_spec_bytes,
     spec_files,
 )
+from specs.trust import NOTHING, TrustPolicy
 from specs.validate import SpecSet, load_spec_set
 
 DIGEST_PREFIX = "sha256:"
@@ -61,8 +62,9 @@ class FolderSource:
     """
 
     def __init__(self, path: Path, debounce_ms: int = 50, quiet_s: float = QUIET_PERIOD_S,
-                 limits: LoaderLimits = DEFAULT_LIMITS) -> None:
+                 limits: LoaderLimits = DEFAULT_LIMITS, trust: TrustPolicy = NOTHING) -> None:
         self.path = path
+        self.trust = trust  # what its specs may read and run: nothing unless the operator says
         self.name = f"folder:{path}"
         self.debounce_ms = debounce_ms
         self.quiet_s = quiet_s
@@ -117,7 +119,7 @@ class FolderSource:
         error: SpecError | None = None
         spec_set = SpecSet()
         try:
-            spec_set = load_spec_set([self.path], limits=self.limits)
+            spec_set = load_spec_set([self.path], limits=self.limits, trust=self.trust)
         except SpecError as exc:
             error = exc
         if self._state_or_raise().revision != state.revision:

@@ -29,6 +29,7 @@ from specs.loader import (
     DEFAULT_LIMITS,
     LoaderLimits,
 )
+from specs.trust import NOTHING, TrustPolicy
 from specs.validate import load_spec_set
 from state.redaction import redact_urls
 
@@ -78,7 +79,7 @@ class GitSource:
     def __init__(self, url: str, branch: str, workdir: Path, path: str | None = None,
                  interval_s: float = 30.0, jitter: float = 0.1,
                  env: Mapping[str, str] | None = None,
-                 limits: LoaderLimits = DEFAULT_LIMITS) -> None:
+                 limits: LoaderLimits = DEFAULT_LIMITS, trust: TrustPolicy = NOTHING) -> None:
         if not branch or BAD_BRANCH.search(branch):
             raise ValueError(f"invalid branch name {branch!r}")
         self.url = _absolute_local(url)
@@ -89,6 +90,7 @@ class GitSource:
         self.jitter = min(max(jitter, 0.0), 0.9)
         self.env = _git_env(env)
         self.limits = limits
+        self.trust = trust  # what its specs may read and run: nothing unless the operator says
         self._shown_url = redact_urls(self.url)
         self.name = f"git:{self._shown_url}#{branch}" + (f":{self.path}" if self.path else "")
         self._mirror_lock = threading.Lock()
@@ -127,7 +129,8 @@ class GitSource:
                                   f"{self._shown_url}#{self.branch}", revision=sha)
             self._refuse_unread(sha)
             try:
-                spec_set = load_spec_set([target], relative_to=root, limits=self.limits)
+                spec_set = load_spec_set([target], relative_to=root, limits=self.limits,
+                                         trust=self.trust)
             except SpecError as exc:
                 raise SourceError(f"revision {sha} of {self.name} is invalid", exc.issues,
                                   revision=sha) from None

@@ -36,6 +36,7 @@ from specs.models import (
     url_problem,
 )
 from specs.rules import Finding
+from specs.trust import reads
 from specs.values import free_text
 
 RUN_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{2,62}$"
@@ -57,7 +58,7 @@ class CanaryPublisher(Strict):
 
 
 class PinnedClip(Strict):
-    path: AbsolutePath
+    path: AbsolutePath = reads("media")
     sha256: str = Field(pattern=SHA256_PATTERN)
 
 

@@ -11,6 +11,7 @@ from pydantic import Field
 from specs.experiments.base import R_CONTRACT, SMOKE_FROM_S, CanaryPublisher, ExperimentSpecBase
 from specs.models import SHA256_PATTERN, AbsolutePath, Strict
 from specs.rules import Finding
+from specs.trust import reads
 
 LABEL_PATTERN = r"^[a-z][a-z0-9]*( [a-z][a-z0-9]*)*$"  # lowercase words: what a caption says
 SOLID_COLOURS = ("RED", "GREEN", "BLUE", "YELLOW", "CYAN", "MAGENTA", "WHITE", "ORANGE")
@@ -22,7 +23,7 @@ class CanaryMedia(Strict):
     answer names (object recognition instead of colours)."""
 
     label: str = Field(pattern=LABEL_PATTERN, max_length=64)
-    path: AbsolutePath
+    path: AbsolutePath = reads("media")
     sha256: str = Field(pattern=SHA256_PATTERN)
 
 

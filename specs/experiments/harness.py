@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 
 from specs.models import AbsolutePath, Strict, normal_path_problem
+from specs.trust import reads, runs
 
 KnobValue = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:/-]{0,64}$")]
 HarnessKnob = Literal[
@@ -35,9 +36,10 @@ class HarnessSpec(Strict):
     live-source guard keys on it) with only those keys (and ``vlm_api_mode`` when ``apiMode``
     is set) changed."""
 
-    argv: list[str] = Field(min_length=1, max_length=32)  # [python3, perf/benchmark/...py]
-    workdir: AbsolutePath  # e.g. /opt/vss/services/rtvi/rt-vlm
-    config: str = Field(min_length=1, max_length=1000)  # relative to workdir, or absolute
+    argv: list[str] = runs(min_length=1, max_length=32)  # [python3, perf/benchmark/...py]
+    workdir: AbsolutePath = reads("harness")  # e.g. /opt/vss/services/rtvi/rt-vlm
+    # relative to workdir, or absolute
+    config: str = reads("harness", min_length=1, max_length=1000)
     outputDirKey: str = Field(default="global.output_dir", pattern=r"^[A-Za-z_][\w.-]*$")
     serviceUrlKey: str = Field(default="global.rtvi_backend", pattern=r"^[A-Za-z_][\w.-]*$")
     # The harness's own knobs: short plain values (letters, digits, _ . : / -).

@@ -12,6 +12,7 @@ from pydantic import Field
 from specs.experiments.base import ExperimentSpecBase
 from specs.models import SHA256_PATTERN, AbsolutePath, Strict
 from specs.rules import Finding
+from specs.trust import reads
 from specs.values import free_text
 
 R_PORT = "Experiment rule: port validation"
@@ -54,7 +55,7 @@ class PortMedia(Strict):
     item of the accuracy set. ``facts``: what a correct answer names; ``absent``: what the
     input does not show (an answer naming it invents it)."""
 
-    path: AbsolutePath
+    path: AbsolutePath = reads("media")
     sha256: str = Field(pattern=SHA256_PATTERN)
     mediaType: Literal["image", "video"]
     facts: list[str] = Field(min_length=1, max_length=16)

@@ -131,7 +131,11 @@ def test_odd_secret_file_is_refused_quickly_and_changes_nothing(
     write(specs, deployment("vlm", pinned(emulator_image), free_port(), secrets=[
         {"name": "HF_TOKEN", "fromFile": str(path)}]))
     started = time.monotonic()
-    done = cli("apply", str(specs), "--timeout", str(APPLY_TIMEOUT_S), timeout=HUNG_CLI_S)
+    # /dev is outside the folders the tests' trust file allows: let this run read there, so
+    # the read itself is what refuses the device.
+    allow = ("--allow-read", "secrets=/dev") if kind == "dev-zero" else ()
+    done = cli(*allow, "apply", str(specs), "--timeout", str(APPLY_TIMEOUT_S),
+               timeout=HUNG_CLI_S)
     elapsed = time.monotonic() - started
     assert done.returncode == 1
     text = done.stdout + done.stderr

@@ -1,0 +1,208 @@
+"""The trust boundary: what a spec may make the reconciler read and run, set by the operator.
+
+In GitOps a spec is written by whoever can push to the watched repository, and some fields
+name files on the reconciler's own machine (a secret's ``fromFile``, a media file, the VSS
+harness checkout) or a command it runs (a benchmark's ``harness.argv``). Without a boundary a
+pushed spec reads ``/etc/shadow`` into a container's environment or runs ``sh -c``. So the
+operator, never the spec, says which folders each kind of file may come from and which
+commands may be run (``TrustPolicy``: the CLI's ``--trust FILE``, ``--allow-read``,
+``--allow-run``, or a local file); a spec that reaches outside is refused at
+``validate``/``plan`` naming the field, the path and the rule, before anything is read or run.
+
+The default allows nothing: right for a daemon watching a remote repository, and the
+quickstart reads no file and runs no command. Which fields read or run is declared on the
+models (``reads(category)``, ``runs()``), so a field added later is judged without anyone
+remembering to.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+CATEGORIES = ("secrets", "media", "harness")
+"""What a spec may read: secret files, media (sources, canary and port media, smoke clips),
+the VSS harness checkout and its config."""
+READS = "x-reads"
+RUNS = "x-runs"
+R_TRUST = "trust boundary: the operator's folders and commands"
+PathKey = tuple[str | int, ...]
+
+
+def reads(category: str, **kwargs: Any) -> Any:
+    """A pydantic ``Field`` (same arguments) whose path the reconciler reads, in ``category``."""
+    return Field(json_schema_extra={READS: category}, **kwargs)
+
+
+def runs(**kwargs: Any) -> Any:
+    """A pydantic ``Field`` for an argv whose first word the reconciler runs."""
+    return Field(json_schema_extra={RUNS: True}, **kwargs)
+
+
+class TrustError(Exception):
+    """The operator's trust settings cannot be used (named file, entry and why)."""
+
+
+@dataclass(frozen=True)
+class TrustPolicy:
+    """Folders per category a spec may read from, and commands it may run (argv[0] exactly).
+    ``origin`` says where it came from, for messages."""
+
+    folders: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    commands: tuple[str, ...] = ()
+    origin: str = "the default, which allows nothing"
+
+    def with_cli(self, allow_read: tuple[str, ...], allow_run: tuple[str, ...]) -> TrustPolicy:
+        """This policy plus ``CATEGORY=DIR`` folders and commands given as options."""
+        folders = {k: list(v) for k, v in self.folders.items()}
+        for item in allow_read:
+            category, sep, folder = item.partition("=")
+            if not sep:
+                raise TrustError(f"--allow-read {item!r}: expected CATEGORY=DIR "
+                                 f"(categories: {', '.join(CATEGORIES)})")
+            folders.setdefault(category, []).append(folder)
+        if not allow_read and not allow_run:
+            return self
+        origin = self.origin if self.folders or self.commands else ""
+        return policy({k: tuple(v) for k, v in folders.items()}, (*self.commands, *allow_run),
+                      f"{origin + ' and ' if origin else ''}--allow-read/--allow-run")
+
+    def allowed(self, category: str, path: str) -> bool:
+        """Whether ``path`` (absolute) lies in one of ``category``'s folders, symlinks
+        resolved on both sides (a link inside a folder that points out of it is outside)."""
+        real = os.path.realpath(path)
+        return any(real == root or real.startswith(root.rstrip("/") + "/")
+                   for root in self.folders.get(category, ()))
+
+    def findings(self, resource: BaseModel) -> Iterator[tuple[PathKey, str, str]]:
+        """(path, message, rule) for every read or run of ``resource`` outside the policy."""
+        for pattern, mark in mark_paths(type(resource)):
+            for where, value in _follow(resource, pattern, ()):
+                if mark == RUNS:
+                    yield from self._run(where, value)
+                elif isinstance(value, str) and value.startswith("/") and not self.allowed(
+                        mark, value):
+                    roots = ", ".join(self.folders.get(mark, ())) or "none"
+                    yield where, (f"{value!r} is outside the folders {mark} may be read from "
+                                  f"({roots}; set by {self.origin}): add one with "
+                                  f"--allow-read {mark}=DIR or in the trust file"), R_TRUST
+
+    def _run(self, where: PathKey, argv: Any) -> Iterator[tuple[PathKey, str, str]]:
+        if isinstance(argv, list) and argv and argv[0] not in self.commands:
+            allowed = ", ".join(self.commands) or "none"
+            yield (*where, 0), (f"{argv[0]!r} is not a command this reconciler may run "
+                                f"({allowed}; set by {self.origin}): add it with --allow-run "
+                                "or in the trust file"), R_TRUST
+
+
+NOTHING = TrustPolicy()
+"""The default: a spec may read no file and run no command."""
+
+
+def policy(folders: dict[str, tuple[str, ...]], commands: tuple[str, ...],
+           origin: str) -> TrustPolicy:
+    """A policy whose folders are checked (known category, absolute) and resolved."""
+    resolved: dict[str, tuple[str, ...]] = {}
+    for category, roots in folders.items():
+        if category not in CATEGORIES:
+            raise TrustError(f"{origin}: unknown category {category!r} (known: "
+                             f"{', '.join(CATEGORIES)})")
+        for root in roots:
+            if not isinstance(root, str) or not root.startswith("/"):
+                raise TrustError(f"{origin}: {category} folder {root!r} must be an absolute "
+                                 "path")
+        resolved[category] = tuple(os.path.realpath(posixpath.normpath(r)) for r in roots)
+    for command in commands:
+        if not isinstance(command, str) or not command:
+            raise TrustError(f"{origin}: a command must be a non-empty string, got "
+                             f"{command!r}")
+    return TrustPolicy(resolved, tuple(commands), origin)
+
+
+def load_policy(path: Path) -> TrustPolicy:
+    """The policy in a TOML file::
+
+        [read]
+        secrets = ["/run/secrets"]
+        media = ["/srv/media"]
+        harness = ["/opt/vss"]
+        [run]
+        commands = ["python3"]
+    """
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise TrustError(f"trust file {path}: cannot read: {exc.strerror or exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise TrustError(f"trust file {path}: not TOML: {exc}") from None
+    unknown = set(data) - {"read", "run"}
+    read, run = data.get("read", {}), data.get("run", {})
+    if unknown or not isinstance(read, dict) or not isinstance(run, dict) or (
+            set(run) - {"commands"}):
+        raise TrustError(f"trust file {path}: expected only [read] (secrets, media, harness: "
+                         "lists of folders) and [run] (commands: a list)")
+    folders = {k: tuple(v) if isinstance(v, list) else (v,) for k, v in read.items()}
+    commands = run.get("commands", [])
+    if not isinstance(commands, list):
+        raise TrustError(f"trust file {path}: [run] commands must be a list")
+    return policy(folders, tuple(commands), f"trust file {path}")
+
+
+def default_trust_file(environ: dict[str, str] | None = None) -> Path:
+    """``$XDG_CONFIG_HOME/rtvi-reconciler/trust.toml`` (``~/.config`` by default)."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "rtvi-reconciler" / "trust.toml"
+
+
+@cache
+def mark_paths(model: type[BaseModel]) -> tuple[tuple[tuple[str, ...], str], ...]:
+    """Every field path of ``model`` that reads or runs (``[]``: each item of a list, ``{}``:
+    each value of a map) with its mark (a category, or ``x-runs``), from the JSON Schema."""
+    schema = model.model_json_schema()
+    defs = schema.get("$defs", {})
+    found: list[tuple[tuple[str, ...], str]] = []
+
+    def walk(node: dict[str, Any], path: tuple[str, ...], depth: int) -> None:
+        if depth > 40:
+            return
+        mark = node.get(READS) or (RUNS if node.get(RUNS) else None)
+        if mark is not None:
+            found.append((path, str(mark)))
+            return
+        if "$ref" in node:
+            walk(defs[node["$ref"].rsplit("/", 1)[-1]], path, depth + 1)
+        for sub in node.get("anyOf", []) + node.get("oneOf", []):
+            walk(sub, path, depth + 1)
+        for name, sub in node.get("properties", {}).items():
+            walk(sub, (*path, name), depth + 1)
+        if isinstance(node.get("items"), dict):
+            walk(node["items"], (*path, "[]"), depth + 1)
+        if isinstance(node.get("additionalProperties"), dict):
+            walk(node["additionalProperties"], (*path, "{}"), depth + 1)
+
+    walk(schema, (), 0)
+    return tuple(dict.fromkeys(found))
+
+
+def _follow(node: Any, pattern: tuple[str, ...], where: PathKey) -> Iterator[tuple[PathKey, Any]]:
+    if not pattern:
+        yield where, node
+        return
+    step, rest = pattern[0], pattern[1:]
+    if step == "[]" and isinstance(node, list):
+        for i, item in enumerate(node):
+            yield from _follow(item, rest, (*where, i))
+    elif step == "{}" and isinstance(node, dict):
+        for key, item in node.items():
+            yield from _follow(item, rest, (*where, key))
+    elif isinstance(node, BaseModel) and step in type(node).model_fields:
+        yield from _follow(getattr(node, step), rest, (*where, step))
