@@ -166,6 +166,12 @@ def _sort_entry(entry: os.DirEntry[str], real_root: Path, found: list[Path],
     try:
         if entry.is_symlink():
             _check_link(path, real_root, found, issues)
+        elif entry.is_dir(follow_symlinks=False) and path.suffix in SPEC_SUFFIXES:
+            # A spec file replaced by a folder of its name (a checkout, a tool, a mistake):
+            # walking it would find no resources and read them as deleted.
+            issues.append(_refusal(path, "a folder named like a spec file: refused until it "
+                                   "is a file again (its resources are kept meanwhile)",
+                                   R_NOT_REGULAR))
         elif entry.is_dir(follow_symlinks=False):
             if entry.name not in IGNORED_DIRS:
                 pending.append(path)

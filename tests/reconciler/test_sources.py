@@ -170,6 +170,17 @@ def test_folder_invalid_file_is_refused_naming_file_and_line(folder: Path) -> No
     assert info.value.issues[0].rule == "yaml-syntax"
 
 
+def test_a_spec_file_turned_into_a_folder_holds_the_revision(folder: Path) -> None:
+    source = FolderSource(folder)
+    assert source.load().spec_set.deployments
+    spec = folder / "team" / "vlm.yaml"
+    spec.unlink()
+    spec.mkdir()  # the same name, now a folder (empty: walked, it would delete vlm)
+    with pytest.raises(SourceError) as info:
+        source.load()
+    assert str(info.value).startswith(f"{spec}: a folder named like a spec file")
+
+
 def test_folder_missing_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SourceError) as info:
         FolderSource(tmp_path / "absent").load()

@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import yaml
 
 from specs.errors import Location, SpecError, SpecIssue
 from specs.loader import (
@@ -31,6 +32,7 @@ from specs.loader import (
     read_spec_bytes,
     spec_files,
 )
+from tests.specs_factory import HOST
 
 # --- positions and paths ------------------------------------------------------------------------
 
@@ -93,6 +95,21 @@ def test_a_folder_or_a_fifo_is_not_a_regular_file_and_a_fifo_never_blocks(
     reader.join(10)  # opened without blocking: no writer is ever needed
     assert done == [SpecIssue(Location(str(fifo), 0, 0), "-", "not a regular file",
                               R_NOT_REGULAR)]
+
+
+def test_a_spec_file_replaced_by_a_folder_of_its_name_holds_the_folder(tmp_path: Path) -> None:
+    """Issue 26: streams.yaml turned into a folder for 25 s once deleted its StreamSet (the
+    folder was walked and held nothing). It refuses the load instead, naming the folder."""
+    (tmp_path / "host.yaml").write_text(yaml.safe_dump(HOST))
+    (tmp_path / "streams.yaml").mkdir()
+    (tmp_path / "streams.yaml" / "inner.yaml").write_text(yaml.safe_dump(HOST))
+    (tmp_path / "plain-folder").mkdir()  # any other folder is walked as before
+    with pytest.raises(SpecError) as info:
+        spec_files([tmp_path])
+    assert info.value.issues == [SpecIssue(
+        Location(str(tmp_path / "streams.yaml"), 0, 0), "-", "a folder named like a spec "
+        "file: refused until it is a file again (its resources are kept meanwhile)",
+        R_NOT_REGULAR)]
 
 
 def test_the_size_limit_is_inclusive_and_named_with_its_variable(tmp_path: Path) -> None:
