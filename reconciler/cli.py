@@ -475,6 +475,26 @@ def status(ctx: Context, name: str | None, output: str, live: bool) -> None:
         _report_broken(ctx, broken)
         ctx.fail(f"{len(broken)} state file(s) in {ctx.state_dir} could not be read; the "
                  "records shown are the readable ones")
+    _unwritable(ctx)
+
+
+def _unwritable(ctx: Context) -> None:
+    """Where a daemon runs on this state directory and cannot write it (a full or read-only
+    disk), the records just shown may be stale: say so, and exit 1."""
+    from state.store import SOCKET_NAME
+
+    if not (ctx.state_dir / SOCKET_NAME).exists():
+        return
+    from reconciler.control import ControlUnavailable, request
+
+    try:
+        writes = request(ctx.state_dir, "GET", "/health").get("stateWrites")
+    except ControlUnavailable:
+        return
+    if writes:
+        ctx.fail(f"the daemon cannot write {ctx.state_dir} since {writes['sinceSeconds']}s "
+                 f"({writes['failing']}): the statuses above may be stale; it recovers by "
+                 "itself once the disk takes writes")
 
 
 def _stored_records(ctx: Context) -> tuple[list[ResourceStatus], list[CorruptState]]:

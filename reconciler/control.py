@@ -23,8 +23,8 @@ import httpx
 
 from state.errors import StateError
 from state.models import ResourceStatus
+from state.store import SOCKET_NAME
 
-SOCKET_NAME = "control.sock"
 CLIENT_TIMEOUT_S = 10.0
 
 

@@ -55,6 +55,8 @@ from reconciler.sources.record import SourceRecord
 from reconciler.supervisor import RestartPolicy, Supervisor
 from reconciler.workqueue import Priority, QueueStats, WorkQueue, jittered
 from specs.validate import spec_hash
+from state.atomic import write_atomic
+from state.diskhealth import PROBE_EVERY_S, PROBE_FILE, WRITES
 from state.errors import CorruptState, StateError
 from state.keys import InvalidKey, Key
 from state.models import ResourceStatus
@@ -127,9 +129,23 @@ class Daemon:
         for i in range(self.options.workers + 2):
             self.supervisor.spawn(f"worker-{i}", self._worker)
         self.say(f"reconciler running (instance {self.instance}, source {self.source.name})")
-        self.stop.wait()
+        forget = WRITES.on_recover(self._writes_recovered)
+        # The main thread watches the state disk: while writes fail, a probe every few seconds
+        # notices the recovery even when nothing else would write.
+        while not self.stop.wait(PROBE_EVERY_S):
+            WRITES.probe(self._probe_write)
+        forget()
         control.close()
         return self._shutdown()
+
+    def _probe_write(self) -> None:
+        write_atomic(self.store.root / PROBE_FILE, b"ok\n")
+
+    def _writes_recovered(self) -> None:
+        """The state disk takes writes again: look at everything (a save that arrived while
+        nothing could be recorded included), as ``reconciler sync`` does."""
+        self.say("the state directory takes writes again: re-checking every resource")
+        self.sync()
 
     def _install_signals(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -166,7 +182,7 @@ class Daemon:
                                  f"thread {name} died ({why}); restarting it")
 
     def healthy(self) -> bool:
-        return self.supervisor.healthy()
+        return self.supervisor.healthy() and WRITES.failing is None
 
     def _progress(self, resource: str, message: str) -> None:
         log.info("progress", resource=resource, message=message)
@@ -247,7 +263,13 @@ class Daemon:
             old_revision = self.snapshot.revision if self.snapshot else None
             old = self._hashes
             self.snapshot, self._hashes = snapshot, new
-        self.source_record.loaded(snapshot, old_revision)
+        try:
+            self.source_record.loaded(snapshot, old_revision)
+        except (OSError, StateError) as exc:
+            # A full or read-only state disk: the revision is in force all the same, and its
+            # changes are queued below (their passes retry until they can record); the record
+            # is written again when the disk recovers (sync).
+            log.warning("source.unrecorded", revision=snapshot.revision, error=str(exc))
         if old_revision is None:  # the first revision in force: prune what it left out
             self._enqueue_recorded()
         changed = {k for k in set(old) | set(new) if old.get(k) != new.get(k)}
@@ -448,4 +470,15 @@ class Daemon:
                         if state != "running" or self.supervisor.deaths.get(name)},
             "threadDeaths": sum(self.supervisor.deaths.values()),
             "fatal": self.supervisor.fatal,
+            **_write_health(),
         }
+
+
+def _write_health() -> dict[str, Any]:
+    """What ``health`` and ``status --live`` say about the state disk while writes fail."""
+    failing = WRITES.failing
+    if failing is None:
+        return {}
+    return {"stateWrites": {"failing": failing.reason,
+                            "sinceSeconds": round(time.time() - failing.since, 1),
+                            "failures": failing.failures}}

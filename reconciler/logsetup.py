@@ -11,6 +11,7 @@ naming it) instead of appending our logs to a file elsewhere.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -21,6 +22,7 @@ from typing import Any, TextIO
 import structlog
 
 from state.atomic import DIR_MODE, ensure_dir, open_private, os_reason
+from state.diskhealth import WRITES
 from state.errors import StateError
 from state.redaction import DEFAULT_REDACTOR
 from state.store import LOG_FILE_NAME
@@ -32,19 +34,28 @@ def _redact(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> Mapping[st
 
 
 class _Tee:
-    """Write log lines to several streams (file, and stderr when verbose)."""
+    """Write log lines to several streams (file, and stderr when verbose). A line that cannot
+    be written (a full or read-only disk, a closed stderr) is dropped and the disk's failure
+    reported (``state.diskhealth``): a failure to log is never fatal, least of all while
+    logging why a thread died."""
 
     def __init__(self, streams: list[TextIO]) -> None:
         self.streams = streams
 
     def write(self, text: str) -> None:
         for stream in self.streams:
-            stream.write(text)
-            stream.flush()
+            try:
+                stream.write(text)
+                stream.flush()
+            except OSError as exc:
+                WRITES.failed(LOG_FILE_NAME, exc)
+            except ValueError:  # closed at shutdown
+                pass
 
     def flush(self) -> None:
         for stream in self.streams:
-            stream.flush()
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
 
 
 def open_log(state_dir: Path) -> TextIO:

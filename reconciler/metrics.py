@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from reconciler.workqueue import QueueStats
+from state.diskhealth import WRITES
 
 DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
 
@@ -57,6 +58,10 @@ class Metrics:
         processing = Gauge("rtvi_reconciler_queue_processing",
                            "Keys whose pass is running now", registry=self.registry)
         processing.set_function(lambda: daemon.queue_stats().processing)
+        failing = Gauge("rtvi_reconciler_state_writes_failing",
+                        "1 while writes to the state directory fail (a full or read-only "
+                        "disk), else 0", registry=self.registry)
+        failing.set_function(lambda: 0 if WRITES.failing is None else 1)
         self.registry.register(_ApiCalls(daemon))
         self._server: WSGIServer | None = None
 

@@ -23,9 +23,33 @@ import errno
 import os
 import stat
 import tempfile
+from collections.abc import Callable
+from functools import wraps
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
+from state.diskhealth import WRITES
 from state.errors import CorruptState, StateError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def reported(write: Callable[Concatenate[Path, P], R]) -> Callable[Concatenate[Path, P], R]:
+    """A durable write whose outcome is reported to ``state.diskhealth.WRITES``: a full or
+    read-only disk becomes visible (health, metrics) and its recovery is noticed."""
+
+    @wraps(write)
+    def wrapper(path: Path, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            result = write(path, *args, **kwargs)
+        except OSError as exc:
+            WRITES.failed(path.name, exc)
+            raise
+        WRITES.succeeded()
+        return result
+
+    return wrapper
 
 TEMP_PREFIX = ".tmp-"
 """Prefix of in-flight temporary files; a crash can leave one behind, readers ignore them."""
@@ -156,6 +180,7 @@ def _write_temp(path: Path, data: bytes) -> Path:
     return tmp
 
 
+@reported
 def write_atomic(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file."""
     tmp = _write_temp(path, data)
@@ -168,6 +193,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
+@reported
 def append_line_durable(path: Path, line: str) -> None:
     """Append ``line`` plus a newline to ``path`` and fsync it.
 
@@ -191,6 +217,7 @@ def append_line_durable(path: Path, line: str) -> None:
         fsync_dir(path.parent)
 
 
+@reported
 def create_exclusive(path: Path, data: bytes) -> bool:
     """Create ``path`` with ``data`` only if it does not exist; return False if it did.
 

@@ -63,6 +63,7 @@ INSTANCE_FILE = "instance.json"
 STATUS_SUFFIX = ".json"
 DEFAULT_INSTANCE = "default"
 LOG_FILE_NAME = "reconciler.log"  # structured logs (reconciler.logsetup)
+SOCKET_NAME = "control.sock"  # the running daemon's endpoint (reconciler.control)
 FIXED_FILES = (EVENTS_FILE, INSTANCE_FILE, LOCK_FILE)
 """Files at the top of the state directory; each must be a regular file when it exists."""
 

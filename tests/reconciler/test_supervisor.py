@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
+from pathlib import Path
 
+import structlog
 import tenacity
 
+from reconciler.logsetup import _Tee
 from reconciler.supervisor import RestartPolicy, StopAfterRecentDeaths, Supervisor
+from state.diskhealth import WRITES
 from tests.e2e.daemon_helpers import wait_for
 
 
@@ -57,3 +63,40 @@ def test_a_thread_that_keeps_dying_ends_the_daemon_and_one_that_recovers_does_no
     assert recorded[0] == ("flaky", "RuntimeError: first run fails")
     assert [name for name, _ in recorded].count("broken") == 3
     supervisor.join(deadline=0)
+
+
+def test_a_death_that_cannot_be_logged_is_still_restarted_and_reported() -> None:
+    """Issue 26: with the state disk full, logging a thread's death failed, the error escaped
+    the supervisor and the thread was gone for good while health said ok. The log is a real
+    device that refuses every write (/dev/full)."""
+    full = Path("/dev/full").open("w", encoding="utf-8")  # noqa: SIM115 (closed below)
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(
+        file=_Tee([full])))  # type: ignore[arg-type]
+    stop = threading.Event()
+    deaths: list[str] = []
+    supervisor = Supervisor(stop, RestartPolicy(restarts=3, base_s=0.01, max_s=0.01),
+                            lambda name, why: deaths.append(why))
+    runs = [0]
+
+    def dies_once() -> None:
+        runs[0] += 1
+        if runs[0] == 1:
+            raise RuntimeError("boom")
+        stop.wait()
+
+    try:
+        supervisor.spawn("dies-once", dies_once)
+        wait_for("the restart", lambda: runs[0] == 2 or None, 10)
+        assert deaths == ["RuntimeError: boom"]
+        assert supervisor.healthy()
+        failing = WRITES.failing
+        assert failing is not None
+        assert "No space left on device" in failing.reason
+    finally:
+        stop.set()
+        supervisor.join(time.monotonic() + 5)
+        WRITES.succeeded()
+        structlog.reset_defaults()
+        with contextlib.suppress(OSError):  # its buffer still holds what it refused
+            full.close()
+    assert WRITES.failing is None

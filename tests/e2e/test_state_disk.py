@@ -1,0 +1,103 @@
+"""A full state disk (issue 26): the daemon stays alive and says so, keeps what runs, and acts
+again by itself once the disk takes writes, a save that arrived meanwhile included.
+
+The state directory is a real 4 MiB tmpfs, filled with a real file until the kernel says
+ENOSPC (mounting needs root, as CI runs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from tests.conftest import Cli
+from tests.e2e.daemon_helpers import DaemonProcess, is_ready, picture, running_ids, wait_for
+from tests.ports import free_port
+from tests.specs_factory import deployment, pinned, write
+
+RESYNC_NEVER = "3600"  # recovery must not wait for (or be rescued by) the periodic resync
+
+
+@pytest.fixture
+def small_state_disk(state_dir: Path) -> Iterator[Path]:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
+    state_dir.mkdir(mode=0o700, parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs",
+                    str(state_dir)], check=True)
+    try:
+        yield state_dir
+    finally:
+        subprocess.run(["umount", "-l", str(state_dir)], check=False)
+
+
+def _fill(folder: Path) -> Path:
+    """A file that takes every free byte of ``folder``'s filesystem."""
+    filler = folder / "filler"
+    with filler.open("wb") as handle:
+        chunk = b"\0" * 65536
+        with contextlib.suppress(OSError):
+            while True:
+                handle.write(chunk)
+                handle.flush()
+    with pytest.raises(OSError, match="No space left") as full:  # full for anyone
+        (folder / "probe").write_bytes(b"x" * 65536)
+    assert full.value.errno == errno.ENOSPC
+    return filler
+
+
+def _env_of(client: docker.DockerClient, container_id: str) -> list[str]:
+    return list(client.containers.get(container_id).attrs["Config"]["Env"])
+
+
+def test_a_full_state_disk_is_visible_keeps_what_runs_and_recovers_by_itself(
+        cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
+        small_state_disk: Path, tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    port = free_port()
+    write(specs, deployment("vlm", pinned(emulator_image), port, env={"RUN": "one"}))
+    daemon = DaemonProcess(cli, ["--specs", str(specs), "--resync", RESYNC_NEVER],
+                           tmp_path / "daemon.log")
+    try:
+        daemon.wait_healthy()
+        wait_for("Ready", lambda: is_ready(cli, "Deployment/vlm"), 60)
+        [before] = running_ids(docker_client, instance)
+
+        filler = _fill(small_state_disk)
+        # A save while nothing can be recorded: its pass cannot write its inventory ahead of
+        # acting, so it does not act; the running service stays.
+        write(specs, deployment("vlm", pinned(emulator_image), port, env={"RUN": "two"}))
+        health = wait_for("health to fail with the disk's reason", lambda: (
+            h if (h := cli("health")).returncode == 1 and "stateWrites" in h.stdout
+            else None), 30)
+        assert "No space left on device" in health.stdout
+        status = cli("status")
+        assert status.returncode == 1
+        assert "cannot write" in status.stderr
+        assert "No space left" in status.stderr
+        assert running_ids(docker_client, instance) == [before]
+        assert daemon.proc.poll() is None
+
+        filler.unlink()
+        wait_for("health to pass again", lambda: cli("health").returncode == 0, 30)
+        changed = wait_for("the save made meanwhile to be applied", lambda: [
+            c for c in running_ids(docker_client, instance)
+            if "RUN=two" in _env_of(docker_client, c)], 60)
+        assert len(changed) == 1
+        wait_for("Ready again", lambda: is_ready(cli, "Deployment/vlm"), 60)
+        log = daemon.log()
+        assert "Traceback" not in log
+        assert cli("health").returncode == 0
+    except BaseException:
+        print(picture(cli))
+        print(daemon.log())
+        raise
+    finally:
+        daemon.terminate()
