@@ -11,7 +11,8 @@ import contextlib
 import errno
 import os
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import docker
@@ -57,9 +58,20 @@ def _env_of(client: docker.DockerClient, container_id: str) -> list[str]:
     return list(client.containers.get(container_id).attrs["Config"]["Env"])
 
 
-def test_a_full_state_disk_is_visible_keeps_what_runs_and_recovers_by_itself(
+def _full(folder: Path) -> Callable[[], None]:
+    return _fill(folder).unlink
+
+
+# A read-only remount is refused while the daemon holds files open for writing (its log, its
+# lock): the kernel answers EBUSY, so that fault is made here only as a full disk.
+FAULTS = {"full": (_full, "No space left on device")}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_a_full_or_read_only_state_disk_is_visible_keeps_what_runs_and_recovers_by_itself(
         cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
-        small_state_disk: Path, tmp_path: Path) -> None:
+        small_state_disk: Path, tmp_path: Path, fault: str) -> None:
+    break_disk, reason = FAULTS[fault]
     specs = tmp_path / "specs"
     port = free_port()
     write(specs, deployment("vlm", pinned(emulator_image), port, env={"RUN": "one"}))
@@ -70,22 +82,25 @@ def test_a_full_state_disk_is_visible_keeps_what_runs_and_recovers_by_itself(
         wait_for("Ready", lambda: is_ready(cli, "Deployment/vlm"), 60)
         [before] = running_ids(docker_client, instance)
 
-        filler = _fill(small_state_disk)
+        repair = break_disk(small_state_disk)
         # A save while nothing can be recorded: its pass cannot write its inventory ahead of
         # acting, so it does not act; the running service stays.
         write(specs, deployment("vlm", pinned(emulator_image), port, env={"RUN": "two"}))
         health = wait_for("health to fail with the disk's reason", lambda: (
             h if (h := cli("health")).returncode == 1 and "stateWrites" in h.stdout
             else None), 30)
-        assert "No space left on device" in health.stdout
+        assert reason in health.stdout
         status = cli("status")
         assert status.returncode == 1
         assert "cannot write" in status.stderr
-        assert "No space left" in status.stderr
+        assert reason in status.stderr
         assert running_ids(docker_client, instance) == [before]
+        time.sleep(10)  # a while longer: no thread dies for good, nothing else changes
         assert daemon.proc.poll() is None
+        assert cli("health").returncode == 1
+        assert running_ids(docker_client, instance) == [before]
 
-        filler.unlink()
+        repair()
         wait_for("health to pass again", lambda: cli("health").returncode == 0, 30)
         changed = wait_for("the save made meanwhile to be applied", lambda: [
             c for c in running_ids(docker_client, instance)
