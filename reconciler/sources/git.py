@@ -362,9 +362,13 @@ class GitSource:
         return out
 
     def _trim(self, stderr: bytes) -> str:
+        """Git's complaint in a few lines, the same each time it fails the same way: git and
+        ssh write stderr from several processes, so the lines come in another order from one
+        poll to the next; sorted and without repeats, a persistent failure reads (and is
+        recorded as) one event, not one per poll."""
         text = stderr.decode(errors="replace").replace(self.url, self._shown_url)
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
-        return " | ".join(lines[-STDERR_LINES:])[-STDERR_CHARS:]
+        lines = sorted({line.strip() for line in text.splitlines() if line.strip()})
+        return " | ".join(lines[:STDERR_LINES])[:STDERR_CHARS]
 
 
 

@@ -433,3 +433,14 @@ def test_credentials_in_urls_are_redacted() -> None:
     source = GitSource("https://bot:s3cret@git.example/specs.git", "main", Path("/nonexistent"))
     assert "s3cret" not in source.name
 
+
+
+def test_git_s_complaint_reads_the_same_whatever_order_its_lines_came_in(tmp_path: Path) -> None:
+    """Issue 26: a persistent fetch failure made one Warning event per poll, because git and
+    ssh wrote their stderr lines in another order each time."""
+    source = GitSource(f"file://{tmp_path}/absent.git", "main", tmp_path / "work")
+    one = b"ssh: connect to host x: Connection refused\nfatal: Could not read from remote\n"
+    two = b"fatal: Could not read from remote\n\nssh: connect to host x: Connection refused\n"
+    assert source._trim(one) == source._trim(two)
+    assert source._trim(one) == ("fatal: Could not read from remote | ssh: connect to host x: "
+                                 "Connection refused")
