@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import socketserver
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -20,12 +21,15 @@ from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
+import structlog
 
 from state.errors import StateError
 from state.models import ResourceStatus
 from state.store import SOCKET_NAME
 
 CLIENT_TIMEOUT_S = 10.0
+
+log = structlog.get_logger("reconciler.control")
 
 
 class ControlUnavailable(Exception):
@@ -52,6 +56,14 @@ class Controlled(Protocol):
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     reconciler: Controlled
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that left before its answer (a ``health`` that timed out while the daemon
+        was stopped with SIGSTOP, then continued) is no error of ours: socketserver would
+        print a traceback to the daemon's stderr for it."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        log.exception("control.request_failed")
 
 
 class _Handler(BaseHTTPRequestHandler):
