@@ -98,7 +98,7 @@ class ResourcePlan(Generic[D, P]):
         unless permanent; anything else is a bug in a kind, retried with backoff."""
         if isinstance(exc, PlanError):
             self.issues, self.error, self.error_reason = exc.issues, str(exc), "PlanRejected"
-            self.permanent = True
+            self.permanent = not exc.transient
         elif isinstance(exc, ControllerError):
             self.error, self.error_reason = str(exc), "ObserveFailed"
             self.permanent = isinstance(exc, PermanentError)

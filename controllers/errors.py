@@ -47,10 +47,13 @@ class PermanentError(ControllerError):
 
 
 class PlanError(PermanentError):
-    """Spec rules that needed observed facts failed."""
+    """Spec rules that needed observed facts failed. ``transient``: only because of something
+    the world may change without telling us (a port held by another process, which frees it
+    without an event): retried with backoff rather than Stalled until the next resync."""
 
-    def __init__(self, issues: list[SpecIssue]) -> None:
+    def __init__(self, issues: list[SpecIssue], transient: bool = False) -> None:
         self.issues = issues
+        self.transient = transient
         super().__init__("\n".join(str(i) for i in issues))
 
 

@@ -93,7 +93,9 @@ def resolve_desired(dep: Deployment, spec_set: SpecSet, session: HostSession,
                                 f"inside image {dep.spec.image} and no spec.mounts entry provides "
                                 "it", R4))
     if findings:
-        raise PlanError([spec_set.issue(dep, f) for f in findings])
+        # A port held by another process frees without an event: retried with backoff.
+        raise PlanError([spec_set.issue(dep, f) for f in findings],
+                        transient=all(f.rule == R_PORT_FREE for f in findings))
     assert image is not None
     resource = Key("Deployment", dep.metadata.name)
     digest = spec_hash(dep)

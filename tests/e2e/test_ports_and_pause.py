@@ -19,6 +19,7 @@ from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
 from specs.rules import R_PORT_FREE
 from tests.conftest import Cli, containers_of
+from tests.e2e.daemon_helpers import DaemonProcess, is_ready, status_of, wait_for
 from tests.ports import free_port
 from tests.specs_factory import deployment, pinned, write
 
@@ -141,3 +142,31 @@ def test_paused_container_is_degraded_and_left_paused(
     assert _condition(status, "Degraded")["status"] == "False"
     [same] = containers_of(docker_client, instance)
     assert same.id == container.id
+
+
+def test_a_port_freed_by_another_process_is_taken_within_the_backoff(
+        cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    """Issue 26: the process frees its port without any event the daemon could see; the
+    Deployment was Stalled until the periodic resync (215 s). It is retried with backoff."""
+    specs = tmp_path / "specs"
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", free_port()))
+    listener.listen()
+    port = listener.getsockname()[1]
+    write(specs, deployment("vlm", pinned(emulator_image), port))
+    daemon = DaemonProcess(cli, ["--specs", str(specs), "--resync", "3600"],
+                           tmp_path / "daemon.log")
+    try:
+        daemon.wait_healthy()
+        refused = wait_for("the port refusal", lambda: (
+            s if (s := status_of(cli, "Deployment/vlm")) is not None
+            and f"host port {port} is taken" in json.dumps(s) else None), 30)
+        stalled = [c for c in refused["conditions"] if c["type"] == "Stalled"]
+        assert all(c["status"] != "True" for c in stalled)  # retried, not stalled
+        listener.close()
+        wait_for("Ready once the port is free", lambda: is_ready(cli, "Deployment/vlm"), 90)
+        assert len(containers_of(docker_client, instance)) == 1
+    finally:
+        listener.close()
+        daemon.terminate()
