@@ -93,6 +93,9 @@ class Document:
     # Line and column (1-based) of each field path: a pair, not a Location, as most are never
     # asked for (a file of 10,000 values makes as many marks).
     marks: dict[PathKey, tuple[int, int]] = field(default_factory=dict)
+    # Whether an alias expanded in it: its values may then be far larger than its text (one
+    # 500 KB string used 999 times), which a consumer that copies values must not assume.
+    aliased: bool = False
 
     def locate(self, path: PathKey) -> Location:
         """Best location for a field path: the deepest known prefix (a missing field points at
@@ -406,6 +409,7 @@ def _documents(loader: Any, file: str, limits: LoaderLimits) -> list[Document]:
         doc = Document(file=file, index=index, data=None)
         doc.data = _Builder(loader, doc, limits, composed=isinstance(loader, _Limits)
                             ).build(node, ())
+        doc.aliased = isinstance(loader, _Limits) and loader.aliases > 0
         if doc.data is not None:
             docs.append(doc)
         index += 1

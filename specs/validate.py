@@ -16,7 +16,7 @@ from typing import Any, cast
 from pydantic import BaseModel, ValidationError
 
 from specs.crossref import Resource, check_set
-from specs.errors import SpecError, SpecIssue
+from specs.errors import Location, SpecError, SpecIssue
 from specs.kinds import SPEC_KINDS
 from specs.loader import DEFAULT_LIMITS, Document, LoaderLimits, PathKey, load_paths, load_text
 from specs.models import API_VERSION, TAG_ERROR, TAG_MARK, Deployment, Host, SpecResource, StreamSet
@@ -102,7 +102,8 @@ def build_spec_set(docs: list[Document], *, cross: bool = True,
         result.resources.append(resource)
         result.documents.setdefault((resource.kind, resource.metadata.name), doc)
         unsafe = [_issue(doc, Finding(path, message, rule))
-                  for path, message, rule in value_findings(cast(BaseModel, resource))]
+                  for path, message, rule in value_findings(cast(BaseModel, resource),
+                                                            screen=not doc.aliased)]
         issues.extend(unsafe)
         rules = SPEC_KINDS[resource.kind].rules
         if rules is not None and not unsafe:  # the rules quote values: only safe ones
@@ -113,10 +114,36 @@ def build_spec_set(docs: list[Document], *, cross: bool = True,
     if cross and not [i for i in issues if i.severity == "error"]:
         issues.extend(result.issue(res, f) for res, f in check_set(result.resources))
     issues.sort(key=lambda i: (i.location.file, i.location.line, i.location.col))
-    result.warnings = [i for i in issues if i.severity == "warning"]
+    result.warnings = capped([i for i in issues if i.severity == "warning"])
     if any(i.severity == "error" for i in issues):
-        raise SpecError(issues)
+        raise SpecError(capped(issues))
     return result
+
+
+MAX_ISSUES_PER_FILE = 20
+MAX_ISSUES = 200
+R_MORE = "max-issues"
+
+
+def capped(issues: list[SpecIssue]) -> list[SpecIssue]:
+    """At most ``MAX_ISSUES_PER_FILE`` issues of each file and ``MAX_ISSUES`` in all (sorted
+    by place), then one line per file saying how many more there are: one value aliased a
+    thousand times, or a thousand files, must not print a thousand refusals."""
+    shown: list[SpecIssue] = []
+    hidden: dict[str, list[SpecIssue]] = {}
+    per_file: dict[str, int] = {}
+    for issue in issues:
+        file = issue.location.file
+        if per_file.get(file, 0) < MAX_ISSUES_PER_FILE and len(shown) < MAX_ISSUES:
+            shown.append(issue)
+            per_file[file] = per_file.get(file, 0) + 1
+        else:
+            hidden.setdefault(file, []).append(issue)
+    for file, rest in hidden.items():
+        shown.append(SpecIssue(Location(file, 0, 0), "-", f"{len(rest)} more issue(s) in this "
+                               "file not shown; fix the ones above first", R_MORE,
+                               rest[0].severity))
+    return shown
 
 
 def _parse(doc: Document, issues: list[SpecIssue]) -> Resource | None:

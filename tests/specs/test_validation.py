@@ -242,3 +242,28 @@ def test_a_spec_issue_prints_as_one_line_whatever_it_quotes() -> None:
                       "quoted 'x\ny\u202ez\x9b' here", "rule")
     assert str(issue) == ("specs/a\\nb.yaml:3:1: metadata.labels.k\\x1bj: quoted "
                           "'x\\ny\\u202ez\\x9b' here (rule)")
+
+
+def test_one_huge_value_aliased_a_thousand_times_costs_little_memory_and_output() -> None:
+    """Issue 26: a 500 KB string aliased 999 times once wrote 1 GB of refusals and peaked at
+    2.9 GB. Each refusal is bounded, the value is judged once, and a file prints at most 20
+    refusals and how many more there are."""
+    import tracemalloc
+
+    big = "x" * 500_000 + "\\0"
+    text = ("apiVersion: rtvi.reconciler/v1\nkind: Deployment\nmetadata: {name: vlm}\nspec:\n"
+            "  host: local\n  profile: exploration\n  image: rtvi-emulator:dev\n"
+            "  model: {preset: cr3-nano-reasoner-fp8}\n  port: {host: 18000}\n"
+            f'  unsafeModelConfigReview: &a "{big}"\n'
+            "  env: {" + ", ".join(f"K{i}: *a" for i in range(999)) + "}\n")
+    tracemalloc.start()
+    try:
+        errors = _errors(text)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 50_000_000, peak  # the text is 0.5 MB; one copy of it per refusal is not
+    assert len(errors) == 21
+    assert sum(len(e) for e in errors) < 20_000
+    assert errors[-1].endswith("more issue(s) in this file not shown; fix the ones above first "
+                               "(max-issues)")
