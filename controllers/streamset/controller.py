@@ -176,6 +176,8 @@ class StreamSetController:
                 continue
             verbs = the_plan.verbs(src.name)
             origin = rec.origin if (rec := recorded.get(src.name)) else None
+            if not origin and not {"publish", "replace"} & set(verbs):
+                origin = self._adopt_publisher(desired, src)
             if "publish" in verbs or "replace" in verbs or not origin:
                 # Same port as before, so the URL VST and RTVI hold stays valid.
                 keep = origin is not None and "replace" not in verbs
@@ -188,6 +190,25 @@ class StreamSetController:
                     desired, desired.sources[item[0]], item[1]), starts.items())
                 origins.update(zip(starts, urls, strict=True))
         return origins
+
+    def _adopt_publisher(self, desired: StreamSetDesired, src: DesiredSource) -> str | None:
+        """The URL of the running publisher of ``src`` that this very spec started, recorded
+        again, when the record that knew it is lost (a deleted or unreadable status file):
+        what runs is adopted, never replaced on a new port. None when there is none."""
+        found = publishing.running_url(
+            self._engine_for(desired.publisher_host),
+            self._session_for(desired.publisher_host).view(), self.instance, desired.resource,
+            desired.spec_hash, src, desired.streamset.spec.publisher, stop=self.stop)
+        if found is None:
+            return None
+        running, url = found
+        self._write(desired, [InventoryItem(kind=KIND_PUBLISHER, name=src.name,
+                                            host=desired.publisher_host, id=running.id,
+                                            state="created", created_at=utc_now())],
+                    {src.name: SourceFacts(origin=url)})
+        self._progress(desired.resource, f"source {src.name}: adopted its running publisher "
+                                         f"{running.name} ({url})")
+        return url
 
     def _start_publisher(self, desired: StreamSetDesired, src: DesiredSource,
                          port: int | None) -> str:

@@ -70,6 +70,18 @@ def publishers_in(view: HostView, instance: str, resource: str) -> dict[str, Con
             and ownership.is_owned(c.labels, instance, resource)}
 
 
+def running_url(engine: DockerEngine, view: HostView, instance: str, resource: str,
+                spec_hash: str, src: DesiredSource, publisher: PublisherSpec,
+                stop: threading.Event | None = None) -> tuple[ContainerInfo, str] | None:
+    """Our running publisher of ``src`` started for this very spec (its labels say so), and
+    its URL; None when there is none (a record lost: adopt it rather than start another)."""
+    running = publishers_in(view, instance, resource).get(src.name)
+    if (running is None or not running.running
+            or running.labels.get(ownership.LABEL_SPEC_HASH) != spec_hash):
+        return None
+    return running, wait_for_url(engine, running.id, published(src, publisher).path, stop=stop)
+
+
 def start(engine: DockerEngine, instance: str, resource: str, spec_hash: str,
           src: DesiredSource, publisher: PublisherSpec,
           port: int | None, stop: threading.Event | None = None) -> tuple[str, str]:

@@ -308,3 +308,31 @@ def _answers(rtvi: Rtvi) -> bool:
     except Exception:
         return False
     return True
+
+
+def test_a_lost_status_record_adopts_the_running_publishers(
+        cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    """Issue 26: a StreamSet whose status file was lost re-created both publishers on new
+    ports and re-registered its streams. What runs is adopted: the same containers, the same
+    URLs, no new registration."""
+    port = free_port()
+    specs = tmp_path / "specs"
+    rtvi = Rtvi(port)
+    write(specs, rtvi_deployment(emulator_image, port), streamset(colours(["RED", "BLUE"])))
+    _apply(cli, specs)
+    before = {name: c.id for name, c in _publishers(docker_client, instance).items()}
+    streams = {s["id"]: s for s in rtvi.state()["streams"]}
+    adds = rtvi.calls("POST /v1/streams/add")
+    record = cli.state_dir / "resources" / "StreamSet" / "cams.json"
+    assert record.is_file()
+    record.unlink()
+
+    text = _apply(cli, specs)
+    assert "adopted its running publisher" in text
+    assert {name: c.id for name, c in _publishers(docker_client, instance).items()} == before
+    assert rtvi.calls("POST /v1/streams/add") == adds
+    after = {s["id"]: s for s in rtvi.state()["streams"]}
+    assert {i: s["added_at"] for i, s in after.items()} == {
+        i: s["added_at"] for i, s in streams.items()}
+    assert condition(status(cli, "StreamSet/cams"), "Ready")["status"] == "True"
