@@ -35,8 +35,10 @@ def port_holders(published_ports: Sequence[PortHolder], address: str, port: int,
                if h.container not in own_names and _overlap(h.address, address)]
     if holders or not local:
         return holders
+    # Ours holds it when it publishes it, or shares the Host's network while it runs or is
+    # paused (a paused process keeps its sockets: it is Paused, not "a process on the Host").
     own_holds = any(h.container in own_names for h in published) or (
-        own is not None and own.running and own.network_mode == HOST_NETWORK)
+        own is not None and (own.running or own.paused) and own.network_mode == HOST_NETWORK)
     if not own_holds and _in_use(address, port):
         return [f"a process on the Host listens on {_show(address)}:{port}"]
     return []

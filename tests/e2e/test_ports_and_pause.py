@@ -14,12 +14,14 @@ import socket
 from pathlib import Path
 
 import docker
+import pytest
 from docker.models.containers import Container
 from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
 from specs.rules import R_PORT_FREE
 from tests.conftest import Cli, containers_of
 from tests.e2e.daemon_helpers import DaemonProcess, is_ready, status_of, wait_for
+from tests.e2e.stream_helpers import rtvi_deployment
 from tests.ports import free_port
 from tests.specs_factory import deployment, pinned, write
 
@@ -112,11 +114,15 @@ def test_port_published_by_another_container_is_a_plan_error_but_not_our_own(
         foreign.remove(force=True)
 
 
+@pytest.mark.parametrize("network", ["bridge", "host"])
 def test_paused_container_is_degraded_and_left_paused(
         cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
-        tmp_path: Path) -> None:
+        tmp_path: Path, network: str) -> None:
+    """On the Host's network a paused service still holds its port: it is Paused, not "a
+    process on the Host listens" (issue 26)."""
     specs = tmp_path / "specs"
-    write(specs, deployment("vlm", pinned(emulator_image), free_port()))
+    write(specs, deployment("vlm", pinned(emulator_image), free_port()) if network == "bridge"
+          else rtvi_deployment(emulator_image, free_port()))
     assert cli("apply", str(specs)).returncode == 0
     [container] = containers_of(docker_client, instance)
     container.pause()
