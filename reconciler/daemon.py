@@ -25,13 +25,13 @@ exits 0 within ``--shutdown-timeout``.
 
 from __future__ import annotations
 
-import contextlib
 import random
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -60,7 +60,7 @@ from state.diskhealth import PROBE_EVERY_S, PROBE_FILE, WRITES
 from state.errors import CorruptState, StateError
 from state.keys import InvalidKey, Key
 from state.models import ResourceStatus
-from state.store import Store
+from state.store import RESOURCES_DIR, Store
 
 # SIGTERM → exit within this long (``docker stop`` kills after 10 s): every wait of a pass
 # ends at once (controllers.waiting.Stopped); what a pass had done is recorded write-ahead.
@@ -217,10 +217,7 @@ class Daemon:
         still stands for something we may own (it is moved aside when its key is worked)."""
         records, broken = self.store.scan()
         keys = [r.key for r in records]
-        for b in broken:
-            if b.path.name.endswith(".json") and b.path.parent.parent.name == "resources":
-                with contextlib.suppress(InvalidKey):  # no kind of ours, nothing we own
-                    keys.append(Key(b.path.parent.name, b.path.name.removesuffix(".json")))
+        keys += [key for b in broken if (key := _record_of(b.path)) is not None]
         return keys
 
     def _owned(self) -> list[Key]:
@@ -380,6 +377,7 @@ class Daemon:
         resource unrepaired forever: move it aside and reconcile from what the engines show
         (ownership is proven by labels). Its inventory is lost, so nothing is pruned on its
         word; the bytes stay beside it for a person."""
+        key = _record_of(exc.path) or key  # a dependency's record may be the corrupt one
         moved = self.store.quarantine(exc.path)
         if moved is None:
             log.error("state.corrupt", key=key, path=str(exc.path), reason=exc.reason)
@@ -482,3 +480,14 @@ def _write_health() -> dict[str, Any]:
     return {"stateWrites": {"failing": failing.reason,
                             "sinceSeconds": round(time.time() - failing.since, 1),
                             "failures": failing.failures}}
+
+
+def _record_of(path: Path) -> Key | None:
+    """The resource whose status file ``path`` is (``resources/<Kind>/<name>.json``), so a
+    corrupt record is reported under its own resource, not under the one whose pass read it."""
+    if path.suffix != ".json" or path.parent.parent.name != RESOURCES_DIR:
+        return None
+    try:
+        return Key(path.parent.name, path.stem)
+    except InvalidKey:
+        return None

@@ -110,3 +110,16 @@ def test_observing_keeps_what_was_planned_before_the_failure() -> None:
     assert rp.error_reason == "ObserveFailed"
     with pytest.raises(KeyError), rp.observing():  # a bug is not an observation: it rises
         raise KeyError("oops")
+
+
+def test_a_corrupt_record_is_reported_under_its_own_resource() -> None:
+    """Issue 26: a StreamSet's pass that read its Deployment's corrupt record filed the
+    CorruptState event under the StreamSet."""
+    from pathlib import Path
+
+    from reconciler.daemon import _record_of
+    from state.keys import Key
+
+    assert _record_of(Path("/s/resources/Deployment/vlm.json")) == Key("Deployment", "vlm")
+    assert _record_of(Path("/s/resources/No Such Kind!/x.json")) is None
+    assert _record_of(Path("/s/events.jsonl")) is None
