@@ -16,7 +16,7 @@ from typing import Any, Literal
 from controllers import ownership
 from controllers.actions import Action
 from controllers.clients.docker_client import ContainerInfo
-from controllers.deployment.readiness import paused_message
+from controllers.deployment.readiness import exit_cause, paused_message
 from controllers.errors import PlanError
 from specs.errors import SpecIssue
 from specs.models import Deployment
@@ -107,7 +107,7 @@ def _plan(desired: Desired, container: ContainerInfo | None, record: ResourceSta
         result.paused = paused_message(name, causes)
         return result
     if not container.running:
-        state = (f"exited with code {container.exit_code}" if container.status == "exited"
+        state = (exit_cause(container.exit_code) if container.status == "exited"
                  else f"is {container.status}, not running")
         causes.append(f"container {state}")
     if causes:

@@ -9,8 +9,10 @@ long for a container that already told us it is dead.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import re
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -125,6 +127,15 @@ def still_serving(info: ContainerInfo, url: str, token: str | None = None) -> bo
         return False
 
 
+def exit_cause(code: int | None) -> str:
+    """How a container ended, as a person reads it: a code above 128 is a signal (137: killed
+    with SIGKILL, by a person, the OOM killer or ``docker kill``), not a crash of its own."""
+    if code is not None and 128 < code < 128 + 65:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(code - 128).name} (exit code {code})"
+    return f"exited with code {code}"
+
+
 def started_epoch(info: ContainerInfo) -> float | None:
     """When the container last started (Unix seconds), from Docker's RFC 3339 ``StartedAt``
     (nanoseconds, which Python does not parse: cut to microseconds); None if never."""
@@ -146,9 +157,8 @@ def _check_once(engine: DockerEngine, container_id: str, url: str, http: httpx.C
     if not info.running:
         _scan_tail(engine, container_id, runtime)
         tail = engine.logs(container_id, tail=LOG_TAIL_LINES).strip()
-        raise ReadinessFailed("ContainerExited", f"container exited with code "
-                              f"{info.exit_code} before becoming ready; last log lines:"
-                              f"\n{tail}")
+        raise ReadinessFailed("ContainerExited", f"container {exit_cause(info.exit_code)} "
+                              f"before becoming ready; last log lines:\n{tail}")
     if info.health == "unhealthy":
         raise ReadinessFailed("Unhealthy", "the container's healthcheck reports unhealthy")
     probe = _probe(http, url)

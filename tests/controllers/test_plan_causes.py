@@ -221,6 +221,7 @@ def test_image_change_shows_short_ids_and_a_short_id_whole() -> None:
 @pytest.mark.parametrize(("status", "exit_code", "said"), [
     ("exited", 3, "container exited with code 3"),
     ("exited", 0, "container exited with code 0"),
+    ("exited", 137, "container was killed by SIGKILL (exit code 137)"),  # not its own crash
     ("created", 0, "container is created, not running"),
     ("restarting", 1, "container is restarting, not running"),
     ("dead", 137, "container is dead, not running"),
