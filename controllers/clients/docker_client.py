@@ -30,6 +30,8 @@ PROBE_LABEL = "rtvi.reconciler/probe"
 PROBE_SWEEP_AGE_S = 60.0
 MIN_API_VERSION = "1.41"
 
+HTTP_CONFLICT = 409
+REMOVAL_IN_PROGRESS = "already in progress"  # Docker's 409 while another removal runs
 
 @dataclass(frozen=True)
 class ContainerInfo:
@@ -128,6 +130,11 @@ class DockerEngine:
             raise
         except docker.errors.APIError as exc:
             message = f"Host {self.host_name}: Docker {what} failed: {exc.explanation or exc}"
+            if exc.status_code == HTTP_CONFLICT and REMOVAL_IN_PROGRESS in str(exc.explanation):
+                # Someone else (a person's `docker rm -f`) is removing it: gone in a moment.
+                raise TemporaryError(f"Host {self.host_name}: the container is being removed "
+                                     f"by someone else (Docker {what}: removal already in "
+                                     "progress); trying again shortly") from exc
             if exc.status_code is not None and exc.status_code >= 500:
                 raise TemporaryError(message) from exc
             raise PermanentError(message) from exc
