@@ -1,5 +1,6 @@
-"""A full state disk (issue 26): the daemon stays alive and says so, keeps what runs, and acts
-again by itself once the disk takes writes, a save that arrived meanwhile included.
+"""Faults of the machine under a running daemon (issue 26): a full state disk, a read-only
+one, SIGSTOP/SIGCONT. The daemon stays alive and says so, keeps what runs, and acts again by
+itself once the fault is gone, a save that arrived meanwhile included.
 
 The state directory is a real 4 MiB tmpfs, filled with a real file until the kernel says
 ENOSPC (mounting needs root, as CI runs).
@@ -10,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -114,5 +116,54 @@ def test_a_full_or_read_only_state_disk_is_visible_keeps_what_runs_and_recovers_
         print(picture(cli))
         print(daemon.log())
         raise
+    finally:
+        daemon.terminate()
+
+
+def test_a_read_only_state_disk_is_a_disk_fault_and_its_recovery_is_noticed(
+        small_state_disk: Path) -> None:
+    """A read-only remount is refused while a daemon holds files open for writing, so the
+    read-only disk is met here by the writes themselves: EROFS marks the state directory
+    failing like ENOSPC, and the first write that succeeds clears it."""
+    from state.atomic import write_atomic
+    from state.diskhealth import WRITES
+
+    subprocess.run(["mount", "-o", "remount,ro", str(small_state_disk)], check=True)
+    try:
+        with pytest.raises(OSError, match="Read-only file system"):
+            write_atomic(small_state_disk / "probe", b"x")
+        failing = WRITES.failing
+        assert failing is not None
+        assert "Read-only file system" in failing.reason
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(small_state_disk)], check=True)
+    write_atomic(small_state_disk / "probe", b"x")
+    assert WRITES.failing is None
+
+
+def test_sigstop_then_sigcont_is_a_non_event(
+        cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    write(specs, deployment("vlm", pinned(emulator_image), free_port()))
+    daemon = DaemonProcess(cli, ["--specs", str(specs), "--resync", RESYNC_NEVER],
+                           tmp_path / "daemon.log")
+    try:
+        daemon.wait_healthy()
+        wait_for("Ready", lambda: is_ready(cli, "Deployment/vlm"), 60)
+        before = running_ids(docker_client, instance)
+        os.kill(daemon.proc.pid, signal.SIGSTOP)
+        try:
+            stopped = cli("health", timeout=60)  # times out against a stopped daemon
+            assert stopped.returncode == 1
+            assert "does not answer" in stopped.stderr
+        finally:
+            os.kill(daemon.proc.pid, signal.SIGCONT)
+        wait_for("health again", lambda: cli("health").returncode == 0, 30)
+        assert running_ids(docker_client, instance) == before
+        assert is_ready(cli, "Deployment/vlm")
+        log = daemon.log()
+        assert "Traceback" not in log
+        assert "BrokenPipe" not in log
     finally:
         daemon.terminate()
