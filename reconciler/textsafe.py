@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from specs.errors import INVISIBLE as _INVISIBLE
+from specs.errors import visible
 from state.redaction import DEFAULT_REDACTOR
 
 UNSAFE_IN_LINE = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f{_INVISIBLE}]")
@@ -26,18 +27,6 @@ UNSAFE_IN_JSON = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_INVISIBLE}]"
 """What may still be raw in encoded JSON (encoders escape C0 inside strings but leave DEL, C1
 and bidi raw); the whitespace between JSON tokens is kept."""
 
-NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\x1b": "\\x1b"}
-
-
-def _visible(match: re.Match[str]) -> str:
-    char = match.group()
-    named = NAMED_ESCAPES.get(char)
-    if named is not None:
-        return named
-    code = ord(char)
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
-
-
 def _json_escape(match: re.Match[str]) -> str:
     return f"\\u{ord(match.group()):04x}"
 
@@ -48,7 +37,7 @@ def escape_control(text: str, keep_newlines: bool = False) -> str:
     With ``keep_newlines`` a newline stays a line break (multi-line messages keep their shape);
     otherwise it becomes ``\\n`` so one record can never print as two.
     """
-    return (UNSAFE_IN_BLOCK if keep_newlines else UNSAFE_IN_LINE).sub(_visible, text)
+    return (UNSAFE_IN_BLOCK if keep_newlines else UNSAFE_IN_LINE).sub(visible, text)
 
 
 def safe(text: object) -> str:

@@ -40,7 +40,8 @@ reorderers: what one line of output must never carry raw."""
 NAMED_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\x1b": "\\x1b"}
 
 
-def _visible(match: re.Match[str]) -> str:
+def visible(match: re.Match[str]) -> str:
+    """The visible escape of one matched character (``\\n``, ``\\x1b``, ``\\u202e``)."""
     char = match.group()
     named = NAMED_ESCAPES.get(char)
     if named is not None:
@@ -52,7 +53,7 @@ def _visible(match: re.Match[str]) -> str:
 def one_line(text: str) -> str:
     """``text`` with every control, separator and bidi character shown as a visible escape
     (``\\n``, ``\\x1b``, ``\\u202e``): it prints as one line, in the order it is written."""
-    return UNSAFE_IN_LINE.sub(_visible, text)
+    return UNSAFE_IN_LINE.sub(visible, text)
 
 
 MAX_FIELD_CHARS = 200

@@ -70,7 +70,7 @@ FAULTS = {"full": (_full, "No space left on device")}
 
 
 @pytest.mark.parametrize("fault", list(FAULTS))
-def test_a_full_or_read_only_state_disk_is_visible_keeps_what_runs_and_recovers_by_itself(
+def test_a_full_state_disk_is_visible_keeps_what_runs_and_recovers_by_itself(
         cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
         small_state_disk: Path, tmp_path: Path, fault: str) -> None:
     break_disk, reason = FAULTS[fault]
