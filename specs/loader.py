@@ -375,12 +375,17 @@ if yaml.__with_libyaml__:
             return tag
 
 
-def _loader_for(text: str) -> Any:
-    """The loader for ``text``: libyaml's own composer where the text has no alias, else the
-    composer that counts aliases as it goes."""
-    if _Loader is not _LimitedLoader and "&" not in text and "*" not in text:
-        return _PlainCLoader
-    return _Loader
+def _loader_for(text: str, limits: LoaderLimits) -> Any:
+    """The loader for ``text``: libyaml's own composer where the text has no alias and too few
+    marks to hold more values than the limit (it composes the whole file before anything
+    counts: 500,000 values would cost 150 MB first), else the composer that counts as it
+    goes. A key and its value share a colon, a sequence item follows a dash or a comma, a
+    collection opens with a bracket or a document: that bounds the values."""
+    if _Loader is _LimitedLoader or "&" in text or "*" in text:
+        return _Loader
+    most = 2 + 2 * text.count(":") + sum(text.count(m) for m in (",", "- ", "-\n", "[", "{",
+                                                                  "---"))
+    return _PlainCLoader if most <= limits.max_nodes else _Loader
 
 
 def load_text(text: str, file: str, limits: LoaderLimits = DEFAULT_LIMITS) -> list[Document]:
@@ -390,7 +395,7 @@ def load_text(text: str, file: str, limits: LoaderLimits = DEFAULT_LIMITS) -> li
                                   limits.max_file_bytes)])
     loader: Any = None
     try:
-        loader = _loader_for(text)(text, limits)
+        loader = _loader_for(text, limits)(text, limits)
         return _documents(loader, file, limits)
     except (_LimitExceeded, yaml.YAMLError, UnicodeEncodeError) as exc:
         raise SpecError([_parse_issue(exc, text, file, limits, loader)]) from None

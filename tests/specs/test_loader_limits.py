@@ -192,3 +192,24 @@ def test_validate_refuses_hostile_files_without_a_traceback(tmp_path: Path) -> N
                    for line in done.stderr.splitlines()), done.stderr
     assert "3 errors; nothing was changed." in done.stderr
     assert time.monotonic() - started < 10  # a subprocess with imports, not the 46 s of before
+
+
+@pytest.mark.parametrize("text", [
+    "a: [" + "1," * 500_000 + "1]\n",   # a flow list of half a million values
+    "- x\n" * 250_000,                  # a block list of a quarter million
+], ids=["flow", "block"])
+def test_a_file_of_very_many_values_is_refused_before_it_is_composed(text: str) -> None:
+    """libyaml composes a whole file before our builder counts anything: a 1 MB file of
+    500,000 values took 150 MB that way. Such a file is composed by the composer that counts
+    as it goes, and refused at the 20,001st value in small memory."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(SpecError) as info:
+            load_text(text, "x.yaml")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [i.rule for i in info.value.issues] == [LIMIT_NODES]
+    assert peak < 30_000_000, peak
