@@ -98,7 +98,7 @@ def _judge(value: Any, path: PathKey, text: bool) -> Iterator[tuple[PathKey, str
             yield from _judge(item, (*path, key), text)
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=16)  # small: it holds the strings (one may be 1 MB)
 def _refused(value: str, text: bool) -> frozenset[str]:
     """The refused characters of ``value``: remembered, as one string reached through 999
     aliases is one object, scanned once."""
