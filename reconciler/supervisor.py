@@ -22,6 +22,7 @@ import structlog
 import tenacity
 
 from controllers.waiting import StopWhenSet
+from state.diskhealth import DISK_ERRNOS
 
 THREAD_RESTARTS = 5
 THREAD_RESTART_BASE_S = 1.0
@@ -47,6 +48,10 @@ class StopAfterRecentDeaths(tenacity.stop.stop_base):
         self.deaths: deque[float] = deque()
 
     def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        outcome = retry_state.outcome
+        died = outcome.exception() if outcome is not None else None
+        if isinstance(died, ThreadDied) and died.disk:
+            return False  # the state disk's fault, not the thread's: wait for it, forever
         now = self.clock()
         self.deaths.append(now)
         while self.deaths and self.deaths[0] < now - self.window_s:
@@ -55,7 +60,13 @@ class StopAfterRecentDeaths(tenacity.stop.stop_base):
 
 
 class ThreadDied(Exception):
-    """A supervised thread raised or returned while the daemon runs."""
+    """A supervised thread raised or returned while the daemon runs. ``disk``: it died of a
+    full or read-only state disk, which no restart of the process would mend; such deaths
+    never end the daemon (health fails meanwhile, and the thread is restarted with backoff)."""
+
+    def __init__(self, why: str, disk: bool = False) -> None:
+        super().__init__(why)
+        self.disk = disk
 
 
 class Supervisor:
@@ -126,7 +137,8 @@ class Supervisor:
                 return
             log.exception("thread.died", thread=name)
             self._note_death(name, f"{type(exc).__name__}: {exc}")
-            raise ThreadDied(f"{type(exc).__name__}: {exc}") from exc
+            disk = isinstance(exc, OSError) and exc.errno in DISK_ERRNOS
+            raise ThreadDied(f"{type(exc).__name__}: {exc}", disk=disk) from exc
         if forever and not self.stop.is_set():
             self._note_death(name, "returned while the daemon runs")
             raise ThreadDied("returned while the daemon runs")

@@ -100,3 +100,31 @@ def test_a_death_that_cannot_be_logged_is_still_restarted_and_reported() -> None
         with contextlib.suppress(OSError):  # its buffer still holds what it refused
             full.close()
     assert WRITES.failing is None
+
+
+def test_deaths_from_a_full_disk_never_end_the_daemon() -> None:
+    """A thread that cannot write the state disk dies each time it tries: restarting the
+    whole process mends nothing, so those deaths are not counted toward ending it (health
+    fails meanwhile); once writes succeed the thread runs on."""
+    stop = threading.Event()
+    supervisor = Supervisor(stop, RestartPolicy(restarts=2, base_s=0.01, max_s=0.01),
+                            lambda name, why: None)
+    runs = [0]
+
+    def writes_to_a_full_disk() -> None:
+        runs[0] += 1
+        if runs[0] <= 6:  # three times the restarts allowed
+            with Path("/dev/full").open("wb", buffering=0) as full:
+                full.write(b"status")  # OSError: No space left on device
+        stop.wait()
+
+    try:
+        supervisor.spawn("writer", writes_to_a_full_disk)
+        wait_for("the disk to take writes again", lambda: runs[0] == 7 or None, 10)
+        assert supervisor.fatal is None
+        assert not stop.is_set()
+        assert supervisor.deaths["writer"] == 6
+        assert supervisor.healthy()
+    finally:
+        stop.set()
+        supervisor.join(time.monotonic() + 5)
