@@ -268,7 +268,7 @@ class PortSpec(Strict):
 class MountSpec(Strict):
     """A bind mount; read-only unless said otherwise (models and code should not be mutated)."""
 
-    source: MountPath
+    source: MountPath = reads("mounts")  # a folder of the Host: the operator allows it
     target: MountPath
     readOnly: bool = True
 

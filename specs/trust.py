@@ -28,9 +28,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-CATEGORIES = ("secrets", "media", "harness")
+CATEGORIES = ("secrets", "media", "harness", "mounts")
 """What a spec may read: secret files, media (sources, canary and port media, smoke clips),
-the VSS harness checkout and its config."""
+the VSS harness checkout and its config, and the Host folders it bind-mounts into its
+service (a mount of ``/etc`` would hand the machine's files to a container a push controls)."""
 READS = "x-reads"
 RUNS = "x-runs"
 R_TRUST = "trust boundary: the operator's folders and commands"
@@ -134,6 +135,7 @@ def load_policy(path: Path) -> TrustPolicy:
         secrets = ["/run/secrets"]
         media = ["/srv/media"]
         harness = ["/opt/vss"]
+        mounts = ["/models"]
         [run]
         commands = ["python3"]
     """
@@ -147,7 +149,7 @@ def load_policy(path: Path) -> TrustPolicy:
     read, run = data.get("read", {}), data.get("run", {})
     if unknown or not isinstance(read, dict) or not isinstance(run, dict) or (
             set(run) - {"commands"}):
-        raise TrustError(f"trust file {path}: expected only [read] (secrets, media, harness: "
+        raise TrustError(f"trust file {path}: expected only [read] ({', '.join(CATEGORIES)}: "
                          "lists of folders) and [run] (commands: a list)")
     folders = {k: tuple(v) if isinstance(v, list) else (v,) for k, v in read.items()}
     commands = run.get("commands", [])

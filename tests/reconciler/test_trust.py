@@ -63,8 +63,8 @@ def test_by_default_a_spec_may_read_no_file_and_run_no_command(tmp_path: Path) -
                "spec.secrets.1.fromFile:" in line and "set by the default" in line
                for line in lines), done.stderr
     # Every category the fixture reads, and the harness commands, are refused: 1 secret, 7
-    # media files, 3 harness paths, 3 commands.
-    assert len(lines) == 14, lines
+    # media files, 3 harness paths, 1 mount, 3 commands.
+    assert len(lines) == 15, lines
     assert sum("is not a command this reconciler may run" in line for line in lines) == 3
 
 
@@ -74,7 +74,8 @@ def test_the_operator_s_folders_and_commands_let_exactly_those_through(tmp_path:
     specs = _fixture_with(tmp_path, **{"/run/secrets/token": str(secrets / "token")})
     trust = tmp_path / "trust.toml"
     trust.write_text(f'[read]\nsecrets = ["{secrets}"]\nmedia = ["/media"]\n'
-                     'harness = ["/opt/vss"]\n[run]\ncommands = ["python3"]\n')
+                     'harness = ["/opt/vss"]\nmounts = ["/models"]\n'
+                     '[run]\ncommands = ["python3"]\n')
     done = _reconciler(tmp_path, "validate", str(specs), trust=trust)
     assert done.returncode == 0, done.stderr
     # The same set with one command left out: only the harness argv is refused.
@@ -116,7 +117,7 @@ def test_the_daemon_s_sources_refuse_by_default(tmp_path: Path) -> None:
         FolderSource(specs).load()
     assert {i.rule for i in info.value.issues} == {R_TRUST}
     allowed = policy({"secrets": (str(fifo.parent),), "media": ("/media",),
-                      "harness": ("/opt/vss",)}, ("python3",), "test")
+                      "harness": ("/opt/vss",), "mounts": ("/models",)}, ("python3",), "test")
     assert FolderSource(specs, trust=allowed).load().spec_set.resources
 
 
@@ -157,5 +158,6 @@ def test_every_field_that_reads_or_runs_is_declared_on_the_models() -> None:
     assert "spec.secrets.1.fromFile" in found
     assert "spec.benchmark.harness.argv.0" in found
     assert "spec.capacity.harness.harness.config" not in found  # relative: inside workdir
-    assert len(found) == 14
+    assert "spec.mounts.0.source" in found
+    assert len(found) == 15
     assert sys.executable  # the stand-in's Python is what tests allow (tests/conftest.py)
