@@ -37,8 +37,11 @@ def small_state_disk(state_dir: Path) -> Iterator[Path]:
                     str(state_dir)], check=True)
     try:
         yield state_dir
-    finally:
-        subprocess.run(["umount", "-l", str(state_dir)], check=False)
+    finally:  # a read-only mount a failed test left on top, then the tmpfs itself
+        for _ in range(3):
+            if subprocess.run(["umount", "-l", str(state_dir)], check=False,
+                              capture_output=True).returncode != 0:
+                break
 
 
 def _fill(folder: Path) -> Path:
@@ -64,13 +67,24 @@ def _full(folder: Path) -> Callable[[], None]:
     return _fill(folder).unlink
 
 
-# A read-only remount is refused while the daemon holds files open for writing (its log, its
-# lock): the kernel answers EBUSY, so that fault is made here only as a full disk.
-FAULTS = {"full": (_full, "No space left on device")}
+def _read_only(folder: Path) -> Callable[[], None]:
+    """A read-only mount laid over the state directory (remounting the tmpfs itself read-only
+    is refused while the daemon holds files open for writing): every new write through the
+    path fails with EROFS. Unmounting it is the recovery."""
+    subprocess.run(["mount", "--bind", str(folder), str(folder)], check=True)
+    subprocess.run(["mount", "-o", "remount,ro,bind", str(folder)], check=True)
+
+    def repair() -> None:
+        subprocess.run(["umount", str(folder)], check=True)
+    return repair
+
+
+FAULTS = {"full": (_full, "No space left on device"),
+          "read-only": (_read_only, "Read-only file system")}
 
 
 @pytest.mark.parametrize("fault", list(FAULTS))
-def test_a_full_state_disk_is_visible_keeps_what_runs_and_recovers_by_itself(
+def test_a_full_or_read_only_state_disk_is_visible_and_recovers_by_itself(
         cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
         small_state_disk: Path, tmp_path: Path, fault: str) -> None:
     break_disk, reason = FAULTS[fault]
@@ -122,9 +136,8 @@ def test_a_full_state_disk_is_visible_keeps_what_runs_and_recovers_by_itself(
 
 def test_a_read_only_state_disk_is_a_disk_fault_and_its_recovery_is_noticed(
         small_state_disk: Path) -> None:
-    """A read-only remount is refused while a daemon holds files open for writing, so the
-    read-only disk is met here by the writes themselves: EROFS marks the state directory
-    failing like ENOSPC, and the first write that succeeds clears it."""
+    """The same at the level of one write: EROFS from a tmpfs remounted read-only marks the
+    state directory failing like ENOSPC, and the first write that succeeds clears it."""
     from state.atomic import write_atomic
     from state.diskhealth import WRITES
 
