@@ -129,6 +129,7 @@ class Daemon:
         for i in range(self.options.workers + 2):
             self.supervisor.spawn(f"worker-{i}", self._worker)
         self.say(f"reconciler running (instance {self.instance}, source {self.source.name})")
+        WRITES.root = self.store.root  # only the state directory's writes speak for it
         forget = WRITES.on_recover(self._writes_recovered)
         # The main thread watches the state disk: while writes fail, a probe every few seconds
         # notices the recovery even when nothing else would write.

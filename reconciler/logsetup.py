@@ -39,8 +39,9 @@ class _Tee:
     reported (``state.diskhealth``): a failure to log is never fatal, least of all while
     logging why a thread died."""
 
-    def __init__(self, streams: list[TextIO]) -> None:
+    def __init__(self, streams: list[TextIO], log_file: TextIO | None = None) -> None:
         self.streams = streams
+        self.log_file = log_file  # the state directory's log: its failures are the disk's
 
     def write(self, text: str) -> None:
         for stream in self.streams:
@@ -48,7 +49,8 @@ class _Tee:
                 stream.write(text)
                 stream.flush()
             except OSError as exc:
-                WRITES.failed(LOG_FILE_NAME, exc)
+                if stream is self.log_file:
+                    WRITES.failed(LOG_FILE_NAME, exc)
             except ValueError:  # closed at shutdown
                 pass
 
@@ -72,8 +74,9 @@ def configure(state_dir: Path | None, verbose: bool) -> None:
     """Route structlog to the state directory's log (and stderr when ``verbose``); StateError
     names the log file if it cannot be opened safely."""
     streams: list[TextIO] = []
-    if state_dir is not None:
-        streams.append(open_log(state_dir))
+    log_file = open_log(state_dir) if state_dir is not None else None
+    if log_file is not None:
+        streams.append(log_file)
     if verbose:
         streams.append(sys.stderr)
     structlog.configure(
@@ -86,6 +89,7 @@ def configure(state_dir: Path | None, verbose: bool) -> None:
             structlog.processors.JSONRenderer(),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        logger_factory=structlog.PrintLoggerFactory(file=_Tee(streams)),  # type: ignore[arg-type]
+        logger_factory=structlog.PrintLoggerFactory(
+            file=_Tee(streams, log_file)),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )

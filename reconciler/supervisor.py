@@ -137,7 +137,8 @@ class Supervisor:
                 return
             log.exception("thread.died", thread=name)
             self._note_death(name, f"{type(exc).__name__}: {exc}")
-            disk = isinstance(exc, OSError) and exc.errno in DISK_ERRNOS
+            cause = exc if isinstance(exc, OSError) else exc.__cause__
+            disk = isinstance(cause, OSError) and cause.errno in DISK_ERRNOS
             raise ThreadDied(f"{type(exc).__name__}: {exc}", disk=disk) from exc
         if forever and not self.stop.is_set():
             self._note_death(name, "returned while the daemon runs")

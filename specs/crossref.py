@@ -53,14 +53,21 @@ def _run_gpus(experiments: list[Experiment], deployments: list[Deployment]
             owner.setdefault((dep.spec.host, str(gpu)), dep.metadata.name)
     hosts = {d.metadata.name: d.spec.host for d in deployments}
     found: list[tuple[Resource, Finding]] = []
+    runs: dict[tuple[str, str], str] = {}  # runs may overlap in time: none shares either
     for exp in experiments:
         host = hosts.get(exp.spec.template)
         for i, gpu in enumerate(exp.spec.service.gpus or ()):
-            other = owner.get((host or "", str(gpu)))
-            if host is not None and other is not None:
+            if host is None:
+                continue
+            other = owner.get((host, str(gpu)))
+            holder = f"Deployment {other}'s" if other is not None else None
+            run = runs.setdefault((host, str(gpu)), exp.metadata.name)
+            if holder is None and run != exp.metadata.name:
+                holder = f"also Experiment {run}'s (runs may overlap)"
+            if holder is not None:
                 found.append((exp, Finding(("spec", "service", "gpus", i), f"GPU {gpu} on Host "
-                                           f"{host} is Deployment {other}'s: a run never shares "
-                                           "a GPU", R10)))
+                                           f"{host} is {holder}: a run never shares a GPU",
+                                           R10)))
     return found
 
 
@@ -205,29 +212,31 @@ def _port_claims(deployments: list[Deployment]) -> list[tuple[Resource, Finding]
 
 class _Claims:
     """Who published one port of one Host, on which addresses. Two bind addresses clash if they
-    are the same address (``::ffff:127.0.0.1`` is ``127.0.0.1``) or either is the wildcard of
-    the other's family; each question is answered from an index, not by comparing every pair."""
+    are the same address (``::ffff:127.0.0.1`` is ``127.0.0.1``) or either is a wildcard (``::``
+    may take IPv4 too: the engine's own check, ``hostports``, says the same, so nothing passes
+    here that the Host would refuse); each question is answered from an index, not by
+    comparing every pair."""
 
     def __init__(self) -> None:
         self.exact: dict[ipaddress.IPv4Address | ipaddress.IPv6Address, tuple[str, str]] = {}
-        self.any_of: dict[int, tuple[str, str]] = {}  # family -> a first claim on it
-        self.wildcard: dict[int, tuple[str, str]] = {}  # family -> a claim on its wildcard
+        self.first: tuple[str, str] | None = None  # any claim
+        self.wildcard: tuple[str, str] | None = None  # a claim on a wildcard
 
     def clash(self, address: str) -> tuple[str, str] | None:
         """A claim (address, Deployment) that ``address`` clashes with, if any."""
         ip = bind_address(address)
         if ip in self.exact:
             return self.exact[ip]
-        if ip.version in self.wildcard:
-            return self.wildcard[ip.version]
-        return self.any_of.get(ip.version) if ip.is_unspecified else None
+        if self.wildcard is not None:
+            return self.wildcard
+        return self.first if ip.is_unspecified else None
 
     def add(self, address: str, name: str) -> None:
         ip = bind_address(address)
         self.exact.setdefault(ip, (address, name))
-        self.any_of.setdefault(ip.version, (address, name))
+        self.first = self.first or (address, name)
         if ip.is_unspecified:
-            self.wildcard.setdefault(ip.version, (address, name))
+            self.wildcard = self.wildcard or (address, name)
 
 
 @functools.lru_cache(maxsize=1024)  # a spec set names a few addresses, thousands of times

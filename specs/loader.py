@@ -52,6 +52,9 @@ LIMIT_NODES = "max-nodes"
 LIMIT_DEPTH = "max-depth"
 ENV_MAX_FILE_BYTES = "RECONCILER_MAX_SPEC_BYTES"
 STR_TAG = "tag:yaml.org,2002:str"
+# What introduces a value in YAML: an implicit key's colon, an explicit key's "?", a flow
+# item's comma or opening bracket, a block item's dash, a document's start or end.
+VALUE_MARKS = (":", "?", ",", "[", "{", "- ", "-\n", "-\t", "---", "...")
 _RESOLVE: Any = yaml.resolver.BaseResolver.resolve
 PLAIN_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
 
@@ -379,12 +382,11 @@ def _loader_for(text: str, limits: LoaderLimits) -> Any:
     """The loader for ``text``: libyaml's own composer where the text has no alias and too few
     marks to hold more values than the limit (it composes the whole file before anything
     counts: 500,000 values would cost 150 MB first), else the composer that counts as it
-    goes. A key and its value share a colon, a sequence item follows a dash or a comma, a
-    collection opens with a bracket or a document: that bounds the values."""
+    goes. Every mapping entry (a key and its value) or sequence item is introduced by one of
+    ``VALUE_MARKS``, and each introduces at most two values: that bounds them."""
     if _Loader is _LimitedLoader or "&" in text or "*" in text:
         return _Loader
-    most = 2 + 2 * text.count(":") + sum(text.count(m) for m in (",", "- ", "-\n", "[", "{",
-                                                                  "---"))
+    most = 2 + 2 * sum(text.count(m) for m in VALUE_MARKS)
     return _PlainCLoader if most <= limits.max_nodes else _Loader
 
 

@@ -196,8 +196,8 @@ class SpecResource(Protocol):
 class SshSettings(Strict):
     """How to reach an engine over SSH: never auto-accept host keys, so both files are required."""
 
-    keyFile: AbsolutePath
-    knownHostsFile: AbsolutePath
+    keyFile: AbsolutePath = reads("ssh")
+    knownHostsFile: AbsolutePath = reads("ssh")
     socket: AbsolutePath = "/var/run/docker.sock"
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import shlex
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,10 +29,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-CATEGORIES = ("secrets", "media", "harness", "mounts")
-"""What a spec may read: secret files, media (sources, canary and port media, smoke clips),
-the VSS harness checkout and its config, and the Host folders it bind-mounts into its
-service (a mount of ``/etc`` would hand the machine's files to a container a push controls)."""
+CATEGORIES = ("secrets", "media", "harness", "mounts", "ssh", "evidence")
+"""What a spec may read (or write): secret files, media (sources, canary and port media,
+smoke clips), the VSS harness checkout and its config, the Host folders it bind-mounts into
+its service (a mount of ``/etc`` would hand the machine's files to a container a push
+controls), the SSH key and known_hosts files a Host logs in with, and the folder an
+Experiment writes its evidence under (``evidenceRoot``; unset: under the state directory)."""
 READS = "x-reads"
 RUNS = "x-runs"
 R_TRUST = "trust boundary: the operator's folders and commands"
@@ -97,11 +100,17 @@ class TrustPolicy:
                                   f"--allow-read {mark}=DIR or in the trust file"), R_TRUST
 
     def _run(self, where: PathKey, argv: Any) -> Iterator[tuple[PathKey, str, str]]:
-        if isinstance(argv, list) and argv and argv[0] not in self.commands:
-            allowed = ", ".join(self.commands) or "none"
-            yield (*where, 0), (f"{argv[0]!r} is not a command this reconciler may run "
-                                f"({allowed}; set by {self.origin}): add it with --allow-run "
-                                "or in the trust file"), R_TRUST
+        """An argv runs when it starts with one allowed command, word for word: ``python3``
+        lets any Python program run (``python3 -c ...`` too), ``python3
+        perf/benchmark/rtvi_perf_benchmark.py`` only the harness."""
+        if not isinstance(argv, list) or not argv:
+            return
+        if any(argv[:len(words)] == words for words in map(shlex.split, self.commands)):
+            return
+        allowed = ", ".join(repr(c) for c in self.commands) or "none"
+        yield (*where, 0), (f"{shlex.join(argv)[:200]!r} does not start with a command this "
+                            f"reconciler may run ({allowed}; set by {self.origin}): add it "
+                            "with --allow-run or in the trust file"), R_TRUST
 
 
 NOTHING = TrustPolicy()
@@ -122,9 +131,13 @@ def policy(folders: dict[str, tuple[str, ...]], commands: tuple[str, ...],
                                  "path")
         resolved[category] = tuple(os.path.realpath(posixpath.normpath(r)) for r in roots)
     for command in commands:
-        if not isinstance(command, str) or not command:
-            raise TrustError(f"{origin}: a command must be a non-empty string, got "
-                             f"{command!r}")
+        try:
+            words = shlex.split(command) if isinstance(command, str) else []
+        except ValueError:
+            words = []
+        if not words:
+            raise TrustError(f"{origin}: a command is a program and, optionally, its first "
+                             f"arguments (shell words), got {command!r}")
     return TrustPolicy(resolved, tuple(commands), origin)
 
 
@@ -136,6 +149,8 @@ def load_policy(path: Path) -> TrustPolicy:
         media = ["/srv/media"]
         harness = ["/opt/vss"]
         mounts = ["/models"]
+        ssh = ["/etc/rtvi/ssh"]
+        evidence = ["/var/lib/rtvi/evidence"]
         [run]
         commands = ["python3"]
     """

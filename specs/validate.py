@@ -115,8 +115,9 @@ def build_spec_set(docs: list[Document], *, cross: bool = True,
         issues.extend(result.issue(res, f) for res, f in check_set(result.resources))
     issues.sort(key=lambda i: (i.location.file, i.location.line, i.location.col))
     result.warnings = capped([i for i in issues if i.severity == "warning"])
-    if any(i.severity == "error" for i in issues):
-        raise SpecError(capped(issues))
+    errors = [i for i in issues if i.severity == "error"]
+    if errors:  # capped apart from the warnings: a page of warnings never hides an error
+        raise SpecError(capped(errors))
     return result
 
 

@@ -41,10 +41,16 @@ def reported(write: Callable[Concatenate[Path, P], R]) -> Callable[Concatenate[P
 
     @wraps(write)
     def wrapper(path: Path, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        if not WRITES.watches(path):
+            return write(path, *args, **kwargs)
         try:
             result = write(path, *args, **kwargs)
         except OSError as exc:
             WRITES.failed(path.name, exc)
+            raise
+        except StateError as exc:  # open_private names the file; its cause is the OSError
+            if isinstance(exc.__cause__, OSError):
+                WRITES.failed(path.name, exc.__cause__)
             raise
         WRITES.succeeded()
         return result
@@ -142,7 +148,8 @@ def open_private(path: Path, flags: int = APPEND_FLAGS) -> int:
     try:
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
     except OSError as exc:
-        raise StateError(f"cannot open state file {path}: {os_reason(exc)}") from None
+        # The cause is kept for the disk's health (state.diskhealth); the message says it all.
+        raise StateError(f"cannot open state file {path}: {os_reason(exc)}") from exc
     info = require_regular(fd, path)
     if stat.S_IMODE(info.st_mode) & ~FILE_MODE:
         try:

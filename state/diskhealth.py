@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EIO})
 PROBE_EVERY_S = 5.0
@@ -39,6 +40,7 @@ class WriteHealth:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self.root: Path | None = None  # the state directory watched (None: every write)
         self._failing: Failing | None = None
         self._probed = 0.0
         self._on_recover: list[Callable[[], None]] = []
@@ -46,6 +48,11 @@ class WriteHealth:
     @property
     def failing(self) -> Failing | None:
         return self._failing
+
+    def watches(self, path: Path) -> bool:
+        """Whether a write to ``path`` speaks for the state directory (evidence written to
+        another disk must neither mark it failing nor clear it)."""
+        return self.root is None or path.is_relative_to(self.root)
 
     def failed(self, what: str, exc: OSError) -> None:
         """A write of ``what`` failed; only a disk's reasons mark the directory failing (a

@@ -151,7 +151,8 @@ def trust_file_for_tests() -> Path:
         roots = json.dumps([tempfile.gettempdir(), str(Path(__file__).resolve().parent.parent)])
         commands = json.dumps([sys.executable, "python3"])
         path.write_text(f"[read]\nsecrets = {roots}\nmedia = {roots}\nharness = {roots}\n"
-                        f"mounts = {roots}\n[run]\ncommands = {commands}\n")
+                        f"mounts = {roots}\nssh = {roots}\nevidence = {roots}\n"
+                        f"[run]\ncommands = {commands}\n")
     return path
 
 

@@ -158,7 +158,8 @@ class ExperimentSpecBase(Strict):
     runtimePolicy: Literal["fresh_per_run"] = "fresh_per_run"
     cachePolicy: Literal["empty", "content-addressed-read-only",
                          "empty-or-content-addressed-read-only"] = "empty"
-    evidenceRoot: AbsolutePath | None = None  # default: under the state dir
+    # default: under the state directory
+    evidenceRoot: AbsolutePath | None = reads("evidence", default=None)
     paths: RunPaths = Field(default_factory=RunPaths)
     budgetSeconds: int = Field(default=1800, ge=60, le=7 * 86400)  # the whole run, cleanup too
     cleanupSeconds: int = Field(default=300, ge=10, le=3600)  # one shared cleanup deadline

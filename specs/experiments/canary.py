@@ -35,7 +35,8 @@ class CanarySpec(Strict):
     streams: Literal[1, 2, 4, 8, 16, 32]
     semanticIsolation: bool = True
     qualificationOnly: bool = False  # PASS after the isolation gate, no performance part
-    media: list[CanaryMedia] = Field(default_factory=list)  # one per stream; required at 32
+    # one per stream; required at 32
+    media: list[CanaryMedia] = Field(default_factory=list, max_length=32)
     answersPerSource: int = Field(default=3, ge=3, le=20)  # source-correct answers required
     chunkDurationSeconds: int = Field(default=2, ge=1, le=60)
     maxTokens: int = Field(default=16, ge=1, le=16384)

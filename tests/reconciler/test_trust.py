@@ -63,9 +63,9 @@ def test_by_default_a_spec_may_read_no_file_and_run_no_command(tmp_path: Path) -
                "spec.secrets.1.fromFile:" in line and "set by the default" in line
                for line in lines), done.stderr
     # Every category the fixture reads, and the harness commands, are refused: 1 secret, 7
-    # media files, 3 harness paths, 1 mount, 3 commands.
-    assert len(lines) == 15, lines
-    assert sum("is not a command this reconciler may run" in line for line in lines) == 3
+    # media files, 3 harness paths, 1 mount, 2 SSH files, 1 evidence root, 3 commands.
+    assert len(lines) == 18, lines
+    assert sum("does not start with a command" in line for line in lines) == 3
 
 
 def test_the_operator_s_folders_and_commands_let_exactly_those_through(tmp_path: Path) -> None:
@@ -74,8 +74,8 @@ def test_the_operator_s_folders_and_commands_let_exactly_those_through(tmp_path:
     specs = _fixture_with(tmp_path, **{"/run/secrets/token": str(secrets / "token")})
     trust = tmp_path / "trust.toml"
     trust.write_text(f'[read]\nsecrets = ["{secrets}"]\nmedia = ["/media"]\n'
-                     'harness = ["/opt/vss"]\nmounts = ["/models"]\n'
-                     '[run]\ncommands = ["python3"]\n')
+                     'harness = ["/opt/vss"]\nmounts = ["/models"]\nssh = ["/keys"]\n'
+                     'evidence = ["/var/lib"]\n[run]\ncommands = ["python3"]\n')
     done = _reconciler(tmp_path, "validate", str(specs), trust=trust)
     assert done.returncode == 0, done.stderr
     # The same set with one command left out: only the harness argv is refused.
@@ -117,7 +117,8 @@ def test_the_daemon_s_sources_refuse_by_default(tmp_path: Path) -> None:
         FolderSource(specs).load()
     assert {i.rule for i in info.value.issues} == {R_TRUST}
     allowed = policy({"secrets": (str(fifo.parent),), "media": ("/media",),
-                      "harness": ("/opt/vss",), "mounts": ("/models",)}, ("python3",), "test")
+                      "harness": ("/opt/vss",), "mounts": ("/models",), "ssh": ("/keys",),
+                      "evidence": ("/var/lib",)}, ("python3",), "test")
     assert FolderSource(specs, trust=allowed).load().spec_set.resources
 
 
@@ -159,5 +160,19 @@ def test_every_field_that_reads_or_runs_is_declared_on_the_models() -> None:
     assert "spec.benchmark.harness.argv.0" in found
     assert "spec.capacity.harness.harness.config" not in found  # relative: inside workdir
     assert "spec.mounts.0.source" in found
-    assert len(found) == 15
+    assert "spec.ssh.keyFile" in found
+    assert "spec.evidenceRoot" in found
+    assert len(found) == 18
     assert sys.executable  # the stand-in's Python is what tests allow (tests/conftest.py)
+
+
+def test_a_command_may_be_pinned_to_its_first_arguments() -> None:
+    """Allowing ``python3`` lets any Python program run (``python3 -c ...``); an operator can
+    allow exactly the harness instead."""
+    pinned = policy({}, ("python3 perf/benchmark/run.py",), "test")
+    assert list(pinned._run(("argv",), ["python3", "perf/benchmark/run.py", "--x"])) == []
+    [(where, message, rule)] = pinned._run(("argv",), ["python3", "-c", "import os"])
+    assert (where, rule) == (("argv", 0), R_TRUST)
+    assert message.startswith('"python3 -c ')
+    with pytest.raises(TrustError, match="shell words"):
+        policy({}, ("",), "test")

@@ -33,13 +33,14 @@ def _claims(*addresses: str, port: int = 18000) -> list[str]:
 
 
 @pytest.mark.parametrize(("addresses", "clash"), [
+    (("::ffff:127.0.0.1", "::"), "::ffff:127.0.0.1:18000"),
     (("127.0.0.1", "127.0.0.2"), None),
     (("127.0.0.1", "127.0.0.1"), "127.0.0.1:18000 on Host local is already published by "
                                  "Deployment d0"),
     (("127.0.0.1", "::ffff:127.0.0.1"), "127.0.0.1:18000"),  # one socket address to the kernel
     (("127.0.0.1", "0.0.0.0"), "127.0.0.1:18000"),
     (("0.0.0.0", "127.0.0.9"), "0.0.0.0:18000"),
-    (("::1", "0.0.0.0"), None),  # another family's wildcard
+    (("::1", "0.0.0.0"), "::1:18000"),  # any wildcard, as the Host's own check says
     (("::1", "::"), "::1:18000"),
     (("127.0.0.1", "127.0.0.2", "0.0.0.0"), "127.0.0.1:18000"),
 ])

@@ -267,3 +267,17 @@ def test_one_huge_value_aliased_a_thousand_times_costs_little_memory_and_output(
     assert sum(len(e) for e in errors) < 20_000
     assert errors[-1].endswith("more issue(s) in this file not shown; fix the ones above first "
                                "(max-issues)")
+
+
+def test_warnings_never_crowd_out_an_error() -> None:
+    """Issue 26 review: warnings and errors shared the 20-per-file cap, so 24 warnings
+    before an error left a refusal with no error in it."""
+    sources = "".join(f"  - {{name: s{i}, url: 'rtsp://127.0.0.1:8554/same'}}\n"
+                      for i in range(25))
+    text = (HEADER + body() + "---\napiVersion: rtvi.reconciler/v1\nkind: StreamSet\n"
+            "metadata: {name: cams}\nspec:\n  deployment: vlm\n  sources:\n" + sources
+            + "---\napiVersion: rtvi.reconciler/v1\nkind: Deployment\nmetadata: {name: two}\n"
+            "spec:\n  host: nowhere\n  profile: exploration\n  image: img:dev\n"
+            "  model: {preset: cr3-nano-reasoner-fp8}\n  port: {host: 18001}\n")
+    errors = _errors(text)
+    assert any("'nowhere' is not defined" in e for e in errors), errors
