@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from controllers.errors import SecretRefused, SecretUnavailable
 from specs.environment import control_characters
 from specs.models import DeploymentSpec, SecretRef
+from specs.trust import enforced
 from state.redaction import DEFAULT_REDACTOR, Redactor
 
 SECRET_FILE_MAX_BYTES = 64 * 1024
@@ -142,6 +143,7 @@ def _read_regular(ref: SecretRef) -> bytes:
                         "not a regular file")
             raise SecretRefused(f"secret {ref.name}: {path} is {kind}; secrets are read only "
                                 "from regular files")
+        _within_trust(ref, fd)
         if info.st_size > SECRET_FILE_MAX_BYTES:
             raise SecretRefused(f"secret {ref.name}: {path} is larger than "
                                 f"{SECRET_FILE_MAX_BYTES} bytes; a secret file holds one token "
@@ -155,6 +157,19 @@ def _read_regular(ref: SecretRef) -> bytes:
         raise SecretRefused(f"secret {ref.name}: {path} is larger than {SECRET_FILE_MAX_BYTES} "
                             "bytes; a secret file holds one token or key")
     return data
+
+
+def _within_trust(ref: SecretRef, fd: int) -> None:
+    """The file actually opened (``/proc/self/fd``: no check-then-use window) lies in a folder
+    the operator lets secrets be read from: a symlink planted there after validation is not
+    followed out of it. Skipped where no policy is enforced (library callers)."""
+    policy = enforced()
+    if policy is None:
+        return
+    real = os.readlink(f"/proc/self/fd/{fd}")
+    if not policy.holds("secrets", real):
+        raise SecretRefused(f"secret {ref.name}: {ref.fromFile} leads to {real}, outside the "
+                            "folders secrets may be read from (trust boundary)")
 
 
 def _read_capped(fd: int) -> bytes:

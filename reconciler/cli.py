@@ -61,15 +61,17 @@ class Context:
     def trust(self) -> TrustPolicy:
         """What specs may read and run: ``--trust FILE`` (or the default trust file where it
         exists), plus ``--allow-read``/``--allow-run``; nothing at all by default."""
-        from specs.trust import TrustError, TrustPolicy, default_trust_file, load_policy
+        from specs.trust import TrustError, TrustPolicy, default_trust_file, enforce, load_policy
 
         try:
             path = self.trust_file or default_trust_file()
             chosen = self.trust_file is not None or path.is_file()
             base = load_policy(path) if chosen else TrustPolicy()
-            return base.with_cli(self.allow_read, self.allow_run)
+            policy = base.with_cli(self.allow_read, self.allow_run)
         except TrustError as exc:
             self.fail(str(exc))
+        enforce(policy)  # judged again where a file is used (secrets.py)
+        return policy
 
     @cached_property
     def out(self) -> Console:

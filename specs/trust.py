@@ -82,7 +82,10 @@ class TrustPolicy:
     def allowed(self, category: str, path: str) -> bool:
         """Whether ``path`` (absolute) lies in one of ``category``'s folders, symlinks
         resolved on both sides (a link inside a folder that points out of it is outside)."""
-        real = os.path.realpath(path)
+        return self.holds(category, os.path.realpath(path))
+
+    def holds(self, category: str, real: str) -> bool:
+        """Whether the resolved path ``real`` lies in one of ``category``'s folders."""
         return any(real == root or real.startswith(root.rstrip("/") + "/")
                    for root in self.folders.get(category, ()))
 
@@ -115,6 +118,19 @@ class TrustPolicy:
 
 NOTHING = TrustPolicy()
 """The default: a spec may read no file and run no command."""
+_ENFORCED: list[TrustPolicy | None] = [None]
+
+
+def enforce(chosen: TrustPolicy | None) -> None:
+    """Make ``chosen`` the policy judged again where a file is used (``enforced``): a
+    symlink planted in an allowed folder after validation must not be followed out of it.
+    The CLI and the daemon set it when they read the operator's settings."""
+    _ENFORCED[0] = chosen
+
+
+def enforced() -> TrustPolicy | None:
+    """The operator's policy in force in this process (None: a library caller set none)."""
+    return _ENFORCED[0]
 
 
 def policy(folders: dict[str, tuple[str, ...]], commands: tuple[str, ...],

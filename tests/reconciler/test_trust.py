@@ -176,3 +176,27 @@ def test_a_command_may_be_pinned_to_its_first_arguments() -> None:
     assert message.startswith('"python3 -c ')
     with pytest.raises(TrustError, match="shell words"):
         policy({}, ("",), "test")
+
+
+def test_a_secret_is_judged_again_where_it_is_read(tmp_path: Path) -> None:
+    """Validation judged the path; a symlink planted in the allowed folder afterwards (by a
+    container that may write there) must not lead the read out of it. The file actually
+    opened is judged, so there is no window between the check and the read."""
+    from controllers.errors import SecretRefused
+    from controllers.secrets import resolve
+    from specs.models import SecretRef
+    from specs.trust import enforce
+
+    allowed, outside = tmp_path / "secrets", tmp_path / "outside"
+    allowed.mkdir()
+    outside.mkdir()
+    (allowed / "token").write_text("inside-token\n")
+    (outside / "shadow").write_text("outside-value\n")
+    (allowed / "planted").symlink_to(outside / "shadow")
+    enforce(policy({"secrets": (str(allowed),)}, (), "test"))
+    try:
+        assert resolve(SecretRef(name="T", fromFile=str(allowed / "token"))) == "inside-token"
+        with pytest.raises(SecretRefused, match="outside the folders secrets may be read from"):
+            resolve(SecretRef(name="T", fromFile=str(allowed / "planted")))
+    finally:
+        enforce(None)
