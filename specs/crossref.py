@@ -34,32 +34,30 @@ def check_set(resources: list[Resource]) -> list[tuple[Resource, Finding]]:
         seen.add(key)
     found.extend(_references(resources, seen))
     deployments = [r for r in resources if isinstance(r, Deployment)]
-    found.extend(_gpu_claims(deployments))
+    owners: dict[tuple[str, str], str] = {}  # (Host, GPU) -> the Deployment that claims it
+    found.extend(_gpu_claims(deployments, owners))
     found.extend(_port_claims(deployments))
     experiments = [r for r in resources if isinstance(r, Experiment)]
     found.extend(_experiments(experiments, deployments))
-    found.extend(_run_gpus(experiments, deployments))
+    found.extend(_run_gpus(experiments, deployments, owners))
     found.extend(_pairings(experiments))
     return found
 
 
-def _run_gpus(experiments: list[Experiment], deployments: list[Deployment]
-              ) -> list[tuple[Resource, Finding]]:
-    """An Experiment's own GPUs (``service.gpus``) are no Deployment's on its template's Host:
-    a run never shares a GPU, with its template or anything else (rule 10)."""
-    owner: dict[tuple[str, str], str] = {}
-    for dep in deployments:
-        for gpu in dep.spec.gpus:
-            owner.setdefault((dep.spec.host, str(gpu)), dep.metadata.name)
+def _run_gpus(experiments: list[Experiment], deployments: list[Deployment],
+              owners: dict[tuple[str, str], str]) -> list[tuple[Resource, Finding]]:
+    """An Experiment's own GPUs (``service.gpus``) are no Deployment's on its template's Host
+    (``owners``, from ``_gpu_claims``) and no other run's: a run never shares a GPU, with its
+    template or anything else (rule 10)."""
     hosts = {d.metadata.name: d.spec.host for d in deployments}
     found: list[tuple[Resource, Finding]] = []
     runs: dict[tuple[str, str], str] = {}  # runs may overlap in time: none shares either
     for exp in experiments:
         host = hosts.get(exp.spec.template)
+        if host is None:
+            continue  # a broken template reference is refused by its own rule
         for i, gpu in enumerate(exp.spec.service.gpus or ()):
-            if host is None:
-                continue
-            other = owner.get((host, str(gpu)))
+            other = owners.get((host, str(gpu)))
             holder = f"Deployment {other}'s" if other is not None else None
             run = runs.setdefault((host, str(gpu)), exp.metadata.name)
             if holder is None and run != exp.metadata.name:
@@ -178,8 +176,9 @@ def _experiments(experiments: list[Experiment], deployments: list[Deployment]
     return found
 
 
-def _gpu_claims(deployments: list[Deployment]) -> list[tuple[Resource, Finding]]:
-    owner: dict[tuple[str, str], str] = {}
+def _gpu_claims(deployments: list[Deployment], owner: dict[tuple[str, str], str]
+                ) -> list[tuple[Resource, Finding]]:
+    """No GPU of a Host claimed twice; ``owner`` is filled with each GPU's first claimer."""
     found: list[tuple[Resource, Finding]] = []
     for dep in deployments:
         for i, gpu in enumerate(dep.spec.gpus):
@@ -212,10 +211,10 @@ def _port_claims(deployments: list[Deployment]) -> list[tuple[Resource, Finding]
 
 class _Claims:
     """Who published one port of one Host, on which addresses. Two bind addresses clash if they
-    are the same address (``::ffff:127.0.0.1`` is ``127.0.0.1``) or either is a wildcard (``::``
-    may take IPv4 too: the engine's own check, ``hostports``, says the same, so nothing passes
-    here that the Host would refuse); each question is answered from an index, not by
-    comparing every pair."""
+    are the same address (``::ffff:127.0.0.1`` is ``127.0.0.1``) or either is a wildcard of
+    any family (``::`` may take IPv4 too; the Host's own check, ``hostports``, treats every
+    wildcard so, and a spec must not pass here what the Host refuses); each question is
+    answered from an index, not by comparing every pair."""
 
     def __init__(self) -> None:
         self.exact: dict[ipaddress.IPv4Address | ipaddress.IPv6Address, tuple[str, str]] = {}

@@ -517,7 +517,7 @@ class _Builder:
 
     def _build(self, node: yaml.Node, path: PathKey) -> Any:
         doc = self.doc
-        doc.marks[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+        doc.marks[path] = _mark(node)
         if isinstance(node, yaml.CollectionNode) and node.tag not in PLAIN_TAGS:
             # We build collections ourselves, so PyYAML never judges their tags: refuse what
             # it would refuse on a scalar rather than silently drop the tag.
@@ -537,8 +537,7 @@ class _Builder:
                                                "duplicate key", "yaml-duplicate-key")])
                 result[key] = self.build(value_node, (*path, str(key)))
                 # A field's errors point at its key, where the person wrote the field's name.
-                doc.marks[(*path, str(key))] = (key_node.start_mark.line + 1,
-                                                key_node.start_mark.column + 1)
+                doc.marks[(*path, str(key))] = _mark(key_node)
             return result
         if isinstance(node, yaml.SequenceNode):
             return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
@@ -556,8 +555,13 @@ class _Builder:
                                        f"cannot read this value: {exc}", R_SYNTAX)]) from None
 
 
+def _mark(node: yaml.Node) -> tuple[int, int]:
+    """A node's 1-based line and column."""
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
 def _loc(doc: Document, node: yaml.Node) -> Location:
-    return Location(doc.file, node.start_mark.line + 1, node.start_mark.column + 1)
+    return Location(doc.file, *_mark(node))
 
 
 def _dotted(path: PathKey) -> str:

@@ -82,6 +82,8 @@ class TrustPolicy:
     def allowed(self, category: str, path: str) -> bool:
         """Whether ``path`` (absolute) lies in one of ``category``'s folders, symlinks
         resolved on both sides (a link inside a folder that points out of it is outside)."""
+        if not self.folders.get(category):
+            return False  # nothing allowed: no need to resolve the path (the default)
         return self.holds(category, os.path.realpath(path))
 
     def holds(self, category: str, real: str) -> bool:

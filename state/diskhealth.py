@@ -42,7 +42,6 @@ class WriteHealth:
         self._lock = threading.Lock()
         self.root: Path | None = None  # the state directory watched (None: every write)
         self._failing: Failing | None = None
-        self._probed = 0.0
         self._on_recover: list[Callable[[], None]] = []
 
     @property
@@ -87,12 +86,11 @@ class WriteHealth:
         return forget
 
     def probe(self, write: Callable[[], None]) -> None:
-        """While failing, try ``write`` (a small durable write) at most every few seconds: an
-        idle daemon writes nothing else, and must still notice that the disk recovered."""
-        now = time.monotonic()
-        if self._failing is None or now - self._probed < PROBE_EVERY_S:
+        """While failing, try ``write`` (a small durable write; the daemon calls this every
+        ``PROBE_EVERY_S``): an idle daemon writes nothing else, and must still notice that
+        the disk recovered."""
+        if self._failing is None:
             return
-        self._probed = now
         try:
             write()
         except OSError as exc:
