@@ -354,7 +354,8 @@ def run(ctx: Context, specs_dir: Path | None, git_url: str | None, branch: str,
     1 MiB) or a revision that would delete most of what is owned is held, with the source
     Stalled and the reason in `reconciler status Source/specs`; the last good revision stays
     in force. Exit status: 0 after SIGTERM/SIGINT, 1 on a start-up error, 3 when a daemon
-    thread kept dying.
+    thread kept dying. SIGUSR1 prints every thread's stack on standard error (what a daemon
+    that seems stuck is waiting on) and changes nothing.
     """
     from reconciler import logsetup
     from reconciler.daemon import Daemon, DaemonOptions

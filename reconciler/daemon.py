@@ -20,13 +20,16 @@ timer, the control server, the metrics server and N workers. Each runs under a s
 thread that dies is reported by ``health`` and restarted with backoff; one that keeps dying
 ends the daemon with a non-zero exit rather than leaving a process that looks healthy and does
 nothing. Shutdown (SIGTERM) stops intake and ends every wait of every pass at once; the daemon
-exits 0 within ``--shutdown-timeout``.
+exits 0 within ``--shutdown-timeout``. SIGUSR1 dumps every thread's stack to standard error.
 """
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import random
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -157,6 +160,12 @@ class Daemon:
             self.stop.set()
         signal.signal(signal.SIGTERM, handle)
         signal.signal(signal.SIGINT, handle)
+        # SIGUSR1: every thread's stack on standard error, the daemon going on. A daemon that
+        # looks stuck (a pass that never ends) then says where each thread waits.
+        if sys.__stderr__ is not None:
+            with contextlib.suppress(ValueError, OSError):  # no file descriptor behind it
+                faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True,
+                                      chain=False)
 
     def _shutdown(self) -> int:
         self.queue.shut_down()

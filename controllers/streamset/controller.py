@@ -18,6 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from textwrap import shorten
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -63,6 +64,8 @@ from state.store import Store
 STEADY_PROBE_TIMEOUT_S = 8.0
 PARALLEL_PUBLISHER_STARTS = 8  # each start waits on the engine
 VERIFY_POLL_S = 1.0
+NAMED_WAITING = 2  # sources the proving message names, with their error
+WHY_CHARS = 160
 VST_POLL_FIRST_S = 0.25
 VST_POLL_MAX_S = 4.0
 APPLYING = "Applying"
@@ -569,8 +572,17 @@ def change_summary(the_plan: StreamPlan) -> str:
 
 
 def fresh_summary(result: StreamSetResult) -> str:
+    """``proving frames: 3 of 4 source(s) fresh so far; waiting on yellow (no frame from
+    ...)``: a wait of minutes says what it waits on, the first few sources with their error."""
     fresh = sum(1 for r in result.sources.values() if r.fresh)
-    return f"proving frames: {fresh} of {len(result.sources)} source(s) fresh so far"
+    said = f"proving frames: {fresh} of {len(result.sources)} source(s) fresh so far"
+    waiting = [r for r in result.sources.values() if not r.fresh]
+    if not waiting:
+        return said
+    named = [f"{r.name} ({shorten(r.error, WHY_CHARS, placeholder=' ...')})" if r.error
+             else r.name for r in waiting[:NAMED_WAITING]]
+    more = f" and {len(waiting) - NAMED_WAITING} more" if len(waiting) > NAMED_WAITING else ""
+    return f"{said}; waiting on {', '.join(named)}{more}"
 
 
 def _event_reason(verb: str) -> str:
@@ -605,7 +617,8 @@ def _add_batches(rtvi: RtviClient, wanted: list[DesiredSource], urls: dict[str, 
 
 def _probe_pending(result: StreamSetResult, urls: dict[str, str], deadline: float
                    ) -> dict[str, SourceFacts]:
-    """Probe every source not yet fresh, into ``result``; the facts of those now fresh."""
+    """Probe every source not yet fresh, into ``result``; the facts each one gained (a frame,
+    or the error that says why there is none yet)."""
     pending = [n for n, r in result.sources.items() if not r.fresh]
     # Probes run MAX_PARALLEL at a time under one deadline: give every wave its time.
     waves = -(-len(pending) // MAX_PARALLEL)
@@ -615,7 +628,9 @@ def _probe_pending(result: StreamSetResult, urls: dict[str, str], deadline: floa
     for name in pending:
         report, sample = result.sources[name], samples[urls[name]]
         if isinstance(sample, ControllerError):
+            # Written while the pass waits: `status` says why a source is not proven yet.
             report.error = str(sample)
+            frames[name] = SourceFacts(frames_fresh=False, error=report.error)
         else:
             report.fresh, report.frame, report.error = True, sample.description, ""
             frames[name] = SourceFacts(last_frame_at=utc_now(), frame=sample.description)

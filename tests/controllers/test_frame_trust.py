@@ -121,7 +121,14 @@ def test_a_pass_that_changes_sources_says_so_while_it_registers_and_proves_them(
     progressing = record.condition("Progressing")
     assert progressing is not None
     assert progressing.reason == "ProvingFrames"
-    assert progressing.message == "proving frames: 0 of 4 source(s) fresh so far"
+    # ... and on what it waited: the first sources with their error, and how many more.
+    assert progressing.message.startswith(
+        "proving frames: 0 of 4 source(s) fresh so far; waiting on "), progressing.message
+    assert progressing.message.endswith(" and 2 more"), progressing.message
+    assert progressing.message.count("(no frame from rtsp://127.0.0.1:1/") == 2
+    known = StreamSetStatusFacts.of(record)
+    assert all(s.frames_fresh is False and s.error and "no frame" in s.error
+               for s in known.sources.values()), known.sources
 
 
 def test_a_pass_with_nothing_to_change_writes_no_progress(store: Store) -> None:

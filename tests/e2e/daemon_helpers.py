@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -12,6 +13,7 @@ from typing import Any, ClassVar, TypeVar
 import docker
 
 from controllers.waiting import until
+from state.errors import StateError
 from state.keys import Key
 from state.models import Event
 from state.store import Store
@@ -27,7 +29,8 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float,
     """Poll ``probe`` until it returns something truthy; fail naming ``what``."""
     found = until(lambda: probe() or None, timeout_s=timeout, pace=interval)
     if found is None:
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}"
+                             f"{DaemonProcess.explain()}")
     return found
 
 
@@ -56,6 +59,20 @@ class DaemonProcess:
         for daemon in left:
             daemon.kill9()
         return [d.log() for d in left]
+
+    @classmethod
+    def explain(cls) -> str:
+        """What every running daemon's store says is not well, in a few lines: part of a
+        timed-out wait's message, which pytest's summary at the end of a CI log shows whole
+        (the full picture is printed with the test's output, which a long log may cut). Each
+        daemon also dumps its threads' stacks into its log (SIGUSR1), for a pass that hangs."""
+        said = []
+        for daemon in cls.started:
+            if daemon.proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    os.kill(daemon.proc.pid, signal.SIGUSR1)
+                said.append(brief(daemon.cli))
+        return "".join(f"\n{text}" for text in said if text)
 
     def wait_healthy(self, timeout: float = 20) -> None:
         def healthy() -> bool:
@@ -116,6 +133,25 @@ def picture(cli: Cli, last_events: int = 40) -> str:
     lines.append(f"--- last {last_events} events ---")
     lines += [f"{e.time} {e.resource} {e.type} {e.reason}: {e.message}"
               for e in store.events.read()[-last_events:]]
+    return "\n".join(lines)
+
+
+def brief(cli: Cli, warnings: int = 5, width: int = 300) -> str:
+    """Each record's conditions that are not well (Ready not True; Progressing, Degraded or
+    Stalled True) and the newest ``warnings`` Warning events, a line each of at most ``width``
+    characters."""
+    store = Store(cli.state_dir)
+    try:
+        records, broken = store.scan()
+        events = [e for e in store.events.read() if e.type == "Warning"][-warnings:]
+    except (OSError, StateError) as exc:
+        return f"(store unreadable: {exc})"
+    lines = [f"(unreadable: {b})" for b in broken]
+    for record in records:
+        lines += [f"{record.resource} {c.type}={c.status} {c.reason}: {c.message}"[:width]
+                  for c in record.conditions
+                  if (c.status != "True") == (c.type == "Ready")]  # the others: True is bad
+    lines += [f"{e.time} {e.resource} Warning {e.reason}: {e.message}"[:width] for e in events]
     return "\n".join(lines)
 
 

@@ -23,7 +23,10 @@ from tests.ports import free_port
 from tests.specs_factory import write
 
 RESOURCE = "Experiment/capacity"
-MAX_P95_MS = 900.0
+MAX_P95_MS = 2000.0
+BREACH_MS = "4000"
+"""Far apart: a window under capacity stays stable when a loaded machine (a CI runner)
+slows every chunk by a second or more, and one over capacity is unstable all the same."""
 
 
 def capacity(run_id: str, port: int, **search: Any) -> dict[str, Any]:
@@ -39,7 +42,7 @@ def capacity(run_id: str, port: int, **search: Any) -> dict[str, Any]:
 
 
 def specs_for(tmp_path: Path, image: str, run_id: str, k: int, **search: Any) -> Path:
-    env = {"RTVI_EMU_BREACH_ABOVE": str(k), "RTVI_EMU_BREACH_MS": "1500",
+    env = {"RTVI_EMU_BREACH_ABOVE": str(k), "RTVI_EMU_BREACH_MS": BREACH_MS,
            "RTVI_EMU_JITTER_MS": "40", "RTVI_EMU_FAIL_SEED": "7"}
     specs = tmp_path / "specs"
     write(specs, rtvi_deployment(image, free_port(), **env),
@@ -76,8 +79,11 @@ def test_the_search_finds_the_emulators_capacity_with_its_ledger(
     record = status_of(cli, RESOURCE)
     assert record is not None, record
     assert record["facts"]["result"] == "PASS", record
-    assert f"PASS: run {run_id} (highest stable {k}, first unstable {k + 1}" in verdict(cli)
     found = evidence(cli, run_id, "evidence/capacity.json")
+    # Each window's count, verdict and why, when the boundary is not the emulator's.
+    windows = "; ".join(f"{w['streams']} {w['verdict']}: {w['reason']}" for w in found["ledger"])
+    assert f"PASS: run {run_id} (highest stable {k}, first unstable {k + 1}" in verdict(cli), \
+        windows
     assert (found["highestStable"], found["firstUnstable"]) == (k, k + 1), found
     ledger = found["ledger"]
     assert ledger[0]["streams"] == initial, ledger
@@ -133,7 +139,7 @@ def test_one_stream_failing_mid_search_is_inconclusive_and_cleanup_is_proven(
     broken = stream_id(cli.instance, RESOURCE, run_id, f"{run_id}/w2", "s001")
     faults = json.dumps([{"kind": "error_in_event", "streams": [broken]}])
     specs = tmp_path / "specs"
-    env = {"RTVI_EMU_BREACH_ABOVE": "5", "RTVI_EMU_BREACH_MS": "1500", "RTVI_EMU_FAULTS": faults}
+    env = {"RTVI_EMU_BREACH_ABOVE": "5", "RTVI_EMU_BREACH_MS": BREACH_MS, "RTVI_EMU_FAULTS": faults}
     write(specs, rtvi_deployment(emulator_image, free_port(), **env),
           capacity(run_id, free_port()))
     done = cli("apply", str(specs), "--timeout", "300", timeout=400)

@@ -25,6 +25,8 @@ from tests.ports import free_port
 from tests.specs_factory import HOST, deployment, pinned
 
 INTERVAL_S = 3.0  # short enough for a test, long enough to tell a poke from a fetch
+POKE_BOUND_S = 60.0  # with an hour-long interval, only the poke acts within this (a loaded
+# machine may take seconds: a bound, not a measurement)
 
 
 def _yaml(*docs: dict[str, Any]) -> str:
@@ -54,19 +56,17 @@ def test_git_commit_sync_broken_push_and_fix(
         assert daemon.terminate() == 0, daemon.log()
 
     # `reconciler sync` fetches at once: with an hour-long interval, only the poke can explain
-    # a change acted on within 2 s. The restart also shows the converged state is kept.
+    # a change acted on within POKE_BOUND_S. The restart also shows the converged state is kept.
     daemon = _follow(cli, repo, 3600, tmp_path / "daemon-2.log")
     try:
         wait_for("Ready after the restart", lambda: is_ready(cli, "Deployment/vlm"), 10)
         second = repo.commit({"deploy/vlm.yaml": _yaml(deployment(
             "vlm", pinned(emulator_image), port, env={"GENERATION": 2}))}, "env change")
         [old] = running_ids(docker_client, instance)
-        poked = time.monotonic()
         assert cli("sync").returncode == 0
         wait_for("the change to be acted on",
                  lambda: [i for i in running_ids(docker_client, instance) if i != old]
-                 or None, 2.5)
-        assert time.monotonic() - poked < 2.0
+                 or None, POKE_BOUND_S)
         wait_for("Ready on the second revision",
                  lambda: is_ready(cli, "Deployment/vlm")
                  and field_of(cli, "Deployment/vlm", "applied_revision") == second, 30)

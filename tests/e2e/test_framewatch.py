@@ -22,6 +22,11 @@ def _last_frame(cli: Cli) -> str:
     return str(sources(data)["red"].get("lastFrameAt", "")) if data else ""
 
 
+READY_BOUND_S = 240.0
+"""Two readiness timeouts (60 s) with their backoff and then some: a bound, not a timing (it
+costs nothing when the StreamSet is Ready sooner, and a loaded CI runner is slow)."""
+
+
 def _ready(cli: Cli) -> str:
     cond = condition(status_of(cli, "StreamSet/cams"), "Ready")
     return str(cond["status"]) if cond else ""
@@ -40,7 +45,7 @@ def test_a_source_that_stops_is_seen_by_the_watch_and_recovers(
                            tmp_path / "daemon.log")
     try:
         daemon.wait_healthy()
-        wait_for("the StreamSet Ready", lambda: _ready(cli) == "True", 120)
+        wait_for("the StreamSet Ready", lambda: _ready(cli) == "True", READY_BOUND_S)
         first = _last_frame(cli)
         wait_for("a newer proof from the watch, no pass asked",
                  lambda: _last_frame(cli) not in ("", first), 30)
@@ -53,7 +58,7 @@ def test_a_source_that_stops_is_seen_by_the_watch_and_recovers(
         assert "no frame" in str(sources(data)["red"]["error"]), sources(data)["red"]
 
         rtsp.start()  # same port, same URL: the StreamSet's retries find frames again
-        wait_for("Ready again", lambda: _ready(cli) == "True", 120)
+        wait_for("Ready again", lambda: _ready(cli) == "True", READY_BOUND_S)
     finally:
         print(f"--- RTSP server log ---\n{rtsp.log_tail()}")  # shown when the test fails
         rtsp.stop()

@@ -178,5 +178,14 @@ def test_sigstop_then_sigcont_is_a_non_event(
         log = daemon.log()
         assert "Traceback" not in log
         assert "BrokenPipe" not in log
+        # SIGUSR1: where every thread waits, in the log; the daemon goes on.
+        os.kill(daemon.proc.pid, signal.SIGUSR1)
+        def dumped() -> str | None:
+            text = daemon.log()
+            return text if "most recent call first" in text else None
+        dump = wait_for("the threads' stacks in the log", dumped, 10)
+        assert "_worker" in dump, dump[-2000:]
+        assert "Current thread" in dump, dump[-2000:]
+        assert cli("health").returncode == 0
     finally:
         daemon.terminate()
