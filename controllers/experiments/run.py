@@ -286,8 +286,8 @@ def _running(plan: RunPlan, engine: DockerEngine, instance: str, stop: threading
         if new:
             rec.phase("Running", f"publishing {len(new)} source(s)")
             rec.containers([publisher_name(instance, plan.resource, s.name) for s in new])
-            published.update(publish(engine, instance, plan.resource, plan.run_hash, new, shape,
-                                     stop))
+            published.update(publish(engine, instance, plan.resource, plan.run_hash,
+                                     spec.runId, new, shape, stop))
         return {s.name: published[s.name] for s in sources}
 
     ctx = RunContext(

@@ -80,16 +80,17 @@ def stream_id(instance: str, resource: str, run_id: str, part: str, source: str)
     return streamplan.stream_id(instance, resource, f"{run_id}/{part}/{source}")
 
 
-def publish(engine: DockerEngine, instance: str, resource: str, run_hash: str,
+def publish(engine: DockerEngine, instance: str, resource: str, run_hash: str, run_id: str,
             sources: list[CanarySource], shape: CanaryPublisher,
             stop: threading.Event) -> dict[str, str]:
-    """Start one publisher per source; source name → RTSP URL (as seen on the Host)."""
+    """Start one publisher per source, labelled with the run's ID; source name → RTSP URL (as
+    seen on the Host)."""
     publisher = PublisherSpec(width=shape.width, height=shape.height, fps=shape.fps)
     publishing.check_files([s.desired for s in sources], publisher)
     urls = {}
     for src in sources:
         _, url = publishing.start(engine, instance, resource, run_hash, src.desired, publisher,
-                                  None, stop)
+                                  None, stop, run_id)
         urls[src.name] = url
     return urls
 

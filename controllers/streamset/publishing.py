@@ -84,9 +84,11 @@ def running_url(engine: DockerEngine, view: HostView, instance: str, resource: s
 
 def start(engine: DockerEngine, instance: str, resource: str, spec_hash: str,
           src: DesiredSource, publisher: PublisherSpec,
-          port: int | None, stop: threading.Event | None = None) -> tuple[str, str]:
-    """(Re)create the publisher of ``src``, on ``port`` when given (its previous port);
-    returns (container ID, URL). Raises PermanentError on a foreign container."""
+          port: int | None, stop: threading.Event | None = None,
+          run_id: str | None = None) -> tuple[str, str]:
+    """(Re)create the publisher of ``src``, on ``port`` when given (its previous port), labelled
+    with an Experiment's ``run_id`` when given; returns (container ID, URL). Raises
+    PermanentError on a foreign container."""
     source = published(src, publisher)  # its media was checked by the plan of this pass
     name = publisher_name(instance, resource, src.name)
     existing = engine.container(name)
@@ -98,7 +100,7 @@ def start(engine: DockerEngine, instance: str, resource: str, spec_hash: str,
         engine.stop(existing.id, STOP_GRACE_S)
         engine.remove(existing.id)
     container_id = start_publisher(engine, instance, resource, spec_hash, source,
-                                   publisher_image(engine), port)
+                                   publisher_image(engine), port, run_id)
     return container_id, wait_for_url(engine, container_id, source.path, stop=stop)
 
 

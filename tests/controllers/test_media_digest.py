@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from controllers.ownership import LABEL_RUN_ID, LABEL_SOURCE
 from controllers.streamset.publisher.run import (
     MediaMismatch,
     PublishedSource,
     _sha256_of,
     check_media,
     media_sha256,
+    publisher_request,
 )
 from controllers.waiting import until
 
@@ -58,3 +60,12 @@ def test_a_file_replaced_by_another_is_hashed_again(tmp_path: Path) -> None:
     other.write_bytes(b"second")
     os.replace(other, clip)
     assert media_sha256(clip) == hashlib.sha256(b"second").hexdigest()
+
+
+def test_an_experiments_publisher_carries_its_run_id_and_a_streamsets_none() -> None:
+    source = PublishedSource("red", "colour", colour="RED")
+    plain = publisher_request("t", "StreamSet/cams", "h", source, "img")
+    run = publisher_request("t", "Experiment/canary", "h", source, "img", run_id="canary-7")
+    assert LABEL_RUN_ID not in plain.labels
+    assert run.labels[LABEL_RUN_ID] == "canary-7"
+    assert run.labels[LABEL_SOURCE] == "red"

@@ -15,7 +15,7 @@ import docker
 import pytest
 
 from controllers.experiments.streams import stream_id
-from controllers.ownership import project_name
+from controllers.ownership import LABEL_RUN_ID, LABEL_SOURCE, project_name
 from tests.conftest import Cli
 from tests.e2e.daemon_helpers import DaemonProcess, run_containers, status_of, wait_for
 from tests.e2e.stream_helpers import rtvi_deployment
@@ -274,7 +274,13 @@ def test_kill_9_during_running_gives_inconclusive_and_cleanup_leaves_nothing(
     try:
         wait_for("the run to reach its performance part", lambda: "performance" in str(
             (status_of(cli, RESOURCE) or {}).get("conditions")), 180, 0.2)
-        assert run_containers(docker_client, cli.instance, RESOURCE)  # service, publishers up
+        running = run_containers(docker_client, cli.instance, RESOURCE)
+        # The service and one publisher per stream, each labelled with the run's ID (the perf
+        # field guide: every container of a run carries it).
+        assert len(running) == 3, [c.name for c in running]
+        assert sum(LABEL_SOURCE in c.labels for c in running) == 2, [c.labels for c in running]
+        assert {c.labels.get(LABEL_RUN_ID) for c in running} == {run_id}, [
+            c.labels for c in running]
     finally:
         daemon.kill9()
     assert "result" not in facts(cli)  # killed mid-run: no verdict yet

@@ -180,12 +180,12 @@ def test_sigstop_then_sigcont_is_a_non_event(
         assert "BrokenPipe" not in log
         # SIGUSR1: where every thread waits, in the log; the daemon goes on.
         os.kill(daemon.proc.pid, signal.SIGUSR1)
-        def dumped() -> str | None:
+        def dumped() -> str | None:  # the dump is written a line at a time: poll for all of it
             text = daemon.log()
-            return text if "most recent call first" in text else None
-        dump = wait_for("the threads' stacks in the log", dumped, 10)
-        assert "_worker" in dump, dump[-2000:]
-        assert "Current thread" in dump, dump[-2000:]
+            return text if all(sign in text for sign in (
+                "most recent call first", "Current thread", "_worker")) else None
+        wait_for("every thread's stack in the log, a worker's and the signalled one's",
+                 dumped, 10)
         assert cli("health").returncode == 0
     finally:
         daemon.terminate()

@@ -79,10 +79,13 @@ def publisher_name(instance: str, resource: str, source: str) -> str:
 
 
 def publisher_request(instance: str, resource: str, spec_hash: str, source: PublishedSource,
-                      image_id: str, host_port: int | None = None) -> ContainerRequest:
+                      image_id: str, host_port: int | None = None,
+                      run_id: str | None = None) -> ContainerRequest:
     """Create-ready request: our labels plus the source label, init, port 8554 on 127.0.0.1
-    (``host_port``, or one the engine assigns), and the media file bind-mounted read-only."""
-    labels = labels_for(instance, resource, spec_hash)
+    (``host_port``, or one the engine assigns), and the media file bind-mounted read-only.
+    An Experiment's publisher also carries its run's ``run_id`` label, as the perf field guide
+    asks of every container of a run (so one filter finds, and cleans up, all of them)."""
+    labels = labels_for(instance, resource, spec_hash, run_id=run_id)
     labels[LABEL_SOURCE] = source.name
     mounts = []
     if source.file is not None and source.media_target is not None:
@@ -124,11 +127,12 @@ def _sha256_of(path: str, dev: int, inode: int, size: int, mtime_ns: int,
 
 
 def start_publisher(engine: DockerEngine, instance: str, resource: str, spec_hash: str,
-                    source: PublishedSource, image_id: str, host_port: int | None = None) -> str:
+                    source: PublishedSource, image_id: str, host_port: int | None = None,
+                    run_id: str | None = None) -> str:
     """Check the media, create and start the publisher; returns the container ID."""
     check_media(source)
     container_id = engine.create(publisher_request(instance, resource, spec_hash, source,
-                                                   image_id, host_port))
+                                                   image_id, host_port, run_id))
     engine.start(container_id)
     return container_id
 
