@@ -12,13 +12,13 @@ upgrade or an edited ``app.py`` yields a new image.
 from __future__ import annotations
 
 import hashlib
-import io
 import tarfile
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+from controllers import rootimage
 from controllers.clients.docker_client import DockerEngine
 from controllers.ownership import LABEL_MANAGED_BY, MANAGED_BY
 from controllers.streamset.publisher import rootfs
@@ -75,58 +75,13 @@ def _changes(arch: Path, content_hash: str) -> list[str]:
     return changes
 
 
-def _directory(tar: tarfile.TarFile, name: str, mode: int = 0o755) -> None:
-    info = tarfile.TarInfo(name)
-    info.type = tarfile.DIRTYPE
-    info.mode = mode
-    tar.addfile(info)
-
-
-def _write_root(tar: tarfile.TarFile, items: dict[str, rootfs.Item]) -> None:
-    """Parents before children, root-owned, then the merged-/usr links and a tiny /etc."""
-    made: set[str] = set()
-    for dest, item in items.items():
-        parents = Path(dest).parents
-        for parent in reversed(parents[:-1]):
-            if str(parent) not in made:
-                made.add(str(parent))
-                _directory(tar, str(parent))
-        if item.link is not None:
-            info = tarfile.TarInfo(dest)
-            info.type = tarfile.SYMTYPE
-            info.linkname = item.link
-            tar.addfile(info)
-            continue
-        assert item.source is not None
-        info = tar.gettarinfo(str(item.source), arcname=dest)
-        info.uid = info.gid = 0
-        info.uname = info.gname = "root"
-        with open(item.source, "rb") as handle:
-            tar.addfile(info, handle)
-    _directory(tar, "tmp", 0o1777)
-    _directory(tar, "etc")
-    for name in ("usr/sbin", "usr/lib64"):
-        if name not in made:
-            _directory(tar, name)
-    for name, target in rootfs.ROOT_LINKS.items():
-        info = tarfile.TarInfo(name)
-        info.type = tarfile.SYMTYPE
-        info.linkname = target
-        tar.addfile(info)
-    passwd = b"root:x:0:0:root:/tmp:/usr/bin/python3\n"
-    info = tarfile.TarInfo("etc/passwd")
-    info.size = len(passwd)
-    info.mode = 0o644
-    tar.addfile(info, io.BytesIO(passwd))
-
-
-def image_tag() -> tuple[str, dict[str, rootfs.Item]]:
+def image_tag() -> tuple[str, dict[str, rootimage.Item]]:
     """The tag this machine's files would build, and the plan behind it."""
     items = rootfs.plan(APP_SOURCES)
     app_digest = hashlib.sha256()
     for source in APP_SOURCES.values():
         app_digest.update(source.read_bytes())
-    content_hash = rootfs.fingerprint(items, f"{RECIPE}\n{app_digest.hexdigest()}\n")
+    content_hash = rootimage.fingerprint(items, f"{RECIPE}\n{app_digest.hexdigest()}\n")
     return f"{REPOSITORY}:{content_hash[:TAG_HEX]}", items
 
 
@@ -141,7 +96,7 @@ def ensure_publisher_image(engine: DockerEngine) -> str:
         content_hash = tag.split(":", 1)[1]
         with tempfile.NamedTemporaryFile(prefix="rtvi-publisher-", suffix=".tar") as scratch:
             with tarfile.open(fileobj=scratch, mode="w", format=tarfile.GNU_FORMAT) as tar:
-                _write_root(tar, items)
+                rootimage.write_root(tar, items)
             scratch.flush()
             image_id = engine.import_image(Path(scratch.name), REPOSITORY, content_hash,
                                            _changes(rootfs.multiarch_dir(), content_hash))
