@@ -8,7 +8,10 @@ our error tree so callers never catch library types.
 from __future__ import annotations
 
 import contextlib
+import io
 import secrets
+import tarfile
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -25,6 +28,7 @@ from controllers.errors import ControllerError, HostUnreachable, PermanentError,
 
 API_TIMEOUT_S = 30
 CHANGING_CALLS = frozenset({"container create", "container start", "container rename",
+                            "volume create", "volume remove", "archive put",
                             "container stop", "container remove", "image import"})
 PROBE_LABEL = "rtvi.reconciler/probe"
 PROBE_SWEEP_AGE_S = 60.0
@@ -90,6 +94,9 @@ class ContainerRequest:
     init: bool = True
     stop_timeout: int = 30
     network_mode: str | None = None  # None: the default bridge
+    volumes: list[tuple[str, str]] = field(default_factory=list)  # named volume, target
+    command: list[str] | None = None  # None: the image's
+    stdin_open: bool = False  # a writer may attach to stdin (``write_stdin``)
 
 
 class DockerEngine:
@@ -267,7 +274,8 @@ class DockerEngine:
         host_config = api.create_host_config(
             port_bindings={p: addr for p, addr in req.ports.items()},
             mounts=[docker.types.Mount(target=t, source=s, type="bind", read_only=ro)
-                    for s, t, ro in req.mounts],
+                    for s, t, ro in req.mounts]
+            + [docker.types.Mount(target=t, source=v, type="volume") for v, t in req.volumes],
             device_requests=[docker.types.DeviceRequest(driver="nvidia", device_ids=req.gpu_ids,
                                                         capabilities=[["gpu"]])]
             if req.gpu_ids else None,
@@ -278,7 +286,8 @@ class DockerEngine:
             "container create", api.create_container, image=req.image, name=req.name,
             labels=req.labels, environment=[f"{k}={v}" for k, v in req.environment.items()],
             ports=[_exposed_port(p) for p in req.ports], host_config=host_config,
-            stop_timeout=req.stop_timeout,
+            stop_timeout=req.stop_timeout, command=req.command,
+            stdin_open=req.stdin_open,
         )
         return str(created["Id"])
 
@@ -333,6 +342,59 @@ class DockerEngine:
         stream = self._call("events", self._client.api.events, since=since, filters=filters,
                             decode=True)
         return EventStream(stream)
+
+    def create_volume(self, name: str, labels: dict[str, str]) -> None:
+        self._call("volume create", self._client.api.create_volume, name=name, labels=labels)
+
+    def remove_volume(self, name: str) -> None:
+        try:
+            self._call("volume remove", self._client.api.remove_volume, name, force=True)
+        except docker.errors.NotFound:
+            return
+
+    def put_file(self, container_id: str, folder: str, name: str, data: bytes,
+                 mode: int = 0o600) -> None:
+        """Write one file into a container's ``folder`` (created, not started, is fine): the
+        archive API reaches a remote engine too, where this machine's paths mean nothing."""
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+        self._call("archive put", self._client.api.put_archive, container_id, folder,
+                   buffer.getvalue())
+
+    def copy_out(self, container_id: str, path: str, destination: Path) -> bool:
+        """Copy ``path`` (a file or folder, running or exited container) into the folder
+        ``destination``; False when the path does not exist. Members are extracted with the
+        ``data`` filter: no links out, no devices, no absolute paths."""
+        try:
+            stream, _stat = self._call("archive get", self._client.api.get_archive,
+                                       container_id, path)
+        except docker.errors.NotFound:
+            return False
+        with tempfile.TemporaryFile() as spool:
+            for chunk in stream:
+                spool.write(chunk)
+            spool.seek(0)
+            with tarfile.open(fileobj=spool, mode="r") as tar:
+                tar.extractall(destination, filter="data")
+        return True
+
+    def write_stdin(self, container_id: str, data: bytes) -> None:
+        """Send ``data`` to a container's stdin (created with ``stdin_open``; the engine keeps
+        stdin open after we detach, so the process reads up to a delimiter, not to its end).
+        Nothing of it is kept or logged."""
+        sock = self._call("attach", self._client.api.attach_socket, container_id,
+                          params={"stdin": 1, "stream": 1})
+        raw = getattr(sock, "_sock", sock)
+        try:
+            raw.sendall(data)
+        except OSError as exc:
+            raise TemporaryError(f"Host {self.host_name}: writing to the stdin of "
+                                 f"{container_id[:12]} failed: {exc}") from None
+        finally:
+            sock.close()
 
     def close(self) -> None:
         self._client.close()

@@ -82,6 +82,11 @@ class RunBoard(Part):
             if timer is not None:
                 timer.cancel()
 
+    @property
+    def closing(self) -> bool:
+        """The process is shutting down (a run's stop then means "leave it", not "abort")."""
+        return self._closing or (self._stop is not None and self._stop.is_set())
+
     def running(self, run_id: str) -> bool:
         future = self._runs.get(run_id)
         return future is not None and not future.done()

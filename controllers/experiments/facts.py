@@ -28,3 +28,9 @@ class ExperimentStatusFacts(Facts):
     started_at: str | None = None
     finished_at: str | None = None
     gates: dict[str, str] = Field(default_factory=dict)
+    # A run that executes as a job on its Host (``executor: host``): the runner container,
+    # when the job last wrote its record, and when this reconciler last looked (an old
+    # ``followed_at`` under way: no reconciler follows the job now; it runs on regardless).
+    runner: str | None = None
+    reported_at: str | None = None
+    followed_at: str | None = None

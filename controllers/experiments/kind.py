@@ -58,8 +58,9 @@ from controllers.experiments.service import (
 )
 from controllers.host.fleet import Hosts
 from controllers.host.session import HostSession
-from controllers.secrets import api_token, resolve
+from controllers.secrets import api_token, resolve, resolve_all
 from controllers.services import Services
+from controllers.waiting import Stopped
 from specs.experiment import Experiment, measure_warnings
 from specs.experiments.base import TelemetrySpec
 from specs.kinds import EXPERIMENT
@@ -73,6 +74,7 @@ from state.store import Store
 if TYPE_CHECKING:  # a run's machinery (every type, reports, plots): imported by a pass that
     # has an Experiment to plan or run, not by every command that loads the kinds
     from controllers.experiments import run as runs
+    from controllers.experiments.runner import hostjob
 
 log = structlog.get_logger("reconciler.kinds")
 RUN_POLL_S = 5.0  # how often a pass looks at a run under way (its end wakes one at once)
@@ -206,7 +208,9 @@ class ExperimentKind:
                       f"{', '.join([*kind.declared_gates(spec), runs.GATE_CLEANUP])}; GPUs: "
                       f"{', '.join(gpus) or 'none'}; GPU telemetry: {telemetry}; budget "
                       f"{spec.budgetSeconds}s, cleanup {spec.cleanupSeconds}s; evidence in "
-                      f"{root / spec.runId}")]
+                      f"{root / spec.runId}" + (
+                          f"; executes as a job on Host {template.spec.host}, outliving the "
+                          "reconciler" if spec.executor == "host" else ""))]
         return runs.RunPlan(
             resource=key, name=exp.metadata.name, spec=spec, run_hash=digest, template=template,
             desired=resolved, host=template.spec.host,
@@ -251,10 +255,11 @@ class ExperimentKind:
         telemetry = session.telemetry(plan.spec.telemetry.dcgmUrl)
         progress = self._progress(ctx, key)
 
-        def work(stop: threading.Event) -> str:
+        def in_process(stop: threading.Event) -> str:
             return runs.execute(plan, engine, services.store, services.instance, stop, progress,
                                 telemetry)
         spec = plan.spec
+        work = self._job_work(ctx, plan, session) if spec.executor == "host" else in_process
         return self._run(ctx, key, spec.runId, work, desired,
                          float(spec.budgetSeconds - spec.cleanupSeconds),
                          f"its budget of {spec.budgetSeconds}s ran out ({spec.cleanupSeconds}s "
@@ -262,7 +267,6 @@ class ExperimentKind:
 
     def _under_way(self, ctx: PassContext, record: ResourceStatus) -> Result:
         """A run that is not terminal: report it, or recover it if this process lost it."""
-        from controllers.experiments import run as runs
 
         services, known = ctx.services, ExperimentStatusFacts.of(record)
         assert known.run_id is not None
@@ -270,16 +274,76 @@ class ExperimentKind:
             return recheck(record.key, f"{known.phase}: run {known.run_id} under way",
                            known.phase or "Running", RUN_POLL_S)
         session = self._session(ctx, record)
-        engine = session.engine()
-        telemetry = session.telemetry(_recorded_dcgm_url(record))
-        root = Path(known.evidence).parent if known.evidence else services.store.root
-        token = _recorded_token(record)
+        if _recorded_executor(record) == "host":
+            from controllers.experiments.runner import hostjob
+
+            job = hostjob.find(session.engine(), services.instance, record.key, known.run_id)
+            if job is not None:  # the job ran on while this process was away: follow it
+                log.info("experiment.job_attached", resource=record.key, run_id=known.run_id,
+                         runner=job.name)
+                return self._run(ctx, record.key, known.run_id,
+                                 self._follow_work(ctx, record.key, session, job), None)
+        log.warning("experiment.interrupted", resource=record.key, run_id=known.run_id)
+        return self._run(ctx, record.key, known.run_id, self._recovery(ctx, record.key, session),
+                         None)
+
+    def _recovery(self, ctx: PassContext, key: Key, session: HostSession) -> Work:
+        """Recover the run (INCONCLUSIVE after its cleanup) from its record as it is then."""
+        from controllers.experiments import run as runs
+
+        services = ctx.services
 
         def work(stop: threading.Event) -> str:
-            return runs.recover(services.store, record, engine, services.instance, root, stop,
-                                token, telemetry)
-        log.warning("experiment.interrupted", resource=record.key, run_id=known.run_id)
-        return self._run(ctx, record.key, known.run_id, work, None)
+            record = services.store.load(key)
+            assert record is not None
+            known = ExperimentStatusFacts.of(record)
+            root = Path(known.evidence).parent if known.evidence else services.store.root
+            return runs.recover(services.store, record, session.engine(), services.instance,
+                                root, stop, _recorded_token(record),
+                                session.telemetry(_recorded_dcgm_url(record)))
+        return work
+
+    def _job_work(self, ctx: PassContext, plan: runs.RunPlan, session: HostSession) -> Work:
+        """Start the run as a job on its Host, then follow it (``controllers.experiments.
+        runner.hostjob``). The secrets are read now, at use, and go to the job's stdin."""
+        from controllers.experiments.runner import hostjob
+
+        secrets = resolve_all(plan.desired.deployment.spec.secrets)
+
+        def work(stop: threading.Event) -> str:
+            job = hostjob.start(session.engine(), plan, ctx.services.instance,
+                                hostjob.socket_on(session.host), secrets)
+            return self._follow_work(ctx, plan.resource, session, job)(stop)
+        return work
+
+    def _follow_work(self, ctx: PassContext, key: Key, session: HostSession,
+                     job: hostjob.Job) -> Work:
+        """Follow the job to its verdict; a runner that ended without one is recovered here,
+        unless this run was stopped (the pass after it recovers it)."""
+        from controllers.experiments.runner import hostjob
+
+        services = ctx.services
+        board = RunBoard.of(services)
+
+        def work(stop: threading.Event) -> str:
+            record = services.store.load(key)
+            known = ExperimentStatusFacts.of(record)
+            spec = (record.applied_spec or {}).get("experiment") if record else None
+            limits = spec if isinstance(spec, dict) else {}
+            cleanup = int(limits.get("cleanupSeconds", 300))
+            root = Path(known.evidence).parent if known.evidence else services.store.root
+            try:
+                return hostjob.follow(
+                    session.engine, job, services.store, key, root, known.run_id or "", stop,
+                    lambda: board.closing, cleanup + hostjob.STOP_MARGIN_S,
+                    float(limits.get("budgetSeconds", 1800)) + hostjob.STOP_MARGIN_S)
+            except hostjob.RunnerEnded as exc:
+                if not ExperimentStatusFacts.of(services.store.load(key)).reason:
+                    _note_reason(services.store, key, str(exc))  # the job's own reason first
+                if stop.is_set():
+                    raise Stopped(f"run {known.run_id} stopped: {exc}") from None
+                return self._recovery(ctx, key, session)(stop)
+        return work
 
     def _run(self, ctx: PassContext, key: Key, run_id: str, work: Work,
              desired: ExperimentDesired | None, budget_s: float | None = None,
@@ -396,6 +460,13 @@ def _recorded_token(record: ResourceStatus) -> str | None:
         return api_token(spec)
     except ControllerError:
         return None
+
+
+def _recorded_executor(record: ResourceStatus) -> str:
+    """Where the run executes, as its frozen spec says (``reconciler`` when it does not)."""
+    spec = (record.applied_spec or {}).get("experiment")
+    executor = spec.get("executor") if isinstance(spec, dict) else None
+    return executor if isinstance(executor, str) else "reconciler"
 
 
 def _recorded_dcgm_url(record: ResourceStatus) -> str | None:

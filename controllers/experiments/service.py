@@ -120,9 +120,12 @@ def launch(engine: DockerEngine, desired: Desired, gpu_ids: list[str], timeout_s
 
 
 def owned_containers(engine: DockerEngine, instance: str, resource: str) -> list[ContainerInfo]:
-    """Every container the Experiment owns on this engine (its service and its publishers)."""
+    """Every container the Experiment owns on this engine (its service and its publishers).
+    Its runner (``executor: host``) is not the run's to clean up: the run executes in it, and
+    the reconciler removes it once it has brought the run's record and evidence home."""
     return [c for c in engine.list_containers(ownership.selector(instance, resource))
-            if ownership.is_owned(c.labels, instance, resource)]
+            if ownership.is_owned(c.labels, instance, resource)
+            and c.labels.get(ownership.LABEL_ROLE) != ownership.ROLE_RUNNER]
 
 
 def remove_containers(engine: DockerEngine, instance: str, resource: str, recorded: set[str],

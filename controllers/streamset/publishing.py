@@ -43,6 +43,13 @@ def publisher_image(engine: DockerEngine) -> str:
         return image
 
 
+def use_publisher_image(engine: DockerEngine, image_id: str) -> None:
+    """Use ``image_id`` as the publisher image on ``engine``: a run executing as a job on its
+    Host has no GStreamer to build one from; the reconciler put it there first."""
+    with _images_lock:
+        _images[id(engine)] = image_id
+
+
 def published(src: DesiredSource, publisher: PublisherSpec) -> PublishedSource:
     spec = src.spec
     if spec.synthetic is not None:

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from specs.errors import SpecError
 from specs.experiment import Experiment, check_experiment, check_template, measure_warnings
-from specs.experiments.base import R_CONTRACT
+from specs.experiments.base import R_CONTRACT, R_EXECUTOR
 from specs.experiments.benchmark import R_BENCH
 from specs.experiments.canary import CanaryExperimentSpec, solid_labels
 from specs.experiments.capacity import R_CAPACITY
@@ -415,3 +415,26 @@ def test_latency_is_measured_the_harness_way_by_default_and_plan_warns_of_the_se
     with pytest.raises(ValidationError):
         Experiment.model_validate(_experiment(measurement={"claim": "c",
                                                            "latencySource": "server"}))
+
+
+@pytest.mark.parametrize(("spec", "why"), [
+    ({}, None),  # a canary
+    (_capacity(), None),
+    ({**_capacity(harness=HARNESS_SEARCH), "budgetSeconds": 900},
+     "a capacity search through the harness starts a process beside the reconciler"),
+    (_port(), "a portValidation run cannot execute as a job on its Host yet"),
+    (_bench(), "a benchmark run cannot execute as a job on its Host yet"),
+])
+def test_executor_host_takes_the_types_that_can_run_as_a_job(
+        spec: dict[str, Any], why: str | None) -> None:
+    exp = Experiment.model_validate(_experiment(**spec, executor="host"))
+    found = [f for f in check_experiment(exp) if f.rule == R_EXECUTOR]
+    if why is None:
+        assert found == []
+        return
+    (finding,) = found
+    assert finding.path == ("spec", "executor")
+    assert finding.message.startswith(why), finding.message
+    assert finding.message.endswith(": use executor: reconciler")
+    default = Experiment.model_validate(_experiment(**spec))
+    assert not [f for f in check_experiment(default) if f.rule == R_EXECUTOR]

@@ -1,0 +1,243 @@
+"""The reconciler's side of a run that executes as a job on its Host (``executor: host``).
+
+``start`` makes the job: a labelled volume for the job folder, the runner container (the runner
+image, the Host's network and Docker socket, the volume at ``/job``), the frozen plan written
+into it through the archive API, the secrets' values sent once on its stdin. ``follow`` then
+watches it from here, never needing to stay connected: every few seconds it copies the job's
+record out and mirrors it into this reconciler's record (phase, gates, and the write-ahead
+inventory a recovery needs), and when the runner has exited it brings the sealed bundle home
+into ``evidenceRoot``, verifies every checksum there, and removes the runner and its volume.
+
+What ends a follow, and what it leaves:
+  - the process shuts down (SIGTERM, a lost SSH connection is only a failed read): ``Stopped``,
+    the job runs on; the next start finds it by its labels (``find``) and follows it again;
+  - the run is aborted (spec removed, budget backstop): the runner is stopped (SIGTERM: the
+    run stops at its next wait), then as below;
+  - the runner ended without a verdict (stopped, killed, died): its last record and partial
+    evidence are brought home, the runner is removed, and ``RunnerEnded`` tells the caller to
+    recover the run here (INCONCLUSIVE, its cleanup proven), as for an in-process run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import structlog
+
+from controllers import ownership
+from controllers.clients.docker_client import ContainerInfo, ContainerRequest, DockerEngine
+from controllers.errors import ControllerError, TemporaryError
+from controllers.experiments.facts import ExperimentStatusFacts
+from controllers.experiments.run import RunPlan
+from controllers.experiments.runner import job as jobs
+from controllers.experiments.runner.image import ensure_runner_image
+from controllers.streamset.publisher.image import ensure_publisher_image
+from controllers.waiting import Stopped, until
+from specs.models import Host
+from state.evidence import Verdict, verify
+from state.keys import Key
+from state.models import ResourceStatus
+from state.store import Store
+
+LABEL_ROLE, ROLE_RUNNER = ownership.LABEL_ROLE, ownership.ROLE_RUNNER
+DOCKER_SOCKET = "/var/run/docker.sock"
+FOLLOW_PACE_S = 1.0
+FOLLOWED_EVERY_S = 15.0  # an unchanged job record is mirrored this often (``followed_at``)
+STOP_MARGIN_S = 30  # the runner's SIGTERM grace beyond its cleanup deadline
+log = structlog.get_logger("controllers.experiments")
+
+
+class RunnerEnded(ControllerError):
+    """The runner exited without a verdict: recover the run here (its reason says why)."""
+
+
+@dataclass(frozen=True)
+class Job:
+    container_id: str
+    name: str  # the runner container's, and its volume's
+
+
+def socket_on(host: Host) -> str:
+    """The Host's Docker socket as the Host itself sees it (what the runner mounts)."""
+    if host.spec.ssh is not None and host.is_ssh:
+        return str(host.spec.ssh.socket)
+    return urlsplit(host.spec.docker).path or DOCKER_SOCKET
+
+
+def job_name(instance: str, run_id: str) -> str:
+    return ownership.container_name(instance, f"run-{run_id}".lower())
+
+
+def _labels(instance: str, resource: str, run_hash: str, run_id: str) -> dict[str, str]:
+    labels = ownership.labels_for(instance, resource, run_hash, run_id=run_id)
+    labels[LABEL_ROLE] = ROLE_RUNNER
+    return labels
+
+
+def start(engine: DockerEngine, plan: RunPlan, instance: str, socket_path: str,
+          secrets: dict[str, str]) -> Job:
+    """Create and start the run's job on ``engine``; ``socket_path`` is the engine's socket as
+    the Host sees it. The secrets' values go to its stdin only."""
+    run_id = plan.spec.runId
+    name = job_name(instance, run_id)
+    labels = _labels(instance, str(plan.resource), plan.run_hash, run_id)
+    image_id = ensure_runner_image(engine)
+    engine.create_volume(name, labels)
+    container_id = engine.create(ContainerRequest(
+        name=name, image=image_id, labels=labels, environment={},
+        mounts=[(socket_path, DOCKER_SOCKET, False)], volumes=[(name, str(jobs.JOB_DIR))],
+        command=["-m", "controllers.experiments.runner.job"], network_mode="host",
+        stdin_open=True, init=True, stop_timeout=plan.spec.cleanupSeconds + STOP_MARGIN_S))
+    publisher = ensure_publisher_image(engine)  # built here: the Host has no GStreamer to spare
+    frozen = jobs.freeze(plan, instance, publisher).model_dump_json().encode()
+    engine.put_file(container_id, str(jobs.JOB_DIR), jobs.PLAN_FILE, frozen)
+    engine.start(container_id)
+    engine.write_stdin(container_id, json.dumps(secrets).encode() + b"\n")  # one line
+    log.info("experiment.job_started", resource=plan.resource, run_id=run_id, runner=name,
+             host=plan.host)
+    return Job(container_id, name)
+
+
+def find(engine: DockerEngine, instance: str, resource: str, run_id: str) -> Job | None:
+    """The run's runner on ``engine`` (any state), by its labels; None when there is none."""
+    selector = {**ownership.selector(instance, resource), ownership.LABEL_RUN_ID: run_id,
+                LABEL_ROLE: ROLE_RUNNER}
+    for info in engine.list_containers(selector):
+        if ownership.is_owned(info.labels, instance, resource):
+            return Job(info.id, info.name)
+    return None
+
+
+def job_record(engine: DockerEngine, job: Job, key: Key) -> tuple[ResourceStatus | None, float]:
+    """The job's own record of the run, and when the job last wrote it (unix seconds, 0 when
+    there is none yet): copied out of the runner, running or exited."""
+    with tempfile.TemporaryDirectory(prefix="rtvi-job-") as scratch:
+        if not engine.copy_out(job.container_id, f"{jobs.JOB_DIR}/{jobs.STATE_DIR}",
+                               Path(scratch)):
+            return None, 0.0
+        store = Store(Path(scratch) / jobs.STATE_DIR)
+        record = store.load(key)
+        files = list((Path(scratch) / jobs.STATE_DIR).rglob(f"{key.name}*.json"))
+        written = max((f.stat().st_mtime for f in files), default=0.0)
+        return record, written
+
+
+def mirror(store: Store, key: Key, theirs: ResourceStatus, job: Job, reported_at: float
+           ) -> None:
+    """The job's progress into this reconciler's record: phase, verdict, gates, conditions,
+    the write-ahead inventory and history. Where the service is reached from here (``url``)
+    and where the evidence lies here stay this record's own. A verdict is mirrored only once
+    its evidence is home and verified (``_ended``): until then the job's terminal record is
+    not copied, so a reader never sees a verdict whose bundle is not here."""
+    them = ExperimentStatusFacts.of(theirs)
+
+    def mutate(st: ResourceStatus) -> None:
+        ours = ExperimentStatusFacts.of(st)
+        # A reason noted here (the spec was removed) stands until the job gives its own.
+        ours.phase, ours.result = them.phase, them.result
+        ours.reason = them.reason or ours.reason
+        ours.gates, ours.finished_at = dict(them.gates), them.finished_at
+        ours.runner = job.name
+        ours.reported_at = _iso(reported_at) if reported_at else None
+        ours.followed_at = _iso(time.time())
+        ours.put(st)
+        st.conditions = [c.model_copy() for c in theirs.conditions]
+        st.inventory = [i.model_copy() for i in theirs.inventory]
+        seen = {(h.time, h.action) for h in st.history}
+        for entry in theirs.history:
+            if (entry.time, entry.action) not in seen:
+                st.add_history(entry)
+    store.update(key, mutate)
+
+
+def _iso(unix_s: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(unix_s))
+
+
+def bring_home(engine: DockerEngine, job: Job, evidence_root: Path, run_id: str) -> list[str]:
+    """Copy the job's evidence folder into ``evidence_root/run_id`` (replacing the placeholder
+    the launch made there); returns what ``verify`` finds wrong with it there (nothing: [])."""
+    with tempfile.TemporaryDirectory(prefix=".job-", dir=evidence_root) as scratch:
+        if not engine.copy_out(job.container_id,
+                               f"{jobs.JOB_DIR}/{jobs.EVIDENCE_DIR}/{run_id}", Path(scratch)):
+            return [f"the runner {job.name} has no evidence folder for run {run_id}"]
+        target = evidence_root / run_id
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(Path(scratch) / run_id, target)
+    return verify(target)
+
+
+def remove(engine: DockerEngine, job: Job) -> None:
+    engine.remove(job.container_id)
+    engine.remove_volume(job.name)
+
+
+def follow(connect: Callable[[], DockerEngine], job: Job, store: Store, key: Key,
+           evidence_root: Path, run_id: str, stop: threading.Event,
+           shutting_down: Callable[[], bool], grace_s: int, backstop_s: float) -> Verdict:
+    """Watch the job to its end (see the module docstring); its verdict once brought home.
+    ``connect`` gives the Host's engine (a new one after an SSH reconnect): while the Host
+    cannot be reached the job runs on and the follow waits. ``backstop_s``: past it the job
+    is stopped as an abort is (its own budget ends it first)."""
+    last = [0.0, 0.0]  # the job's last write, and when this follow last mirrored it
+
+    def exited() -> ContainerInfo | None:
+        try:
+            engine = connect()
+            info = engine.container(job.container_id)
+        except TemporaryError as exc:  # unreachable for now (sshd down): not the job's end
+            log.info("experiment.job_unreachable", resource=key, run_id=run_id, reason=str(exc))
+            return None
+        if info is None:
+            raise RunnerEnded(f"the runner {job.name} was removed before it reported a verdict")
+        with contextlib.suppress(TemporaryError):  # a failed read is not the job's end
+            theirs, written = job_record(engine, job, key)
+            fresh = written != last[0] or time.monotonic() - last[1] >= FOLLOWED_EVERY_S
+            if theirs is not None and fresh and ExperimentStatusFacts.of(theirs).result is None:
+                mirror(store, key, theirs, job, written)
+                last[:] = [written, time.monotonic()]
+        return None if info.running or info.status == "created" else info
+
+    try:
+        ended = until(exited, timeout_s=backstop_s, pace=FOLLOW_PACE_S, stop=stop)
+    except Stopped:
+        if shutting_down():  # the job runs on; the next start follows it again
+            raise Stopped(f"the reconciler stops; run {run_id} runs on as {job.name}") from None
+        ended = None
+    engine = connect()
+    if ended is None:  # aborted, or past the backstop: stop the runner, then as it ended
+        log.warning("experiment.job_stopping", resource=key, run_id=run_id, runner=job.name)
+        engine.stop(job.container_id, grace_s)
+        ended = engine.container(job.container_id)
+        if ended is None:
+            raise RunnerEnded(f"the runner {job.name} was removed while it was stopped")
+    return _ended(engine, job, store, key, evidence_root, run_id, ended)
+
+
+def _ended(engine: DockerEngine, job: Job, store: Store, key: Key, evidence_root: Path,
+           run_id: str, info: ContainerInfo) -> Verdict:
+    theirs, written = job_record(engine, job, key)
+    them = ExperimentStatusFacts.of(theirs)
+    problems = bring_home(engine, job, evidence_root, run_id)
+    remove(engine, job)  # what a recovery needs is home: the record and the evidence
+    verdict = info.exit_code == jobs.EXIT_VERDICT and them.result is not None and not problems
+    if theirs is not None and (verdict or them.result is None):
+        mirror(store, key, theirs, job, written)  # a verdict only with its evidence home
+    if verdict and them.result is not None:
+        return them.result
+    why = (f"its evidence failed verification: {'; '.join(problems[:3])}" if problems
+           and info.exit_code == jobs.EXIT_VERDICT else
+           f"the runner {job.name} exited {info.exit_code} without a verdict"
+           + (f" ({info.error})" if info.error else ""))
+    raise RunnerEnded(why)

@@ -1,0 +1,92 @@
+"""The job's frozen plan and the runner's refusals, without an engine: what goes into
+``plan.json`` (never a secret's value), how the secrets arrive, and what the job refuses."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from pydantic import TypeAdapter
+
+from controllers.deployment.plan import Desired
+from controllers.experiments.run import RunPlan
+from controllers.experiments.runner import job as jobs
+from specs.experiment import ExperimentSpec
+from specs.models import Deployment
+from state.keys import Key
+from state.models import Owner
+from tests.specs_factory import deployment
+
+CANARY = "canary-secret-value-7f3a"
+
+
+def _plan(tmp_path: Path) -> RunPlan:
+    secret = tmp_path / "token"
+    secret.write_text(CANARY)
+    template = Deployment.model_validate(deployment(
+        "vlm", "rtvi-emulator@sha256:" + "a" * 64, 8000,
+        secrets=[{"name": "API_TOKEN", "fromFile": str(secret)}]))
+    spec = TypeAdapter(ExperimentSpec).validate_python({
+        "type": "canary", "runId": "job-7", "template": "vlm", "executor": "host",
+        "service": {"hostPort": 9000}, "measurement": {"claim": "isolated"},
+        "canary": {"streams": 2}})
+    key = Key("Experiment", "canary")
+    desired = Desired(deployment=template, resource=key, spec_hash="h", container_name="c",
+                      image_id="sha256:" + "a" * 64, env={"A": "1"}, labels={"l": "v"},
+                      url="http://127.0.0.1:9000", probe_url="http://127.0.0.1:45000",
+                      source_file="specs.yaml")
+    return RunPlan(resource=key, name="canary", spec=spec, run_hash="r", template=template,
+                   desired=desired, host="local", gpu_ids=["GPU-1"], evidence_root=tmp_path,
+                   source_file="specs.yaml", revision="rev", other_gpus=("GPU-2",))
+
+
+def test_the_frozen_plan_names_secrets_and_thaws_to_the_same_run(tmp_path: Path) -> None:
+    plan = _plan(tmp_path)
+    frozen = jobs.freeze(plan, Owner("team", "0123abcd"), "sha256:pub")
+    text = frozen.model_dump_json()
+    assert CANARY not in text
+    assert frozen.secrets == ["API_TOKEN"]
+    assert (frozen.instance, frozen.owner_id, frozen.publisher_image) == (
+        "team", "0123abcd", "sha256:pub")
+    thawed = jobs.thaw(jobs.JobPlan.model_validate_json(text), tmp_path / "evidence")
+    assert thawed.spec == plan.spec
+    assert (thawed.resource, thawed.run_hash, thawed.gpu_ids, thawed.other_gpus) == (
+        plan.resource, plan.run_hash, plan.gpu_ids, plan.other_gpus)
+    # On the Host the service is reached at the URL the Host sees; no tunnel there.
+    assert thawed.desired.probe_url == plan.desired.url
+    (ref,) = thawed.desired.deployment.spec.secrets
+    assert (ref.name, ref.fromFile, ref.fromEnv) == ("API_TOKEN", None,
+                                                     jobs.SECRET_ENV_PREFIX + "API_TOKEN")
+
+
+def test_secrets_arrive_on_one_line_of_stdin_and_a_missing_one_is_named(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    frozen = jobs.freeze(_plan(tmp_path), "default")
+    monkeypatch.delenv(jobs.SECRET_ENV_PREFIX + "API_TOKEN", raising=False)
+    jobs.take_secrets(frozen, io.StringIO(json.dumps({"API_TOKEN": CANARY}) + "\n{"))
+    assert os.environ[jobs.SECRET_ENV_PREFIX + "API_TOKEN"] == CANARY
+    for bad, why in (("{}\n", "no value on stdin for secret(s) API_TOKEN"),
+                     ("[1]\n", "not one JSON object"), ("{\n", "not one JSON object")):
+        with pytest.raises(ValueError, match=why.replace("(", r"\(").replace(")", r"\)")) as e:
+            jobs.take_secrets(frozen, io.StringIO(bad))
+        assert CANARY not in str(e.value)
+
+
+def test_an_unusable_plan_or_a_spent_run_id_starts_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(jobs.SECRET_ENV_PREFIX + "API_TOKEN", raising=False)  # restored after
+    stop = threading.Event()
+    assert jobs.run_job(tmp_path, io.StringIO(""), stop) == jobs.EXIT_UNUSABLE  # no plan.json
+    (tmp_path / jobs.PLAN_FILE).write_text('{"instance": 1}')
+    assert jobs.run_job(tmp_path, io.StringIO(""), stop) == jobs.EXIT_UNUSABLE
+    frozen = jobs.freeze(_plan(tmp_path), "default")
+    (tmp_path / jobs.PLAN_FILE).write_text(frozen.model_dump_json())
+    assert jobs.run_job(tmp_path, io.StringIO("{}\n"), stop) == jobs.EXIT_UNUSABLE  # no secret
+    (tmp_path / jobs.EVIDENCE_DIR / "job-7").mkdir(parents=True)
+    line = json.dumps({"API_TOKEN": CANARY}) + "\n"
+    assert jobs.run_job(tmp_path, io.StringIO(line), stop) == jobs.EXIT_RAN_BEFORE
+    assert not (tmp_path / jobs.STATE_DIR).exists()  # no record: nothing was started

@@ -1,0 +1,248 @@
+"""Runs as jobs on their Host (``executor: host``, issue 27): real Docker, the runner image,
+the emulator as the service, real publishers and decoding."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from controllers.experiments.runner.hostjob import LABEL_ROLE, ROLE_RUNNER
+from controllers.ownership import LABEL_INSTANCE, LABEL_RUN_ID
+from state.evidence import verify
+from tests.conftest import Cli
+from tests.e2e.daemon_helpers import DaemonProcess, run_containers, status_of, wait_for
+from tests.e2e.stream_helpers import rtvi_deployment
+from tests.ports import free_port
+from tests.remote_engine import RemoteEngine, remote_engine_fixture  # noqa: F401
+from tests.specs_factory import write
+
+RESOURCE = "Experiment/canary"
+
+
+def canary_job(run_id: str, port: int, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "rtvi.reconciler/v1", "kind": "Experiment",
+            "metadata": {"name": "canary"},
+            "spec": {"type": "canary", "runId": run_id, "template": "vlm", "executor": "host",
+                     "service": {"hostPort": port, "env": {"RTVI_EMU_PORT": str(port)}},
+                     "measurement": {"claim": "streams are isolated and drop no chunk"},
+                     "budgetSeconds": 300, "cleanupSeconds": 20,
+                     "canary": {"streams": 2, "chunkDurationSeconds": 1,
+                                "performanceSeconds": 5, "freshFrameSeconds": 15}, **spec}}
+
+
+def runners(client: docker.DockerClient, instance: str) -> list[Any]:
+    found: list[Any] = client.containers.list(all=True, filters={"label": [
+        f"{LABEL_INSTANCE}={instance}", f"{LABEL_ROLE}={ROLE_RUNNER}"]})
+    return found
+
+
+def test_a_canary_runs_as_a_job_on_its_host_and_its_bundle_comes_home_verified(
+        cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    write(specs, rtvi_deployment(emulator_image, free_port()), canary_job("job-1", free_port()))
+    planned = cli("plan", str(specs))
+    assert "executes as a job on Host local, outliving the reconciler" in planned.stdout, \
+        planned.stdout + planned.stderr
+    done = cli("apply", str(specs), "--timeout", "300", timeout=360)
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = status_of(cli, RESOURCE)
+    assert record is not None
+    facts = record["facts"]
+    assert facts["result"] == "PASS", facts
+    assert facts["runner"].endswith("run-job-1"), facts
+    folder = cli.state_dir / "evidence" / "job-1"
+    assert verify(folder) == [], verify(folder)
+    events = (folder / "events.jsonl").read_text()
+    assert "Launched" in events
+    assert cli("evidence", "job-1", "--verify").returncode == 0
+    assert not runners(docker_client, cli.instance)  # the runner is removed once home
+    assert not docker_client.volumes.list(filters={"label": f"{LABEL_INSTANCE}={cli.instance}"})
+
+
+def test_kill_9_of_the_daemon_mid_run_leaves_the_job_running_and_a_restart_attaches(
+        cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    write(specs, rtvi_deployment(emulator_image, free_port()),
+          canary_job("job-k9", free_port(), canary={
+              "streams": 2, "chunkDurationSeconds": 1, "performanceSeconds": 20,
+              "freshFrameSeconds": 15}))
+    args = ["--specs", str(specs), "--resync", "3600"]
+    first = DaemonProcess(cli, args, tmp_path / "daemon1.log")
+    try:
+        wait_for("the job's measurement, mirrored into the record", lambda: "performance" in str(
+            (status_of(cli, RESOURCE) or {}).get("conditions")), 180, 0.2)
+    finally:
+        first.kill9()
+    (runner,) = runners(docker_client, cli.instance)
+    assert runner.status == "running"  # the run outlives the reconciler
+    shown = cli("status", RESOURCE).stdout  # where it runs, and when it was last seen
+    assert f"runner: {runner.name}" in shown, shown
+    assert "reportedAt: 20" in shown, shown
+    assert "followedAt: 20" in shown, shown
+    second = DaemonProcess(cli, args, tmp_path / "daemon2.log")
+    try:
+        def verdict() -> str | None:
+            facts = (status_of(cli, RESOURCE) or {}).get("facts", {})
+            return str(facts["result"]) if facts.get("result") else None
+        assert wait_for("the verdict after the restart", verdict, 240) == "PASS", \
+            status_of(cli, RESOURCE)
+    finally:
+        assert second.terminate() == 0, second.log()
+    logged = (cli.state_dir / "reconciler.log").read_text()
+    assert logged.count('"experiment.job_started"') == 1, logged[-3000:]
+    assert '"experiment.job_attached"' in logged, logged[-3000:]
+    folder = cli.state_dir / "evidence" / "job-k9"
+    assert verify(folder) == []
+    events = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
+    assert [e["reason"] for e in events].count("Launched") == 1, events  # one run, never two
+    assert not runners(docker_client, cli.instance)
+
+
+def test_a_runner_killed_mid_run_ends_inconclusive_with_its_cleanup_proven(
+        cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    write(specs, rtvi_deployment(emulator_image, free_port()),
+          canary_job("job-dead", free_port(), canary={
+              "streams": 2, "chunkDurationSeconds": 1, "performanceSeconds": 30,
+              "freshFrameSeconds": 15}))
+    daemon = DaemonProcess(cli, ["--specs", str(specs), "--resync", "3600"],
+                           tmp_path / "daemon.log")
+    try:
+        wait_for("the job's measurement, mirrored into the record", lambda: "performance" in str(
+            (status_of(cli, RESOURCE) or {}).get("conditions")), 180, 0.2)
+        (runner,) = runners(docker_client, cli.instance)
+        runner.kill()
+
+        def verdict() -> str | None:
+            facts = (status_of(cli, RESOURCE) or {}).get("facts", {})
+            return str(facts["result"]) if facts.get("result") else None
+        assert wait_for("the verdict after the runner died", verdict, 120) == "INCONCLUSIVE"
+    finally:
+        assert daemon.terminate() == 0, daemon.log()
+    facts = (status_of(cli, RESOURCE) or {})["facts"]
+    assert "exited 137 without a verdict" in facts["reason"], facts
+    folder = cli.state_dir / "evidence" / "job-dead"
+    cleanup = json.loads((folder / "gates" / "cleanup.json").read_text())
+    assert cleanup["passed"], cleanup
+    assert verify(folder) == []
+    assert not run_containers(docker_client, cli.instance, RESOURCE)  # service, publishers
+    assert not runners(docker_client, cli.instance)
+    assert not docker_client.volumes.list(filters={"label": f"{LABEL_INSTANCE}={cli.instance}"})
+
+
+@pytest.fixture
+def remote(remote_engine: RemoteEngine, emulator_image: str) -> Iterator[RemoteEngine]:
+    remote_engine.start_sshd()
+    remote_engine.load_image(emulator_image)
+    yield remote_engine
+    remote_engine.start_sshd()  # started again even when the test failed while it was down
+    remote_engine.remove_containers()
+
+
+def test_a_canary_job_on_an_ssh_host_runs_through_a_lost_connection(
+        cli: Cli, emulator_image: str, remote: RemoteEngine, tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    template = rtvi_deployment(emulator_image, free_port())
+    template["spec"]["host"] = "edge"
+    write(specs, remote.host_document("edge"), template,
+          canary_job("job-ssh", free_port(), canary={
+              "streams": 2, "chunkDurationSeconds": 1, "performanceSeconds": 20,
+              "freshFrameSeconds": 15}))
+    daemon = DaemonProcess(cli, ["--specs", str(specs), "--resync", "3600"],
+                           tmp_path / "daemon.log")
+    try:
+        wait_for("the job's measurement, mirrored over SSH", lambda: "performance" in str(
+            (status_of(cli, RESOURCE) or {}).get("conditions")), 240, 0.2)
+        remote.stop_sshd()
+        try:
+            (runner,) = runners(remote.client, cli.instance)  # on the far engine itself
+            assert runner.status == "running"
+            assert runner.labels[LABEL_RUN_ID] == "job-ssh"
+            gone = wait_for("the connection loss noticed", lambda: "experiment.job_unreachable"
+                            in (cli.state_dir / "reconciler.log").read_text(), 30)
+            assert gone
+        finally:
+            remote.start_sshd()
+
+        def verdict() -> str | None:
+            facts = (status_of(cli, RESOURCE) or {}).get("facts", {})
+            return str(facts["result"]) if facts.get("result") else None
+        assert wait_for("the verdict once SSH is back", verdict, 180) == "PASS", \
+            status_of(cli, RESOURCE)
+    finally:
+        assert daemon.terminate() == 0, daemon.log()
+    folder = cli.state_dir / "evidence" / "job-ssh"
+    assert verify(folder) == []
+    assert cli("evidence", "job-ssh", "--verify").returncode == 0
+    assert not runners(remote.client, cli.instance)
+
+
+def test_removing_the_spec_mid_run_stops_the_job_and_cleans_up(
+        cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    template = rtvi_deployment(emulator_image, free_port())
+    write(specs, template, canary_job("job-gone", free_port(), canary={
+        "streams": 2, "chunkDurationSeconds": 1, "performanceSeconds": 60,
+        "freshFrameSeconds": 15}))
+    daemon = DaemonProcess(cli, ["--specs", str(specs), "--resync", "3600"],
+                           tmp_path / "daemon.log")
+    try:
+        wait_for("the job's measurement, mirrored into the record", lambda: "performance" in str(
+            (status_of(cli, RESOURCE) or {}).get("conditions")), 180, 0.2)
+        write(specs, template)
+        wait_for("the Experiment to be pruned", lambda: status_of(cli, RESOURCE) is None, 120,
+                 0.2)
+    finally:
+        assert daemon.terminate() == 0, daemon.log()
+    folder = cli.state_dir / "evidence" / "job-gone"
+    summary = json.loads((folder / "status.json").read_text())
+    assert summary["result"] == "INCONCLUSIVE", summary
+    assert "its spec was removed" in summary["reason"], summary
+    assert json.loads((folder / "gates" / "cleanup.json").read_text())["passed"]
+    assert verify(folder) == []
+    assert not run_containers(docker_client, cli.instance, RESOURCE)
+    assert not runners(docker_client, cli.instance)
+    assert not docker_client.volumes.list(filters={"label": f"{LABEL_INSTANCE}={cli.instance}"})
+
+
+def test_a_job_uses_the_services_token_and_nothing_of_the_job_shows_it(
+        cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    token = "canary-token-" + secrets.token_hex(12)
+    token_file = tmp_path / "rtvi_token"
+    token_file.write_text(token + "\n")
+    template = rtvi_deployment(emulator_image, free_port())
+    template["spec"]["secrets"] = [{"name": "RTVI_EMU_API_TOKEN", "fromFile": str(token_file)}]
+    template["spec"]["apiTokenSecret"] = "RTVI_EMU_API_TOKEN"  # the emulator enforces it
+    specs = tmp_path / "specs"
+    write(specs, template, canary_job("job-token", free_port(), canary={
+        "streams": 2, "chunkDurationSeconds": 1, "performanceSeconds": 10,
+        "freshFrameSeconds": 15}))
+    daemon = DaemonProcess(cli, ["--specs", str(specs), "--resync", "3600"],
+                           tmp_path / "daemon.log")
+    try:
+        wait_for("the job's measurement, mirrored into the record", lambda: "performance" in str(
+            (status_of(cli, RESOURCE) or {}).get("conditions")), 180, 0.2)
+        (runner,) = runners(docker_client, cli.instance)
+        seen = json.dumps(runner.attrs) + runner.logs().decode("utf-8", "replace")
+        assert token not in seen  # not in its plan, environment, command, labels or log
+
+        def verdict() -> str | None:
+            facts = (status_of(cli, RESOURCE) or {}).get("facts", {})
+            return str(facts["result"]) if facts.get("result") else None
+        assert wait_for("the verdict", verdict, 180) == "PASS", status_of(cli, RESOURCE)
+    finally:
+        assert daemon.terminate() == 0, daemon.log()
+    state = b"".join(p.read_bytes() for p in sorted(cli.state_dir.rglob("*")) if p.is_file())
+    assert token.encode() not in state  # records, the log, the evidence brought home
+    assert token not in daemon.log()
