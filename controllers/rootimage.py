@@ -18,9 +18,16 @@ from __future__ import annotations
 import hashlib
 import io
 import subprocess
+import sys
 import tarfile
+import tempfile
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from controllers.clients.docker_client import DockerEngine
 
 PYTHON = Path("/usr/bin/python3.11")
 STDLIB = Path("/usr/lib/python3.11")
@@ -163,3 +170,25 @@ def write_root(tar: tarfile.TarFile, items: dict[str, Item]) -> None:
     info.size = len(passwd)
     info.mode = 0o644
     tar.addfile(info, io.BytesIO(passwd))
+
+
+def ensure_image(engine: DockerEngine, tag: str, items: dict[str, Item],
+                 changes: Callable[[str], list[str]], lock: threading.Lock) -> str:
+    """The ID of ``repository:<content hash>`` (``tag``) on ``engine``, importing the root
+    ``items`` only when the tag is missing there; ``changes(content_hash)`` gives the image's
+    ENV/LABEL/ENTRYPOINT lines. Progress goes to stderr (an import takes seconds)."""
+    with lock:
+        existing = engine.image(tag)
+        if existing is not None:
+            return existing.id
+        started = time.monotonic()
+        repository, content_hash = tag.split(":", 1)
+        with tempfile.NamedTemporaryFile(prefix=f"{repository}-", suffix=".tar") as scratch:
+            with tarfile.open(fileobj=scratch, mode="w", format=tarfile.GNU_FORMAT) as tar:
+                write_root(tar, items)
+            scratch.flush()
+            image_id = engine.import_image(Path(scratch.name), repository, content_hash,
+                                           changes(content_hash))
+        print(f"[{repository}] imported {tag} ({len(items)} files) on Host {engine.host_name} "
+              f"in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
+        return image_id

@@ -616,6 +616,18 @@ def remote_engine_fixture() -> Iterator[RemoteEngine]:
         engine.stop()
 
 
+@pytest.fixture(name="remote")
+def remote_fixture(remote_engine: RemoteEngine, emulator_image: str) -> Iterator[RemoteEngine]:
+    """The remote engine with sshd up and the emulator image loaded; after the test, sshd is
+    started again (a test that stopped it must not break the next one) and its containers
+    removed."""
+    remote_engine.start_sshd()
+    remote_engine.load_image(emulator_image)
+    yield remote_engine
+    remote_engine.start_sshd()
+    remote_engine.remove_containers()
+
+
 def main(argv: list[str] | None = None) -> int:
     """``serve``: start one, print its facts as JSON, run until SIGINT/SIGTERM.
     ``clean``: remove instances left by killed runs."""

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import docker
-import pytest
 import yaml
 
 from controllers.ownership import LABEL_INSTANCE
@@ -23,7 +22,11 @@ from tests.e2e.daemon_helpers import (
     wait_for,
 )
 from tests.ports import free_port
-from tests.remote_engine import RemoteEngine, remote_engine_fixture  # noqa: F401
+from tests.remote_engine import (  # noqa: F401
+    RemoteEngine,
+    remote_engine_fixture,
+    remote_fixture,
+)
 from tests.specs_factory import HOST, deployment, pinned
 
 
@@ -35,15 +38,6 @@ def _remote_owned(remote: RemoteEngine, instance: str) -> list[Any]:
 
 def _cond(cli: Cli, resource: str, ctype: str) -> dict[str, Any] | None:
     return condition(status_of(cli, resource), ctype)
-
-
-@pytest.fixture
-def remote(remote_engine: RemoteEngine, emulator_image: str) -> Any:
-    remote_engine.start_sshd()
-    remote_engine.load_image(emulator_image)
-    yield remote_engine
-    remote_engine.start_sshd()  # a test that stopped it must not break the next one
-    remote_engine.remove_containers()
 
 
 def test_two_hosts_one_unreachable_then_back(

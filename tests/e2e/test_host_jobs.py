@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import docker
-import pytest
 
 from controllers.experiments.runner.hostjob import LABEL_ROLE, ROLE_RUNNER
 from controllers.ownership import LABEL_INSTANCE, LABEL_RUN_ID
@@ -19,7 +17,11 @@ from tests.conftest import Cli
 from tests.e2e.daemon_helpers import DaemonProcess, run_containers, status_of, wait_for
 from tests.e2e.stream_helpers import rtvi_deployment
 from tests.ports import free_port
-from tests.remote_engine import RemoteEngine, remote_engine_fixture  # noqa: F401
+from tests.remote_engine import (  # noqa: F401
+    RemoteEngine,
+    remote_engine_fixture,
+    remote_fixture,
+)
 from tests.specs_factory import write
 
 RESOURCE = "Experiment/canary"
@@ -36,6 +38,47 @@ def canary_job(run_id: str, port: int, **spec: Any) -> dict[str, Any]:
                                 "performanceSeconds": 5, "freshFrameSeconds": 15}, **spec}}
 
 
+def measured(run_id: str, seconds: int) -> dict[str, Any]:
+    """A canary job whose measurement lasts ``seconds``: long enough to act on it mid-run."""
+    return canary_job(run_id, free_port(), canary={
+        "streams": 2, "chunkDurationSeconds": 1, "performanceSeconds": seconds,
+        "freshFrameSeconds": 15})
+
+
+def daemon_for(cli: Cli, specs: Path, log: Path) -> DaemonProcess:
+    return DaemonProcess(cli, ["--specs", str(specs), "--resync", "3600"], log)
+
+
+def wait_measuring(cli: Cli, timeout: float = 180) -> None:
+    """Until the job's measurement shows in this reconciler's record (mirrored from it)."""
+    wait_for("the job's measurement, mirrored into the record", lambda: "performance" in str(
+        (status_of(cli, RESOURCE) or {}).get("conditions")), timeout, 0.2)
+
+
+def wait_verdict(cli: Cli, what: str, timeout: float) -> str:
+    def verdict() -> str | None:
+        facts = (status_of(cli, RESOURCE) or {}).get("facts", {})
+        return str(facts["result"]) if facts.get("result") else None
+    return wait_for(what, verdict, timeout)
+
+
+def with_token(emulator_image: str, tmp_path: Path) -> tuple[dict[str, Any], str]:
+    """The emulator as the template, enforcing a bearer token that is a secret of the spec: a
+    job that did not get the secret's value could not talk to its service."""
+    token = "canary-token-" + secrets.token_hex(12)
+    token_file = tmp_path / "rtvi_token"
+    token_file.write_text(token + "\n")
+    template = rtvi_deployment(emulator_image, free_port())
+    template["spec"]["secrets"] = [{"name": "RTVI_EMU_API_TOKEN", "fromFile": str(token_file)}]
+    template["spec"]["apiTokenSecret"] = "RTVI_EMU_API_TOKEN"
+    return template, token
+
+
+def state_bytes(cli: Cli) -> bytes:
+    """Every file of the state directory: records, the log, the evidence brought home."""
+    return b"".join(p.read_bytes() for p in sorted(cli.state_dir.rglob("*")) if p.is_file())
+
+
 def runners(client: docker.DockerClient, instance: str) -> list[Any]:
     found: list[Any] = client.containers.list(all=True, filters={"label": [
         f"{LABEL_INSTANCE}={instance}", f"{LABEL_ROLE}={ROLE_RUNNER}"]})
@@ -46,7 +89,8 @@ def test_a_canary_runs_as_a_job_on_its_host_and_its_bundle_comes_home_verified(
         cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
         tmp_path: Path) -> None:
     specs = tmp_path / "specs"
-    write(specs, rtvi_deployment(emulator_image, free_port()), canary_job("job-1", free_port()))
+    template, token = with_token(emulator_image, tmp_path)
+    write(specs, template, canary_job("job-1", free_port()))
     planned = cli("plan", str(specs))
     assert "executes as a job on Host local, outliving the reconciler" in planned.stdout, \
         planned.stdout + planned.stderr
@@ -64,35 +108,32 @@ def test_a_canary_runs_as_a_job_on_its_host_and_its_bundle_comes_home_verified(
     assert cli("evidence", "job-1", "--verify").returncode == 0
     assert not runners(docker_client, cli.instance)  # the runner is removed once home
     assert not docker_client.volumes.list(filters={"label": f"{LABEL_INSTANCE}={cli.instance}"})
+    assert token not in planned.stdout + done.stdout + done.stderr
+    assert token.encode() not in state_bytes(cli)
 
 
 def test_kill_9_of_the_daemon_mid_run_leaves_the_job_running_and_a_restart_attaches(
         cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
         tmp_path: Path) -> None:
     specs = tmp_path / "specs"
-    write(specs, rtvi_deployment(emulator_image, free_port()),
-          canary_job("job-k9", free_port(), canary={
-              "streams": 2, "chunkDurationSeconds": 1, "performanceSeconds": 20,
-              "freshFrameSeconds": 15}))
-    args = ["--specs", str(specs), "--resync", "3600"]
-    first = DaemonProcess(cli, args, tmp_path / "daemon1.log")
+    template, token = with_token(emulator_image, tmp_path)
+    write(specs, template, measured("job-k9", 15))
+    first = daemon_for(cli, specs, tmp_path / "daemon1.log")
     try:
-        wait_for("the job's measurement, mirrored into the record", lambda: "performance" in str(
-            (status_of(cli, RESOURCE) or {}).get("conditions")), 180, 0.2)
+        wait_measuring(cli)
     finally:
         first.kill9()
     (runner,) = runners(docker_client, cli.instance)
     assert runner.status == "running"  # the run outlives the reconciler
+    seen = json.dumps(runner.attrs) + runner.logs().decode("utf-8", "replace")
+    assert token not in seen  # not in its plan, environment, command, labels or log
     shown = cli("status", RESOURCE).stdout  # where it runs, and when it was last seen
     assert f"runner: {runner.name}" in shown, shown
     assert "reportedAt: 20" in shown, shown
     assert "followedAt: 20" in shown, shown
-    second = DaemonProcess(cli, args, tmp_path / "daemon2.log")
+    second = daemon_for(cli, specs, tmp_path / "daemon2.log")
     try:
-        def verdict() -> str | None:
-            facts = (status_of(cli, RESOURCE) or {}).get("facts", {})
-            return str(facts["result"]) if facts.get("result") else None
-        assert wait_for("the verdict after the restart", verdict, 240) == "PASS", \
+        assert wait_verdict(cli, "the verdict after the restart", 240) == "PASS", \
             status_of(cli, RESOURCE)
     finally:
         assert second.terminate() == 0, second.log()
@@ -103,6 +144,7 @@ def test_kill_9_of_the_daemon_mid_run_leaves_the_job_running_and_a_restart_attac
     assert verify(folder) == []
     events = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
     assert [e["reason"] for e in events].count("Launched") == 1, events  # one run, never two
+    assert token.encode() not in state_bytes(cli)
     assert not runners(docker_client, cli.instance)
 
 
@@ -111,21 +153,13 @@ def test_a_runner_killed_mid_run_ends_inconclusive_with_its_cleanup_proven(
         tmp_path: Path) -> None:
     specs = tmp_path / "specs"
     write(specs, rtvi_deployment(emulator_image, free_port()),
-          canary_job("job-dead", free_port(), canary={
-              "streams": 2, "chunkDurationSeconds": 1, "performanceSeconds": 30,
-              "freshFrameSeconds": 15}))
-    daemon = DaemonProcess(cli, ["--specs", str(specs), "--resync", "3600"],
-                           tmp_path / "daemon.log")
+          measured("job-dead", 30))
+    daemon = daemon_for(cli, specs, tmp_path / "daemon.log")
     try:
-        wait_for("the job's measurement, mirrored into the record", lambda: "performance" in str(
-            (status_of(cli, RESOURCE) or {}).get("conditions")), 180, 0.2)
+        wait_measuring(cli)
         (runner,) = runners(docker_client, cli.instance)
         runner.kill()
-
-        def verdict() -> str | None:
-            facts = (status_of(cli, RESOURCE) or {}).get("facts", {})
-            return str(facts["result"]) if facts.get("result") else None
-        assert wait_for("the verdict after the runner died", verdict, 120) == "INCONCLUSIVE"
+        assert wait_verdict(cli, "the verdict after the runner died", 120) == "INCONCLUSIVE"
     finally:
         assert daemon.terminate() == 0, daemon.log()
     facts = (status_of(cli, RESOURCE) or {})["facts"]
@@ -139,29 +173,16 @@ def test_a_runner_killed_mid_run_ends_inconclusive_with_its_cleanup_proven(
     assert not docker_client.volumes.list(filters={"label": f"{LABEL_INSTANCE}={cli.instance}"})
 
 
-@pytest.fixture
-def remote(remote_engine: RemoteEngine, emulator_image: str) -> Iterator[RemoteEngine]:
-    remote_engine.start_sshd()
-    remote_engine.load_image(emulator_image)
-    yield remote_engine
-    remote_engine.start_sshd()  # started again even when the test failed while it was down
-    remote_engine.remove_containers()
-
-
 def test_a_canary_job_on_an_ssh_host_runs_through_a_lost_connection(
         cli: Cli, emulator_image: str, remote: RemoteEngine, tmp_path: Path) -> None:
     specs = tmp_path / "specs"
     template = rtvi_deployment(emulator_image, free_port())
     template["spec"]["host"] = "edge"
     write(specs, remote.host_document("edge"), template,
-          canary_job("job-ssh", free_port(), canary={
-              "streams": 2, "chunkDurationSeconds": 1, "performanceSeconds": 20,
-              "freshFrameSeconds": 15}))
-    daemon = DaemonProcess(cli, ["--specs", str(specs), "--resync", "3600"],
-                           tmp_path / "daemon.log")
+          measured("job-ssh", 10))
+    daemon = daemon_for(cli, specs, tmp_path / "daemon.log")
     try:
-        wait_for("the job's measurement, mirrored over SSH", lambda: "performance" in str(
-            (status_of(cli, RESOURCE) or {}).get("conditions")), 240, 0.2)
+        wait_measuring(cli, 240)
         remote.stop_sshd()
         try:
             (runner,) = runners(remote.client, cli.instance)  # on the far engine itself
@@ -172,11 +193,7 @@ def test_a_canary_job_on_an_ssh_host_runs_through_a_lost_connection(
             assert gone
         finally:
             remote.start_sshd()
-
-        def verdict() -> str | None:
-            facts = (status_of(cli, RESOURCE) or {}).get("facts", {})
-            return str(facts["result"]) if facts.get("result") else None
-        assert wait_for("the verdict once SSH is back", verdict, 180) == "PASS", \
+        assert wait_verdict(cli, "the verdict once SSH is back", 180) == "PASS", \
             status_of(cli, RESOURCE)
     finally:
         assert daemon.terminate() == 0, daemon.log()
@@ -191,14 +208,10 @@ def test_removing_the_spec_mid_run_stops_the_job_and_cleans_up(
         tmp_path: Path) -> None:
     specs = tmp_path / "specs"
     template = rtvi_deployment(emulator_image, free_port())
-    write(specs, template, canary_job("job-gone", free_port(), canary={
-        "streams": 2, "chunkDurationSeconds": 1, "performanceSeconds": 60,
-        "freshFrameSeconds": 15}))
-    daemon = DaemonProcess(cli, ["--specs", str(specs), "--resync", "3600"],
-                           tmp_path / "daemon.log")
+    write(specs, template, measured("job-gone", 60))
+    daemon = daemon_for(cli, specs, tmp_path / "daemon.log")
     try:
-        wait_for("the job's measurement, mirrored into the record", lambda: "performance" in str(
-            (status_of(cli, RESOURCE) or {}).get("conditions")), 180, 0.2)
+        wait_measuring(cli)
         write(specs, template)
         wait_for("the Experiment to be pruned", lambda: status_of(cli, RESOURCE) is None, 120,
                  0.2)
@@ -215,34 +228,33 @@ def test_removing_the_spec_mid_run_stops_the_job_and_cleans_up(
     assert not docker_client.volumes.list(filters={"label": f"{LABEL_INSTANCE}={cli.instance}"})
 
 
-def test_a_job_uses_the_services_token_and_nothing_of_the_job_shows_it(
+def test_a_capacity_search_runs_as_a_job_with_a_fresh_service_per_window(
         cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
         tmp_path: Path) -> None:
-    token = "canary-token-" + secrets.token_hex(12)
-    token_file = tmp_path / "rtvi_token"
-    token_file.write_text(token + "\n")
-    template = rtvi_deployment(emulator_image, free_port())
-    template["spec"]["secrets"] = [{"name": "RTVI_EMU_API_TOKEN", "fromFile": str(token_file)}]
-    template["spec"]["apiTokenSecret"] = "RTVI_EMU_API_TOKEN"  # the emulator enforces it
     specs = tmp_path / "specs"
-    write(specs, template, canary_job("job-token", free_port(), canary={
-        "streams": 2, "chunkDurationSeconds": 1, "performanceSeconds": 10,
-        "freshFrameSeconds": 15}))
-    daemon = DaemonProcess(cli, ["--specs", str(specs), "--resync", "3600"],
-                           tmp_path / "daemon.log")
-    try:
-        wait_for("the job's measurement, mirrored into the record", lambda: "performance" in str(
-            (status_of(cli, RESOURCE) or {}).get("conditions")), 180, 0.2)
-        (runner,) = runners(docker_client, cli.instance)
-        seen = json.dumps(runner.attrs) + runner.logs().decode("utf-8", "replace")
-        assert token not in seen  # not in its plan, environment, command, labels or log
-
-        def verdict() -> str | None:
-            facts = (status_of(cli, RESOURCE) or {}).get("facts", {})
-            return str(facts["result"]) if facts.get("result") else None
-        assert wait_for("the verdict", verdict, 180) == "PASS", status_of(cli, RESOURCE)
-    finally:
-        assert daemon.terminate() == 0, daemon.log()
-    state = b"".join(p.read_bytes() for p in sorted(cli.state_dir.rglob("*")) if p.is_file())
-    assert token.encode() not in state  # records, the log, the evidence brought home
-    assert token not in daemon.log()
+    port = free_port()
+    search = {"apiVersion": "rtvi.reconciler/v1", "kind": "Experiment",
+              "metadata": {"name": "capacity"},
+              "spec": {"type": "capacity", "runId": "job-cap", "template": "vlm",
+                       "executor": "host",
+                       "service": {"hostPort": port, "env": {"RTVI_EMU_PORT": str(port)}},
+                       "measurement": {"claim": "the highest stable live-stream count"},
+                       "budgetSeconds": 600, "cleanupSeconds": 20,
+                       "capacity": {"initialStreamCount": 2, "addStreamCount": 2,
+                                    "maxStreamCount": 8, "windowSeconds": 5,
+                                    "maxP95LatencyMs": 2000.0, "chunkDurationSeconds": 1}}}
+    write(specs, rtvi_deployment(emulator_image, free_port(), RTVI_EMU_BREACH_ABOVE="3",
+                                 RTVI_EMU_BREACH_MS="4000"), search)
+    done = cli("apply", str(specs), "--timeout", "500", timeout=560)
+    assert done.returncode == 0, done.stdout + done.stderr
+    facts = (status_of(cli, "Experiment/capacity") or {})["facts"]
+    assert facts["result"] == "PASS", facts
+    assert "highest stable 3, first unstable 4" in facts["reason"], facts
+    folder = cli.state_dir / "evidence" / "job-cap"
+    assert verify(folder) == []
+    found = json.loads((folder / "evidence" / "capacity.json").read_text())
+    windows = [w["streams"] for w in found["ledger"]]
+    logs = [p.name for p in (folder / "logs").iterdir() if "-w" in p.name]
+    assert len(logs) == len(windows) >= 2, (logs, windows)  # a fresh service per window
+    assert not run_containers(docker_client, cli.instance, "Experiment/capacity")
+    assert not runners(docker_client, cli.instance)

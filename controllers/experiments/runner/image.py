@@ -21,11 +21,7 @@ from __future__ import annotations
 
 import importlib.metadata as metadata
 import re
-import sys
-import tarfile
-import tempfile
 import threading
-import time
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -151,18 +147,4 @@ def ensure_runner_image(engine: DockerEngine) -> str:
     """The runner image's ID (``sha256:...``) on ``engine``, imported only when its tag is
     missing there."""
     tag, items = image_tag()
-    with _BUILD_LOCK:
-        existing = engine.image(tag)
-        if existing is not None:
-            return existing.id
-        started = time.monotonic()
-        content_hash = tag.split(":", 1)[1]
-        with tempfile.NamedTemporaryFile(prefix="rtvi-runner-", suffix=".tar") as scratch:
-            with tarfile.open(fileobj=scratch, mode="w", format=tarfile.GNU_FORMAT) as tar:
-                rootimage.write_root(tar, items)
-            scratch.flush()
-            image_id = engine.import_image(Path(scratch.name), REPOSITORY, content_hash,
-                                           _changes(content_hash))
-        print(f"[runner.image] imported {tag} ({len(items)} files) on {engine.host_name} in "
-              f"{time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
-        return image_id
+    return rootimage.ensure_image(engine, tag, items, _changes, _BUILD_LOCK)

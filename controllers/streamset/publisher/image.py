@@ -12,10 +12,7 @@ upgrade or an edited ``app.py`` yields a new image.
 from __future__ import annotations
 
 import hashlib
-import tarfile
-import tempfile
 import threading
-import time
 from pathlib import Path
 
 from controllers import rootimage
@@ -88,18 +85,6 @@ def image_tag() -> tuple[str, dict[str, rootimage.Item]]:
 def ensure_publisher_image(engine: DockerEngine) -> str:
     """The publisher image's ID (``sha256:...``), imported only when its tag is missing."""
     tag, items = image_tag()
-    with _BUILD_LOCK:
-        existing = engine.image(tag)
-        if existing is not None:
-            return existing.id
-        started = time.monotonic()
-        content_hash = tag.split(":", 1)[1]
-        with tempfile.NamedTemporaryFile(prefix="rtvi-publisher-", suffix=".tar") as scratch:
-            with tarfile.open(fileobj=scratch, mode="w", format=tarfile.GNU_FORMAT) as tar:
-                rootimage.write_root(tar, items)
-            scratch.flush()
-            image_id = engine.import_image(Path(scratch.name), REPOSITORY, content_hash,
-                                           _changes(rootfs.multiarch_dir(), content_hash))
-        rootfs.progress(f"imported {tag} ({len(items)} files) in "
-                        f"{time.monotonic() - started:.1f} s")
-        return image_id
+    arch = rootfs.multiarch_dir()
+    return rootimage.ensure_image(engine, tag, items,
+                                  lambda content_hash: _changes(arch, content_hash), _BUILD_LOCK)

@@ -7,7 +7,6 @@ ENVIRONMENT.md, and ``controllers.rootimage`` for why host files and merged-/usr
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from controllers.errors import PermanentError
@@ -78,7 +77,3 @@ def plan(app_files: dict[str, Path]) -> dict[str, Item]:
     for dest, source in app_files.items():
         items[dest] = Item(source=source)
     return dict(sorted(items.items()))
-
-
-def progress(message: str) -> None:
-    print(f"[publisher.image] {message}", file=sys.stderr, flush=True)
