@@ -249,17 +249,21 @@ class ExperimentKind:
             return terminal(key, f"Conflict: {conflict}", "Conflict",
                             report=Report(detail=conflict))
         plan = desired.launch
-        runs.launch_record(services.store, plan)
         session = Hosts.of(services).session(ctx.spec_set.host(host))  # type: ignore[union-attr]
         engine = session.engine()
         telemetry = session.telemetry(plan.spec.telemetry.dcgmUrl)
         progress = self._progress(ctx, key)
+        spec = plan.spec
+        if spec.executor == "host":  # its secrets read before the run ID is claimed
+            job = self._job_work(ctx, plan, session)
+            runs.launch_record(services.store, plan)
+            # The job enforces its own budget on the Host; the follow has a backstop.
+            return self._run(ctx, key, spec.runId, job, desired)
+        runs.launch_record(services.store, plan)
 
-        def in_process(stop: threading.Event) -> str:
+        def work(stop: threading.Event) -> str:
             return runs.execute(plan, engine, services.store, services.instance, stop, progress,
                                 telemetry)
-        spec = plan.spec
-        work = self._job_work(ctx, plan, session) if spec.executor == "host" else in_process
         return self._run(ctx, key, spec.runId, work, desired,
                          float(spec.budgetSeconds - spec.cleanupSeconds),
                          f"its budget of {spec.budgetSeconds}s ran out ({spec.cleanupSeconds}s "

@@ -98,14 +98,20 @@ def start(engine: DockerEngine, plan: RunPlan, instance: str, socket_path: str,
         mounts=[(socket_path, DOCKER_SOCKET, False)], volumes=[(name, str(jobs.JOB_DIR))],
         command=["-m", "controllers.experiments.runner.job"], network_mode="host",
         stdin_open=True, init=True, stop_timeout=plan.spec.cleanupSeconds + STOP_MARGIN_S))
-    publisher = ensure_publisher_image(engine)  # built here: the Host has no GStreamer to spare
-    frozen = jobs.freeze(plan, instance, publisher).model_dump_json().encode()
-    engine.put_file(container_id, str(jobs.JOB_DIR), jobs.PLAN_FILE, frozen)
-    engine.start(container_id)
-    engine.write_stdin(container_id, json.dumps(secrets).encode() + b"\n")  # one line
+    job = Job(container_id, name)
+    try:
+        publisher = ensure_publisher_image(engine)  # put here: the runner has no GStreamer
+        frozen = jobs.freeze(plan, instance, publisher).model_dump_json().encode()
+        engine.put_file(container_id, str(jobs.JOB_DIR), jobs.PLAN_FILE, frozen)
+        engine.start(container_id)
+        engine.write_stdin(container_id, json.dumps(secrets).encode() + b"\n")  # one line
+    except ControllerError:
+        with contextlib.suppress(ControllerError):  # half made: no job, nothing to follow
+            remove(engine, job)
+        raise
     log.info("experiment.job_started", resource=plan.resource, run_id=run_id, runner=name,
              host=plan.host)
-    return Job(container_id, name)
+    return job
 
 
 def find(engine: DockerEngine, instance: str, resource: str, run_id: str) -> Job | None:
@@ -207,7 +213,8 @@ def follow(connect: Callable[[], DockerEngine], job: Job, store: Store, key: Key
             if theirs is not None and fresh and ExperimentStatusFacts.of(theirs).result is None:
                 mirror(store, key, theirs, job, written)
                 last[:] = [written, time.monotonic()]
-        return None if info.running or info.status == "created" else info
+        # Created and never started (a crash between the two) is an end too: nothing runs.
+        return None if info.running or info.paused else info
 
     try:
         ended = until(exited, timeout_s=backstop_s, pace=FOLLOW_PACE_S, stop=stop)

@@ -199,7 +199,8 @@ def _configure_logs() -> None:
 def _budget(plan: runs.RunPlan, store: Store, stop: threading.Event) -> threading.Timer:
     """The run's budget, enforced here where it runs: when it is spent (its cleanup's share
     kept), the reason goes into the record and the run stops; the reconciler's recovery then
-    ends it INCONCLUSIVE with its cleanup, as for a run in its own process."""
+    ends it INCONCLUSIVE with its cleanup, as for a run in its own process. (Recovering it
+    here instead, so that nothing waits for a reconciler to come back, is a next step.)"""
     spec = plan.spec
 
     def spent() -> None:
@@ -243,7 +244,7 @@ def run_job(job_dir: Path, stdin: Any, stop: threading.Event, docker_url: str = 
         verdict = runs.execute(plan, engine, store, instance, stop,
                                lambda message: log.info("runner.progress", message=message),
                                telemetry_on_host(job))
-    except Stopped as exc:
+    except Stopped as exc:  # SIGTERM or the budget: the reconciler recovers it
         log.warning("runner.stopped", run_id=plan.spec.runId, reason=str(exc))
         return EXIT_STOPPED
     except ControllerError as exc:
