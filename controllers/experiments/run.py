@@ -93,6 +93,9 @@ class RunPlan:
     revision: str | None
     # GPUs the service is given by other means (telemetry.gpus): watched, never requested.
     other_gpus: tuple[str, ...] = ()
+    # The code that planned the run, when it runs elsewhere (a job on its Host, whose image
+    # holds no Git checkout): recorded in the manifest instead of what this process finds.
+    code: CodeRef | None = None
 
     @property
     def watched_gpus(self) -> list[str]:
@@ -460,8 +463,13 @@ def _manifest(plan: RunPlan, engine: DockerEngine, store: Store,
                     telemetry=tele.source_name or f"not measured ({tele.why_not})"),
         settings=Settings(VLLM_IGNORE_EOS=env.get("VLLM_IGNORE_EOS", "unset"),
                           evs={k: v for k, v in sorted(env.items()) if "EVS" in k.upper()}),
-        code=CodeRef(version=_version(), revision=_code_revision()),
+        code=plan.code or code_ref(),
         createdAt=utc_now())
+
+
+def code_ref() -> CodeRef:
+    """This process's code: the installed version and the checkout's commit."""
+    return CodeRef(version=_version(), revision=_code_revision())
 
 
 def _version() -> str:

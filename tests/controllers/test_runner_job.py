@@ -58,6 +58,9 @@ def test_the_frozen_plan_names_secrets_and_thaws_to_the_same_run(tmp_path: Path)
         plan.resource, plan.run_hash, plan.gpu_ids, plan.other_gpus)
     # On the Host the service is reached at the URL the Host sees; no tunnel there.
     assert thawed.desired.probe_url == plan.desired.url
+    # The manifest names the reconciler's code: the runner's image holds no checkout.
+    assert thawed.code is not None
+    assert thawed.code.revision == frozen.code_revision != "unknown"
     (ref,) = thawed.desired.deployment.spec.secrets
     assert (ref.name, ref.fromFile, ref.fromEnv) == ("API_TOKEN", None,
                                                      jobs.SECRET_ENV_PREFIX + "API_TOKEN")

@@ -46,6 +46,7 @@ from controllers.deployment.plan import Desired
 from controllers.errors import ControllerError
 from controllers.experiments import run as runs
 from controllers.experiments.facts import ExperimentStatusFacts
+from controllers.experiments.manifest import CodeRef
 from controllers.host.gputelemetry import (
     DcgmTelemetry,
     NvmlTelemetry,
@@ -102,6 +103,8 @@ class JobPlan(BaseModel):
     dcgm_url: str | None = None
     secrets: list[str] = []
     publisher_image: str | None = None  # put on the Host by the reconciler (no GStreamer here)
+    code_version: str = "unknown"  # the reconciler's code: the runner has no checkout
+    code_revision: str = "unknown"
 
 
 def freeze(plan: runs.RunPlan, instance: str, publisher_image: str | None = None) -> JobPlan:
@@ -109,6 +112,7 @@ def freeze(plan: runs.RunPlan, instance: str, publisher_image: str | None = None
     it); ``publisher_image``: the publisher image's ID on the Host. A plan whose secrets
     cannot be used is refused before, by ``plan``/``launch``."""
     desired = plan.desired
+    code = runs.code_ref()
     return JobPlan(
         instance=str(instance), owner_id=getattr(instance, "owner_id", None),
         resource=str(plan.resource), name=plan.name,
@@ -121,7 +125,8 @@ def freeze(plan: runs.RunPlan, instance: str, publisher_image: str | None = None
         other_gpus=list(plan.other_gpus), source_file=plan.source_file,
         revision=plan.revision, dcgm_url=plan.spec.telemetry.dcgmUrl,
         secrets=[ref.name for ref in desired.deployment.spec.secrets],
-        publisher_image=publisher_image)
+        publisher_image=publisher_image, code_version=code.version,
+        code_revision=code.revision)
 
 
 def _as_env_refs(deployment: dict[str, Any]) -> dict[str, Any]:
@@ -146,7 +151,8 @@ def thaw(job: JobPlan, evidence_root: Path) -> runs.RunPlan:
         resource=resource, name=job.name, spec=_SPEC.validate_python(job.spec),
         run_hash=job.run_hash, template=Deployment.model_validate(_as_env_refs(job.template)),
         desired=desired, host=job.host, gpu_ids=list(job.gpu_ids), evidence_root=evidence_root,
-        source_file=job.source_file, revision=job.revision, other_gpus=tuple(job.other_gpus))
+        source_file=job.source_file, revision=job.revision, other_gpus=tuple(job.other_gpus),
+        code=CodeRef(version=job.code_version, revision=job.code_revision))
 
 
 def take_secrets(job: JobPlan, stream: Any) -> None:
