@@ -51,6 +51,11 @@ class Facts(BaseModel):
         """The rows of the ``TABLE`` fact, shown by ``status NAME`` (none by default)."""
         return []
 
+    def where(self, now: datetime | None = None) -> str:
+        """Where a run-once resource's work executes and how well it is followed, for the
+        ``status`` table ("" by default: it executes in the reconciler)."""
+        return ""
+
     @classmethod
     def parse(cls, raw: object) -> Self:
         """Validate ``raw``; keys that are unknown or of the wrong type are dropped, not fatal."""
@@ -88,7 +93,7 @@ class EngineFacts(Facts):
     docker_url: str | None = None
 
 
-def _seconds_since(stamp: str | None, now: datetime | None) -> float | None:
+def seconds_since(stamp: str | None, now: datetime | None) -> float | None:
     if not stamp:
         return None
     try:
@@ -99,12 +104,12 @@ def _seconds_since(stamp: str | None, now: datetime | None) -> float | None:
 
 
 def age_text(stamp: str | None, now: datetime | None) -> str:
-    seconds = _seconds_since(stamp, now)
+    seconds = seconds_since(stamp, now)
     return "" if seconds is None else f" ({seconds:.0f}s ago)"
 
 
 def within(stamp: str | None, max_age: float | None, now: datetime | None) -> bool:
-    seconds = _seconds_since(stamp, now)
+    seconds = seconds_since(stamp, now)
     if seconds is None or max_age is None:
         return seconds is not None
     return seconds <= max_age

@@ -30,6 +30,7 @@ LABEL_OWNER = LABEL_PREFIX + "owner"  # the owner ID of the state directory that
 LABEL_RUN_ID = "com.nvidia.rtvi.harness.run_id"
 LABEL_ROLE = LABEL_PREFIX + "role"  # "runner": the job a run executes as, on its Host
 ROLE_RUNNER = "runner"
+ROLE_HARNESS = "harness"  # a job's harness container: the run's, cleaned up with it
 MANAGED_BY = "rtvi-reconciler"
 CONTAINER_PREFIX = "rtvi-"
 OWNER_ID_SHOWN = 8  # hex digits of a foreign owner ID put in a Conflict message

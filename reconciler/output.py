@@ -71,10 +71,12 @@ def shown_condition(st: ResourceStatus) -> Condition | None:
     return ready
 
 
-def status_rows(records: list[ResourceStatus]) -> list[dict[str, Any]]:
+def status_rows(records: list[ResourceStatus], now: datetime | None = None
+                ) -> list[dict[str, Any]]:
     rows = []
     for st in records:
         ready = shown_condition(st)
+        facts = Facts.for_kind(st.kind)
         rows.append({
             "resource": st.resource,
             "host": st.facts.get("host", ""),
@@ -88,6 +90,9 @@ def status_rows(records: list[ResourceStatus]) -> list[dict[str, Any]]:
             # Run-once kinds (Experiment) say where a run is and, once terminal, its verdict.
             "phase": str(st.facts.get("phase") or ""),
             "result": str(st.facts.get("result") or ""),
+            # Where it executes when not in the reconciler (a job on its Host), and how
+            # recently it reported and was followed.
+            "where": facts.of(st).where(now) if facts is not None else "",
         })
     return rows
 
@@ -100,8 +105,9 @@ def print_status_table(console: Console, records: list[ResourceStatus]) -> None:
                 "REASON", "SINCE", "MESSAGE"):
         table.add_column(col, overflow="fold")
     for row in rows:
+        phase = f"{row['phase']} ({row['where']})" if row["where"] else row["phase"]
         cells = (row["resource"], row["host"], row["ready"], "yes" if row["inSync"] else "no",
-                 *((row["phase"], row["result"]) if runs else ()), row["reason"], row["since"],
+                 *((phase, row["result"]) if runs else ()), row["reason"], row["since"],
                  row["message"])
         table.add_row(*(Text(safe(cell)) for cell in cells))  # Text: never parsed as markup
     console.print(table)

@@ -228,6 +228,14 @@ def mark_paths(model: type[BaseModel]) -> tuple[tuple[tuple[str, ...], str], ...
     return tuple(dict.fromkeys(found))
 
 
+def read_paths(resource: BaseModel, categories: tuple[str, ...]) -> list[str]:
+    """Every absolute path ``resource`` reads in ``categories`` (what a run executing as a job
+    on its Host must find there: its media, its harness checkout)."""
+    return [value for pattern, mark in mark_paths(type(resource)) if mark in categories
+            for _, value in _follow(resource, pattern, ())
+            if isinstance(value, str) and value.startswith("/")]
+
+
 def _follow(node: Any, pattern: tuple[str, ...], where: PathKey) -> Iterator[tuple[PathKey, Any]]:
     if not pattern:
         yield where, node

@@ -97,6 +97,9 @@ class ContainerRequest:
     volumes: list[tuple[str, str]] = field(default_factory=list)  # named volume, target
     command: list[str] | None = None  # None: the image's
     stdin_open: bool = False  # a writer may attach to stdin (``write_stdin``)
+    entrypoint: list[str] | None = None  # None: the image's
+    workdir: str | None = None  # None: the image's
+    stop_signal: str | None = None  # None: the image's (SIGTERM)
 
 
 class DockerEngine:
@@ -287,7 +290,8 @@ class DockerEngine:
             labels=req.labels, environment=[f"{k}={v}" for k, v in req.environment.items()],
             ports=[_exposed_port(p) for p in req.ports], host_config=host_config,
             stop_timeout=req.stop_timeout, command=req.command,
-            stdin_open=req.stdin_open,
+            stdin_open=req.stdin_open, entrypoint=req.entrypoint, working_dir=req.workdir,
+            stop_signal=req.stop_signal,
         )
         return str(created["Id"])
 

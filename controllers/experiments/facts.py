@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import Field
 
-from controllers.facts import Facts
+from controllers.facts import Facts, seconds_since
 from state.evidence import Verdict
 
 
@@ -34,3 +36,29 @@ class ExperimentStatusFacts(Facts):
     runner: str | None = None
     reported_at: str | None = None
     followed_at: str | None = None
+
+    def where(self, now: datetime | None = None) -> str:
+        """``job on <Host>, reported 4s ago``; under way and not looked at for more than
+        ``UNFOLLOWED_S``: ``not followed for 12m`` too (no reconciler follows it now)."""
+        if not self.runner:
+            return ""
+        said = [f"job on {self.host}" if self.host else "job"]
+        reported = seconds_since(self.reported_at, now)
+        if reported is not None:
+            said.append(f"reported {_age(reported)} ago")
+        followed = seconds_since(self.followed_at, now)
+        if self.result is None and followed is not None and followed > UNFOLLOWED_S:
+            said.append(f"not followed for {_age(followed)}")
+        return ", ".join(said)
+
+
+UNFOLLOWED_S = 60.0  # a followed job is mirrored at least every 15 s
+
+
+def _age(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.0f}h"

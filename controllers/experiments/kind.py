@@ -315,8 +315,12 @@ class ExperimentKind:
         secrets = resolve_all(plan.desired.deployment.spec.secrets)
 
         def work(stop: threading.Event) -> str:
-            job = hostjob.start(session.engine(), plan, ctx.services.instance,
-                                hostjob.socket_on(session.host), secrets)
+            try:
+                job = hostjob.start(session.engine(), plan, ctx.services.instance,
+                                    hostjob.socket_on(session.host), secrets)
+            except ControllerError as exc:  # the recovery that follows says why
+                _note_reason(ctx.services.store, plan.resource, f"the job did not start: {exc}")
+                raise
             return self._follow_work(ctx, plan.resource, session, job)(stop)
         return work
 

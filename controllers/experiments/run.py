@@ -28,6 +28,7 @@ from typing import Any
 
 import structlog
 
+from controllers import ownership
 from controllers.clients.docker_client import DockerEngine
 from controllers.clients.rtvi_client import RtviClient
 from controllers.deployment.facts import RuntimeFacts
@@ -37,6 +38,12 @@ from controllers.experiments import gpumemory, processes
 from controllers.experiments import report as bundle_report
 from controllers.experiments.cleanup import CLEANUP_FILE, CleanupReport, GpuProof, clean
 from controllers.experiments.facts import ExperimentStatusFacts
+from controllers.experiments.harnessproc import (
+    ContainerLauncher,
+    Launcher,
+    LocalLauncher,
+    OnHost,
+)
 from controllers.experiments.manifest import (
     CodeRef,
     GpuRef,
@@ -96,6 +103,8 @@ class RunPlan:
     # The code that planned the run, when it runs elsewhere (a job on its Host, whose image
     # holds no Git checkout): recorded in the manifest instead of what this process finds.
     code: CodeRef | None = None
+    # A job's harness runs in a container on its Host (None: a process beside this run).
+    harness_on_host: OnHost | None = None
 
     @property
     def watched_gpus(self) -> list[str]:
@@ -299,9 +308,26 @@ def _running(plan: RunPlan, engine: DockerEngine, instance: str, stop: threading
         launch=start_service, retire_service=retire_service, publish=publish_sources,
         note_streams=rec.streams, env_names=lambda service: engine.env_names(
             service.container_id),
-        note_process=lambda name: rec.processes([name]),
+        launcher=_launcher(plan, engine, instance, stop, rec),
         stream_id=lambda part, src: stream_id(instance, plan.resource, spec.runId, part, src))
     return run_type(spec).execute(ctx)
+
+
+def _launcher(plan: RunPlan, engine: DockerEngine, instance: str, stop: threading.Event,
+              rec: Recorder) -> Launcher:
+    """Where the run's harness runs (``harnessproc``), recorded write-ahead either way."""
+    on_host = plan.harness_on_host
+    if on_host is None:
+        return LocalLauncher(note=lambda name: rec.processes([name]))
+    labels = ownership.labels_for(instance, str(plan.resource), plan.run_hash,
+                                  run_id=plan.spec.runId)
+    labels[ownership.LABEL_ROLE] = ownership.ROLE_HARNESS
+    return ContainerLauncher(
+        engine=engine, image=on_host.image, labels=labels,
+        name_for=lambda part: ownership.container_name(
+            instance, f"run-{plan.spec.runId}-harness-{part}".lower()),
+        volume=(on_host.volume, on_host.mount), note=lambda name: rec.containers([name]),
+        stop=stop)
 
 
 def _without(desired: Desired, names: frozenset[str]) -> Desired:

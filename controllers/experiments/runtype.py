@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from controllers.experiments.driver import DELETE_PROOF_S, LoadDriver
+from controllers.experiments.harnessproc import Launcher
 from controllers.experiments.manifest import RunManifest
 from controllers.experiments.reportparts import Section
 from controllers.experiments.service import RunService
@@ -57,7 +58,7 @@ class RunContext(Generic[X_co]):
     note_streams: Callable[[list[str]], None]  # write-ahead
     stream_id: Callable[[str, str], str]  # (part, source) → the run's deterministic ID
     env_names: Callable[[RunService], list[str] | None]  # as it runs, image's own included
-    note_process: Callable[[str], None]  # write-ahead: a process the run started
+    launcher: Launcher  # where the harness runs: beside this run, or on its Host
 
     def start_service(self, without: frozenset[str] = frozenset()) -> RunService:
         return self.launch(without)
@@ -80,9 +81,9 @@ class ExperimentType(Protocol[X_contra]):
     name: str
 
     def local_only(self, spec: X_contra) -> bool:
-        """Whether the run starts a process beside the reconciler (the harness): only on a
-        Host whose engine is this machine's (a remote Host's processes are not supervised
-        yet)."""
+        """Whether the run starts a process beside the reconciler (the harness of a run in the
+        reconciler's process): only on a Host whose engine is this machine's (a job starts it
+        on its own Host instead)."""
         ...
 
     def declared_gates(self, spec: X_contra) -> list[str]:

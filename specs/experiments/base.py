@@ -42,7 +42,6 @@ from specs.values import free_text
 RUN_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{2,62}$"
 R_CONTRACT = "Experiment rule: performance contract"
 R_PATHS = "Experiment rule: isolated paths"
-R_EXECUTOR = "Experiment rule: where a run executes"
 SMOKE_FROM_S = 1800  # the contract: a run longer than 30 minutes smokes first
 MIN_RUN_S = 60  # what a run needs besides its cleanup, at the least (service, sources, gates)
 
@@ -217,15 +216,14 @@ class ExperimentSpecBase(Strict):
         measurement would be stopped by its deadline every time (None: no such floor)."""
         return None
 
-    def not_a_job(self) -> str | None:
-        """Why this run cannot execute as a job on its Host yet (None: it can). A run that
-        starts a process beside the reconciler, or reads files there, stays in its process."""
-        return f"a {self.type} run cannot execute as a job on its Host yet"
+    def read_runs(self) -> list[str]:
+        """Earlier runs whose evidence this run reads (an EVS pair's other side): a run that
+        executes as a job is given their evidence documents on its Host."""
+        return []
 
     def findings(self) -> list[Finding]:
         """Every observation-free rule: the shared contract, then the type's own."""
-        return [*_contract(self), *_paths(self), *self.type_findings(), *_budget(self),
-                *_executor(self)]
+        return [*_contract(self), *_paths(self), *self.type_findings(), *_budget(self)]
 
     def budget_smokes(self, smoke: bool | None) -> bool:
         """A block's ``smoke`` as the contract reads it: asked for, or unset with a budget of
@@ -238,12 +236,6 @@ class ExperimentSpecBase(Strict):
             yield Finding((block, "smoke"), f"a run with a budget of {self.budgetSeconds}s "
                           "(30 minutes or more) must pass the 1-frame, 1-token smoke request "
                           "first", R_CONTRACT)
-
-
-def _executor(spec: ExperimentSpecBase) -> Iterator[Finding]:
-    why = spec.not_a_job() if spec.executor == "host" else None
-    if why is not None:
-        yield Finding(("executor",), f"{why}: use executor: reconciler", R_EXECUTOR)
 
 
 def _budget(spec: ExperimentSpecBase) -> Iterator[Finding]:

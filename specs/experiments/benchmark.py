@@ -46,6 +46,9 @@ class BenchmarkExperimentSpec(ExperimentSpecBase):
     def smokes(self) -> bool:
         return self.budget_smokes(self.benchmark.smoke)
 
+    def read_runs(self) -> list[str]:
+        return [self.benchmark.pairWith] if self.benchmark.pairWith else []
+
     def type_findings(self) -> Iterator[Finding]:
         bench = self.benchmark
         if bench.pairWith == self.runId:

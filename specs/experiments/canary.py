@@ -79,9 +79,6 @@ class CanaryExperimentSpec(ExperimentSpecBase):
             return False
         return canary.smoke is True or (canary.smoke is None and self.needs_smoke())
 
-    def not_a_job(self) -> str | None:
-        return None  # its sources are synthetic, published on the Host
-
     def type_findings(self) -> Iterator[Finding]:
         canary = self.canary
         if self.workload.loadUnit != "independent_live_stream":

@@ -69,12 +69,6 @@ class CapacityExperimentSpec(ExperimentSpecBase):
         return (self.capacity.windowSeconds, ("capacity", "windowSeconds"),
                 "one stability window")
 
-    def not_a_job(self) -> str | None:
-        if self.capacity.harness is not None:
-            return ("a capacity search through the harness starts a process beside the "
-                    "reconciler; it cannot execute as a job on its Host yet")
-        return None
-
     def type_findings(self) -> Iterator[Finding]:
         cap = self.capacity
         if cap.initialStreamCount > cap.maxStreamCount:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from controllers.experiments.harnessproc import LocalLauncher
 from controllers.experiments.portvalidation.runtype import PortValidationType
 from controllers.experiments.runtype import RunContext
 from controllers.experiments.service import RunService
@@ -43,7 +44,7 @@ def validation(tmp_path: Path, mode: str
             launch=lambda _without: service, retire_service=lambda _s, _n: None,
             publish=lambda _s, _p: {}, note_streams=lambda _ids: None,
             stream_id=lambda part, src: f"{part}/{src}", env_names=lambda _s: ["PATH"],
-            note_process=lambda _n: None), evidence
+            launcher=LocalLauncher(note=lambda _n: None)), evidence
 
 
 def test_a_sane_service_passes_every_gate_with_evidence(tmp_path: Path) -> None:

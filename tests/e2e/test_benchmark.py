@@ -36,8 +36,8 @@ CONFIG_NAME = "rtvi_vlm_perf_config.yaml"
 PROMPT = "Describe the scene in one short sentence."
 
 
-@pytest.fixture(scope="module")
-def rtsp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RtspSource]:
+@pytest.fixture(scope="module", name="rtsp")
+def rtsp_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RtspSource]:
     source = RtspSource(free_port(), {"red": ("FF0000", None)},
                         tmp_path_factory.mktemp("rtsp") / "rtsp.log")
     source.start()
@@ -45,8 +45,8 @@ def rtsp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RtspSource]:
     source.stop()
 
 
-@pytest.fixture(scope="module")
-def media(tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture(scope="module", name="media")
+def media_fixture(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder the harness and the service both read (the service through a read-only bind
     mount at the same path, as a shared volume): the file burst's clip, the smoke clip."""
     folder = tmp_path_factory.mktemp("media")

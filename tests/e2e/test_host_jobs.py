@@ -16,6 +16,15 @@ from state.evidence import verify
 from tests.conftest import Cli
 from tests.e2e.daemon_helpers import DaemonProcess, run_containers, status_of, wait_for
 from tests.e2e.stream_helpers import rtvi_deployment
+from tests.e2e.test_benchmark import (  # noqa: F401
+    bench,
+    harness_config,
+    media_fixture,
+    pinned,
+    rtsp_fixture,
+)
+from tests.e2e.test_port_validation import port_spec
+from tests.emulators.rtsp_source import RtspSource
 from tests.ports import free_port
 from tests.remote_engine import (  # noqa: F401
     RemoteEngine,
@@ -263,3 +272,75 @@ def test_a_capacity_search_runs_as_a_job_with_a_fresh_service_per_window(
     assert len(logs) == len(windows) >= 2, (logs, windows)  # a fresh service per window
     assert not run_containers(docker_client, cli.instance, "Experiment/capacity")
     assert not runners(docker_client, cli.instance)
+
+
+def on_edge(remote: RemoteEngine, template: dict[str, Any], run: dict[str, Any],
+            specs: Path) -> None:
+    """``run`` as a job on the SSH Host ``edge``, with ``template`` there."""
+    template["spec"]["host"] = "edge"
+    run["spec"]["executor"] = "host"
+    write(specs, remote.host_document("edge"), template, run)
+
+
+def left_on(client: docker.DockerClient, instance: str) -> list[str]:
+    """Containers of this instance's runs (service, publishers, harness, runner) still there
+    (the template's own Deployment is not a run's)."""
+    return [c.name for c in client.containers.list(all=True, filters={
+        "label": [f"{LABEL_INSTANCE}={instance}", LABEL_RUN_ID]})]
+
+
+def test_a_port_validation_runs_as_a_job_on_an_ssh_host_reading_its_media_there(
+        cli: Cli, emulator_image: str, remote: RemoteEngine, tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    on_edge(remote, rtvi_deployment(emulator_image, free_port()),
+            port_spec(tmp_path, "job-port", free_port()), specs)
+    done = cli("apply", str(specs), "--timeout", "300", timeout=400)
+    assert done.returncode == 0, done.stdout + done.stderr
+    facts = (status_of(cli, "Experiment/port") or {})["facts"]
+    assert facts["result"] == "PASS", facts
+    assert facts["runner"].endswith("run-job-port"), facts
+    folder = cli.state_dir / "evidence" / "job-port"
+    found = json.loads((folder / "evidence" / "port-validation.json").read_text())
+    smoke = {row["name"]: row for row in found["smoke"]}
+    # The runner read the pinned media on the Host (read-only binds at the same paths) and
+    # the service decoded them: the answers name what the files show.
+    assert "red" in smoke["image"]["answer"].lower(), smoke
+    assert "blue" in smoke["video"]["answer"].lower(), smoke
+    assert found["accuracy"]["correct"] == found["accuracy"]["total"] == 3, found["accuracy"]
+    assert verify(folder) == []
+    assert not left_on(remote.client, cli.instance)
+
+
+def test_a_benchmark_runs_as_a_job_on_an_ssh_host_with_the_harness_from_its_checkout(
+        cli: Cli, emulator_image: str, remote: RemoteEngine, tmp_path: Path,
+        rtsp: RtspSource, media: Path) -> None:
+    specs = tmp_path / "specs"
+    config = harness_config(tmp_path, rtsp, media)
+    template = rtvi_deployment(emulator_image, free_port())
+    template["spec"]["mounts"] = [{"source": str(media), "target": str(media)}]
+    on_edge(remote, template, bench("job-bench", free_port(), config, concurrencyLevels=[1, 2],
+                                    smoke=True, smokeClip=pinned(media / "clip.mp4")), specs)
+    planned = cli("plan", str(specs))  # not refused on a remote Host: it runs there
+    assert planned.returncode == 2, planned.stdout + planned.stderr  # changes, no error
+    assert "executes as a job on Host edge" in planned.stdout, planned.stdout
+    done = cli("apply", str(specs), "--timeout", "300", timeout=400)
+    assert done.returncode == 0, done.stdout + done.stderr
+    facts = (status_of(cli, "Experiment/bench") or {})["facts"]
+    assert facts["result"] == "PASS", facts
+    assert set(facts["gates"]) == {"scenario", "service-environment", "smoke", "harness",
+                                   "cleanup"}, facts
+    folder = cli.state_dir / "evidence" / "job-bench"
+    assert verify(folder) == []
+    found = json.loads((folder / "evidence" / "benchmark.json").read_text())
+    assert found["result"]["summary"]["overall_status"] == "PASS", found["result"]
+    assert [lv["concurrency"] for lv in found["fileBurst"]["levels"]] == [1, 2]
+    log = (folder / "logs" / "harness.log").read_text()
+    assert "Scenario 'file_burst_1_token' completed successfully!" in log, log[-2000:]
+    events = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
+    (started,) = [e for e in events if e["reason"] == "HarnessStarted"]
+    # The harness ran on the Host in a container of the run (the Host's own interpreter,
+    # virtual environment and checkout, read-only), not as a process beside the reconciler.
+    assert started["process"].endswith("-harness-run"), started
+    cleanup = json.loads((folder / "gates" / "cleanup.json").read_text())
+    assert cleanup["passed"], cleanup
+    assert not left_on(remote.client, cli.instance)  # service, harness, runner: all removed

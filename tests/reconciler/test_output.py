@@ -49,3 +49,22 @@ def test_a_change_in_flight_is_shown_instead_of_the_last_verdict_it_made_untrue(
     st.set_condition("Ready", "True", "FramesFlowing", "49 source(s)")
     st.set_condition("Progressing", "True", "Applying", "applying 1 change(s): register 1")
     assert _reasons(st) == ("True", "FramesFlowing", "49 source(s)")
+
+
+def test_a_run_executing_as_a_job_says_where_and_how_recently_it_was_seen() -> None:
+    st = ResourceStatus(resource="Experiment/canary", kind="Experiment", name="canary")
+    st.facts.update({"phase": "Running", "host": "edge", "runner": "rtvi-run-c1",
+                     "reportedAt": "2026-12-03T10:00:04Z", "followedAt": "2026-12-03T10:00:09Z"})
+    now = datetime(2026, 12, 3, 10, 0, 10, tzinfo=UTC)
+    assert status_rows([st], now)[0]["where"] == "job on edge, reported 6s ago"
+    # No reconciler has looked for 20 minutes: it runs on regardless, and status says so.
+    later = datetime(2026, 12, 3, 10, 20, 9, tzinfo=UTC)
+    assert status_rows([st], later)[0]["where"] == ("job on edge, reported 20m ago, not "
+                                                    "followed for 20m")
+    st.facts["result"] = "PASS"  # done: nothing left to follow
+    assert status_rows([st], later)[0]["where"] == "job on edge, reported 20m ago"
+    in_process = ResourceStatus(resource="Experiment/old", kind="Experiment", name="old")
+    in_process.facts.update({"phase": "Running", "host": "local"})
+    assert status_rows([in_process], now)[0]["where"] == ""
+    deployment = ResourceStatus(resource="Deployment/vlm", kind="Deployment", name="vlm")
+    assert status_rows([deployment], now)[0]["where"] == ""

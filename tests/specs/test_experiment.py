@@ -10,12 +10,13 @@ from pydantic import ValidationError
 
 from specs.errors import SpecError
 from specs.experiment import Experiment, check_experiment, check_template, measure_warnings
-from specs.experiments.base import R_CONTRACT, R_EXECUTOR
+from specs.experiments.base import R_CONTRACT
 from specs.experiments.benchmark import R_BENCH
 from specs.experiments.canary import CanaryExperimentSpec, solid_labels
 from specs.experiments.capacity import R_CAPACITY
 from specs.experiments.portvalidation import R_PORT
 from specs.models import Deployment
+from specs.trust import read_paths
 from specs.validate import parse_text
 
 DIGEST = "ab" * 32
@@ -417,24 +418,22 @@ def test_latency_is_measured_the_harness_way_by_default_and_plan_warns_of_the_se
                                                            "latencySource": "server"}))
 
 
-@pytest.mark.parametrize(("spec", "why"), [
-    ({}, None),  # a canary
-    (_capacity(), None),
-    ({**_capacity(harness=HARNESS_SEARCH), "budgetSeconds": 900},
-     "a capacity search through the harness starts a process beside the reconciler"),
-    (_port(), "a portValidation run cannot execute as a job on its Host yet"),
-    (_bench(), "a benchmark run cannot execute as a job on its Host yet"),
-])
-def test_executor_host_takes_the_types_that_can_run_as_a_job(
-        spec: dict[str, Any], why: str | None) -> None:
+@pytest.mark.parametrize("spec", [{}, _capacity(),
+                                  {**_capacity(harness=HARNESS_SEARCH), "budgetSeconds": 900},
+                                  _port(), _bench()])
+def test_every_type_may_execute_as_a_job_on_its_host(spec: dict[str, Any]) -> None:
     exp = Experiment.model_validate(_experiment(**spec, executor="host"))
-    found = [f for f in check_experiment(exp) if f.rule == R_EXECUTOR]
-    if why is None:
-        assert found == []
-        return
-    (finding,) = found
-    assert finding.path == ("spec", "executor")
-    assert finding.message.startswith(why), finding.message
-    assert finding.message.endswith(": use executor: reconciler")
-    default = Experiment.model_validate(_experiment(**spec))
-    assert not [f for f in check_experiment(default) if f.rule == R_EXECUTOR]
+    assert exp.spec.executor == "host"
+    assert check_experiment(exp) == check_experiment(
+        Experiment.model_validate(_experiment(**spec)))
+
+
+def test_a_job_reads_on_its_host_the_media_and_harness_files_its_spec_names() -> None:
+    port = Experiment.model_validate(_experiment(**_port(), executor="host"))
+    assert read_paths(port.spec, ("media", "harness")) == ["/m/red.png"]
+    bench = Experiment.model_validate(_experiment(**_bench(
+        smoke=True, smokeClip={"path": "/m/clip.mp4", "sha256": DIGEST}, pairWith="other")))
+    assert sorted(read_paths(bench.spec, ("media", "harness"))) == ["/m/clip.mp4", "/opt/vss"]
+    assert read_paths(bench.spec, ("secrets",)) == []
+    assert bench.spec.read_runs() == ["other"]  # the EVS pair's other side
+    assert port.spec.read_runs() == []

@@ -18,8 +18,9 @@ the benchmark practice's (perf-testing guide, "Running Benchmarks", "Run Integri
    ``vlm_api_mode`` changed), REPORT (the report directory, with the ``--output-json``
    document), LOG (the harness's output). ``RTVI_BACKEND`` is set too, so neither a ``.env``
    in the checkout nor the operator's shell can point the harness at another service. The
-   harness runs as a process of its own session on the Host, recorded in the run's inventory
-   (``processes``) before it starts, so a crash leaves nothing the recovery cannot end.
+   harness runs where the run does (``harnessproc``): a process of its own session beside an
+   in-process run, a container with the Host's userland beside a job; either is recorded in
+   the run's inventory before it starts, so a crash leaves nothing the recovery cannot end.
 5. Supervision: a log whose mtime is older than ``logStaleSeconds`` is *inspected* (service
    health, active streams, the process) and the finding recorded — never killed for it
    (max-stream windows and freshness waits are legitimately quiet); but a run that went quiet
@@ -39,7 +40,7 @@ the benchmark practice's (perf-testing guide, "Running Benchmarks", "Run Integri
 from __future__ import annotations
 
 import os
-import subprocess
+import posixpath
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,12 +49,18 @@ from typing import Any
 import yaml
 
 from controllers.errors import ControllerError
-from controllers.experiments import processes
 from controllers.experiments.benchmark import harnessreport
 from controllers.experiments.benchmark import report as benchreport
 from controllers.experiments.benchmark.report import BENCH_FILE, BenchDocument, Pairing, StaleLog
 from controllers.experiments.driver import GATE_SMOKE, ONE_FRAME_ONE_TOKEN
 from controllers.experiments.filechat import PinnedFile, ask
+from controllers.experiments.harnessproc import (
+    HarnessError,
+    HarnessRun,
+    Launcher,
+    LocalLauncher,
+    interpreter_root,
+)
 from controllers.experiments.manifest import RunManifest, read_manifest
 from controllers.experiments.reportparts import Section
 from controllers.experiments.runtype import PlannedStep, RunContext
@@ -79,6 +86,7 @@ REPORT_HANDLE = "output/report"
 RESULT_JSON = "vss-result.json"  # --output-json, inside the report directory
 LOG_HANDLE = "logs/harness.log"
 LOG_TAIL_BYTES = 1 << 20  # the harness's reasons are at the end of its log
+SCENARIO_FILES = ("filepath", "rtsp_urls_file")  # what a scenario's video entry reads
 HARNESS_INTERRUPT_S = 35.0  # a stopped harness's SIGINT cleanup: it waits 30 s for its readers
 
 
@@ -86,20 +94,42 @@ def harness_config_path(bench: BenchmarkSpec) -> Path:
     return Path(bench.harness.workdir) / bench.harness.config
 
 
-def list_scenarios(bench: BenchmarkSpec) -> tuple[dict[str, str] | None, str]:
+def list_scenarios(bench: BenchmarkSpec, launcher: Launcher | None = None
+                   ) -> tuple[dict[str, str] | None, str]:
     """The config's scenarios and their ``benchmark_mode`` as the harness lists them (None and
-    why, when it cannot say)."""
+    why, when it cannot say); ``launcher``: where the harness runs (None: here)."""
     argv = [*bench.harness.argv, "--config", str(harness_config_path(bench)), "--list-scenarios"]
+    where = launcher or LocalLauncher(note=lambda _name: None)
     try:
-        done = subprocess.run(argv, cwd=bench.harness.workdir, capture_output=True, text=True,
-                              timeout=LIST_TIMEOUT_S, env=_env(bench, None, None), check=False)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return None, f"cannot run {' '.join(argv)}: {exc}"
-    said = f"{done.stderr}\n{done.stdout}"
-    if done.returncode != 0:
+        code, said = where.once(argv, bench.harness.workdir, _env(bench, None, None),
+                                harness_reads(bench, None), LIST_TIMEOUT_S)
+    except HarnessError as exc:
+        return None, str(exc)
+    if code != 0:
         tail = harnessreport.reasons(None, said) or said.strip().splitlines()[-3:]
-        return None, f"--list-scenarios exited {done.returncode}: {' | '.join(tail)}"
+        return None, f"--list-scenarios exited {code}: {' | '.join(tail)}"
     return harnessreport.listed_scenarios(said), ""
+
+
+def harness_reads(bench: BenchmarkSpec, data: dict[str, Any] | None) -> list[str]:
+    """The Host folders and files the harness reads, for a harness that runs in a container
+    (``harnessproc.host_mounts``): its working directory, its config's folder, its
+    interpreter's virtual environment, the folders of absolute argv items, and the files the
+    scenario's videos name (``filepath``, ``rtsp_urls_file``) when ``data`` (the config) is
+    given. Relative paths are the working directory's, already in it."""
+    harness = bench.harness
+    reads = [harness.workdir, str(harness_config_path(bench).parent),
+             *interpreter_root(harness.argv),
+             *(posixpath.dirname(a) for a in harness.argv[1:] if a.startswith("/"))]
+    scenarios = data.get("test_scenarios") if data is not None else None
+    scenario = scenarios.get(bench.scenario) if isinstance(scenarios, dict) else None
+    videos = scenario.get("videos") if isinstance(scenario, dict) else None
+    for video in videos if isinstance(videos, list) else []:
+        for key in SCENARIO_FILES:
+            named = video.get(key) if isinstance(video, dict) else None
+            if isinstance(named, str) and named.startswith("/"):
+                reads.append(named)
+    return reads
 
 
 def scenario_problem(bench: BenchmarkSpec, listed: dict[str, str] | None, why: str) -> str:
@@ -195,10 +225,6 @@ def _env(bench: BenchmarkSpec, run_id: str | None, url: str | None) -> dict[str,
     return env | ({"RTVI_RECONCILER_RUN_ID": run_id} if run_id else {})
 
 
-class HarnessError(ControllerError):
-    """The harness cannot be started as the spec says."""
-
-
 def environment_problems(names: list[str] | None, evs: bool) -> list[str]:
     if names is None:
         return ["the service's environment cannot be read"]
@@ -228,7 +254,7 @@ class BenchmarkType:
     name = "benchmark"
 
     def local_only(self, spec: BenchmarkExperimentSpec) -> bool:
-        return True
+        return spec.executor != "host"  # a job starts the harness on its Host
 
     def declared_gates(self, spec: BenchmarkExperimentSpec) -> list[str]:
         bench = spec.benchmark
@@ -282,7 +308,7 @@ class Benchmark:
         does; else why, before any service starts)."""
         ctx, bench = self.ctx, self.bench
         ctx.progress(f"checking scenario {bench.scenario} with --list-scenarios")
-        listed, why = list_scenarios(bench)
+        listed, why = list_scenarios(bench, ctx.launcher)
         problem = scenario_problem(bench, listed, why)
         ctx.evidence.gate(GATE_SCENARIO, not problem, problem or (
             f"{bench.scenario} is a {bench.mode} scenario"), {
@@ -334,6 +360,7 @@ class Benchmark:
                                      derived_config(bench, report_dir, service.url, data))
         log_path = evidence.path(LOG_HANDLE)
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.touch()  # its age is watched from the start, wherever the harness runs
         output_json = report_dir / RESULT_JSON
         handles = {"config": str(config), "report": str(report_dir), "log": str(log_path)}
         argv = harness_argv(bench, config, output_json)
@@ -341,26 +368,18 @@ class Benchmark:
                        backend=api_base(service.url))
         ctx.progress(f"harness: CONFIG {config}, REPORT {report_dir}, LOG {log_path}")
         started = time.time()
-        with open(log_path, "ab") as log:
-            try:
-                proc = subprocess.Popen(argv, cwd=bench.harness.workdir, stdout=log,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        env=_env(bench, ctx.spec.runId, service.url),
-                                        start_new_session=True)
-            except OSError as exc:
-                raise HarnessError(f"cannot start the harness {argv[0]}: {exc}") from None
-        process = processes.name_of(proc)
-        ctx.note_process(process)  # before anything can go wrong: the recovery ends it
-        evidence.event("HarnessStarted", f"{process}", process=process)
+        run = ctx.launcher.start(argv, bench.harness.workdir,
+                                 _env(bench, ctx.spec.runId, service.url),
+                                 harness_reads(bench, data), log_path)
+        evidence.event("HarnessStarted", run.name, process=run.name)
         try:
-            exit_code = self._supervise(proc, log_path, service)
+            exit_code = self._supervise(run, log_path, service)
         finally:
             # Over its budget: let it clean up what it started. Shutting down or removed:
             # end it now (SIGTERM ends a daemon within seconds); cleanup then proves the rest.
             interrupt_s = (0.0 if ctx.stop.is_set()
                            else min(HARNESS_INTERRUPT_S, ctx.spec.cleanupSeconds / 2))
-            if proc.poll() is None and processes.end(process, interrupt_s) is None:
-                proc.wait(timeout=5)  # ended (stopped, over budget): reap it
+            run.end(interrupt_s)
         scenario_dir = report_dir / bench.scenario
         outcome = harnessreport.Outcome(
             exit_code, bench.mode, harnessreport.load(output_json, newer_than=started),
@@ -368,20 +387,20 @@ class Benchmark:
             _tail(log_path))
         return outcome, handles
 
-    def _supervise(self, proc: subprocess.Popen[bytes], log: Path, service: RunService) -> int:
+    def _supervise(self, run: HarnessRun, log: Path, service: RunService) -> int:
         """Wait for the harness to end (the run's budget and shutdown stop it); a stale log is
         inspected and recorded, once per stale period, never a reason to kill."""
         stale_s = float(self.bench.logStaleSeconds)
         last_inspected = [0.0]
 
         def check() -> int | None:
-            code = proc.poll()
+            code = run.poll()
             if code is not None:
                 return code
             quiet = time.time() - log.stat().st_mtime
             if quiet >= stale_s and time.monotonic() - last_inspected[0] >= stale_s:
                 last_inspected[0] = time.monotonic()
-                self._inspect(quiet, service, proc)
+                self._inspect(quiet, service, run)
             return None
         code = until(check, timeout_s=float(self.ctx.spec.budgetSeconds), pace=POLL_S,
                      stop=self.ctx.stop)
@@ -389,10 +408,9 @@ class Benchmark:
             raise Stopped("the harness outlived the run's budget")
         return code
 
-    def _inspect(self, quiet_s: float, service: RunService,
-                 proc: subprocess.Popen[bytes]) -> None:
+    def _inspect(self, quiet_s: float, service: RunService, run: HarnessRun) -> None:
         finding = StaleLog(logQuietSeconds=round(quiet_s, 1),
-                           harnessRunning=proc.poll() is None)
+                           harnessRunning=run.poll() is None)
         client = service.client()
         try:
             finding.serviceModel = client.model_id()

@@ -197,7 +197,7 @@ class CapacityType:
         return [*smoke, GATE_BOUNDARY]
 
     def local_only(self, spec: CapacityExperimentSpec) -> bool:
-        return spec.capacity.harness is not None
+        return spec.capacity.harness is not None and spec.executor != "host"
 
     def planned(self, spec: CapacityExperimentSpec) -> list[PlannedStep]:
         cap = spec.capacity

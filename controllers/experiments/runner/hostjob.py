@@ -36,15 +36,17 @@ import structlog
 
 from controllers import ownership
 from controllers.clients.docker_client import ContainerInfo, ContainerRequest, DockerEngine
-from controllers.errors import ControllerError, TemporaryError
+from controllers.errors import ControllerError, PermanentError, TemporaryError
 from controllers.experiments.facts import ExperimentStatusFacts
+from controllers.experiments.harnessproc import read_only_binds
 from controllers.experiments.run import RunPlan
 from controllers.experiments.runner import job as jobs
 from controllers.experiments.runner.image import ensure_runner_image
 from controllers.streamset.publisher.image import ensure_publisher_image
 from controllers.waiting import Stopped, until
 from specs.models import Host
-from state.evidence import Verdict, verify
+from specs.trust import read_paths
+from state.evidence import MANIFEST, Verdict, verify
 from state.keys import Key
 from state.models import ResourceStatus
 from state.store import Store
@@ -54,6 +56,8 @@ DOCKER_SOCKET = "/var/run/docker.sock"
 FOLLOW_PACE_S = 1.0
 FOLLOWED_EVERY_S = 15.0  # an unchanged job record is mirrored this often (``followed_at``)
 STOP_MARGIN_S = 30  # the runner's SIGTERM grace beyond its cleanup deadline
+JOB_READS = ("media", "harness")  # the trust categories a job reads on its Host
+EARLIER_MAX_BYTES = 8 << 20  # one evidence document of an earlier run, copied into a job
 log = structlog.get_logger("controllers.experiments")
 
 
@@ -93,16 +97,27 @@ def start(engine: DockerEngine, plan: RunPlan, instance: str, socket_path: str,
     labels = _labels(instance, str(plan.resource), plan.run_hash, run_id)
     image_id = ensure_runner_image(engine)
     engine.create_volume(name, labels)
-    container_id = engine.create(ContainerRequest(
-        name=name, image=image_id, labels=labels, environment={},
-        mounts=[(socket_path, DOCKER_SOCKET, False)], volumes=[(name, str(jobs.JOB_DIR))],
-        command=["-m", "controllers.experiments.runner.job"], network_mode="host",
-        stdin_open=True, init=True, stop_timeout=plan.spec.cleanupSeconds + STOP_MARGIN_S))
+    try:
+        container_id = engine.create(ContainerRequest(
+            name=name, image=image_id, labels=labels, environment={},
+            mounts=[(socket_path, DOCKER_SOCKET, False), *host_reads(plan)],
+            volumes=[(name, str(jobs.JOB_DIR))],
+            command=["-m", "controllers.experiments.runner.job"], network_mode="host",
+            stdin_open=True, init=True, stop_timeout=plan.spec.cleanupSeconds + STOP_MARGIN_S))
+    except ControllerError as exc:
+        with contextlib.suppress(ControllerError):
+            engine.remove_volume(name)
+        raise PermanentError(f"cannot create the run's job on Host {plan.host}: {exc} (a "
+                             "job reads its media and harness files on its Host: they must "
+                             "be there, at the paths the spec names)") from None
     job = Job(container_id, name)
     try:
         publisher = ensure_publisher_image(engine)  # put here: the runner has no GStreamer
-        frozen = jobs.freeze(plan, instance, publisher).model_dump_json().encode()
+        frozen = jobs.freeze(plan, instance, publisher, image_id, name).model_dump_json(
+            ).encode()
         engine.put_file(container_id, str(jobs.JOB_DIR), jobs.PLAN_FILE, frozen)
+        for relative, data in earlier_evidence(plan):
+            engine.put_file(container_id, str(jobs.JOB_DIR / jobs.EVIDENCE_DIR), relative, data)
         engine.start(container_id)
         engine.write_stdin(container_id, json.dumps(secrets).encode() + b"\n")  # one line
     except ControllerError:
@@ -112,6 +127,27 @@ def start(engine: DockerEngine, plan: RunPlan, instance: str, socket_path: str,
     log.info("experiment.job_started", resource=plan.resource, run_id=run_id, runner=name,
              host=plan.host)
     return job
+
+
+def host_reads(plan: RunPlan) -> list[tuple[str, str, bool]]:
+    """What the run reads on its Host, bound read-only into the runner at the same paths: the
+    media its spec names (port-validation media, smoke clips) and the harness checkout."""
+    return read_only_binds(read_paths(plan.spec, JOB_READS), str(jobs.JOB_DIR))
+
+
+def earlier_evidence(plan: RunPlan) -> list[tuple[str, bytes]]:
+    """The evidence documents of the earlier runs the run reads (``read_runs``: an EVS pair's
+    other side), from ``evidenceRoot`` here, as ``<runId>/<path>``: their manifest and the
+    JSON files of their ``evidence/`` folder (not their logs or reports). A run missing here
+    is left out: the run itself says what it could not find."""
+    found = []
+    for run_id in plan.spec.read_runs():
+        folder = plan.evidence_root / run_id
+        for path in [folder / MANIFEST, *sorted((folder / "evidence").glob("*.json"))]:
+            with contextlib.suppress(OSError):
+                if path.is_file() and path.stat().st_size <= EARLIER_MAX_BYTES:
+                    found.append((f"{run_id}/{path.relative_to(folder)}", path.read_bytes()))
+    return found
 
 
 def find(engine: DockerEngine, instance: str, resource: str, run_id: str) -> Job | None:

@@ -46,6 +46,7 @@ from controllers.deployment.plan import Desired
 from controllers.errors import ControllerError
 from controllers.experiments import run as runs
 from controllers.experiments.facts import ExperimentStatusFacts
+from controllers.experiments.harnessproc import OnHost
 from controllers.experiments.manifest import CodeRef
 from controllers.host.gputelemetry import (
     DcgmTelemetry,
@@ -105,12 +106,15 @@ class JobPlan(BaseModel):
     publisher_image: str | None = None  # put on the Host by the reconciler (no GStreamer here)
     code_version: str = "unknown"  # the reconciler's code: the runner has no checkout
     code_revision: str = "unknown"
+    runner_image: str | None = None  # the harness container's skeleton (``harnessproc``)
+    volume: str | None = None  # the job's volume, at ``JOB_DIR`` here and in the harness
 
 
-def freeze(plan: runs.RunPlan, instance: str, publisher_image: str | None = None) -> JobPlan:
+def freeze(plan: runs.RunPlan, instance: str, publisher_image: str | None = None,
+           runner_image: str | None = None, volume: str | None = None) -> JobPlan:
     """The job's plan; ``instance`` keeps its owner ID (what the run creates is labelled with
-    it); ``publisher_image``: the publisher image's ID on the Host. A plan whose secrets
-    cannot be used is refused before, by ``plan``/``launch``."""
+    it); ``publisher_image``, ``runner_image``: their IDs on the Host; ``volume``: the job's.
+    A plan whose secrets cannot be used is refused before, by ``plan``/``launch``."""
     desired = plan.desired
     code = runs.code_ref()
     return JobPlan(
@@ -126,7 +130,7 @@ def freeze(plan: runs.RunPlan, instance: str, publisher_image: str | None = None
         revision=plan.revision, dcgm_url=plan.spec.telemetry.dcgmUrl,
         secrets=[ref.name for ref in desired.deployment.spec.secrets],
         publisher_image=publisher_image, code_version=code.version,
-        code_revision=code.revision)
+        code_revision=code.revision, runner_image=runner_image, volume=volume)
 
 
 def _as_env_refs(deployment: dict[str, Any]) -> dict[str, Any]:
@@ -152,7 +156,9 @@ def thaw(job: JobPlan, evidence_root: Path) -> runs.RunPlan:
         run_hash=job.run_hash, template=Deployment.model_validate(_as_env_refs(job.template)),
         desired=desired, host=job.host, gpu_ids=list(job.gpu_ids), evidence_root=evidence_root,
         source_file=job.source_file, revision=job.revision, other_gpus=tuple(job.other_gpus),
-        code=CodeRef(version=job.code_version, revision=job.code_revision))
+        code=CodeRef(version=job.code_version, revision=job.code_revision),
+        harness_on_host=OnHost(job.runner_image, job.volume, str(JOB_DIR))
+        if job.runner_image and job.volume else None)
 
 
 def take_secrets(job: JobPlan, stream: Any) -> None:
