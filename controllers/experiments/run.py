@@ -241,7 +241,7 @@ def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
         else:
             with tele.sampling(stop):
                 result, reason = _running(plan, engine, instance, stop, progress, rec,
-                                          evidence, started)
+                                          evidence, started, _gpus(plan, baseline, gpu_read))
     except Stopped:
         raise
     except ControllerError as exc:
@@ -252,7 +252,7 @@ def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
               plan.desired.container_name)  # a service that never became ready: why
     rec.phase("CleaningUp", f"one deadline of {plan.spec.cleanupSeconds}s")
     make = service.client if service else None
-    gpu = GpuProof(plan.watched_gpus, baseline, gpu_read) if plan.watched_gpus else None
+    gpu = _gpus(plan, baseline, gpu_read)
     cleaned = _cleanup(plan, engine, store, instance, stop, evidence, make, gpu)
     tele.finish()
     evidence.write(TELEMETRY_FILE, tele.evidence())
@@ -265,9 +265,10 @@ def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
 
 def _running(plan: RunPlan, engine: DockerEngine, instance: str, stop: threading.Event,
              progress: Callable[[str], None], rec: Recorder, evidence: Evidence,
-             started: list[RunService]) -> tuple[Verdict, str]:
+             started: list[RunService], gpu: GpuProof | None) -> tuple[Verdict, str]:
     """The Running phase: the type's own work, through a context that starts and retires
-    the run's service and publishes sources (``started``: the service now serving)."""
+    the run's service and publishes sources (``started``: the service now serving; ``gpu``:
+    the run's GPUs and their Preflight baseline)."""
     spec = plan.spec
     published: dict[str, str] = {}
 
@@ -309,8 +310,22 @@ def _running(plan: RunPlan, engine: DockerEngine, instance: str, stop: threading
         note_streams=rec.streams, env_names=lambda service: engine.env_names(
             service.container_id),
         launcher=_launcher(plan, engine, instance, stop, rec),
+        gpu_back=lambda timeout_s: _gpu_back(gpu, timeout_s, stop),
         stream_id=lambda part, src: stream_id(instance, plan.resource, spec.runId, part, src))
     return run_type(spec).execute(ctx)
+
+
+def _gpus(plan: RunPlan, baseline: gpumemory.GpuMemory, read: gpumemory.Reader | None
+          ) -> GpuProof | None:
+    return GpuProof(plan.watched_gpus, baseline, read) if plan.watched_gpus else None
+
+
+def _gpu_back(gpu: GpuProof | None, timeout_s: float, stop: threading.Event
+              ) -> tuple[dict[str, int] | str, list[str]]:
+    if gpu is None:
+        return gpumemory.NO_GPU, []
+    now, over = gpumemory.back_to_baseline(gpu.read, gpu.uuids, gpu.baseline, timeout_s, stop)
+    return now.as_evidence(), over
 
 
 def _launcher(plan: RunPlan, engine: DockerEngine, instance: str, stop: threading.Event,

@@ -59,6 +59,10 @@ class RunContext(Generic[X_co]):
     stream_id: Callable[[str, str], str]  # (part, source) → the run's deterministic ID
     env_names: Callable[[RunService], list[str] | None]  # as it runs, image's own included
     launcher: Launcher  # where the harness runs: beside this run, or on its Host
+    # Wait (at most the seconds given) for the run's GPUs to hold no more memory than at
+    # Preflight: what was measured (MiB per GPU, or why not) and a problem per GPU that did
+    # not come back. A run without GPUs or telemetry: "not measured (why)", no problem.
+    gpu_back: Callable[[float], tuple[dict[str, int] | str, list[str]]]
 
     def start_service(self, without: frozenset[str] = frozenset()) -> RunService:
         return self.launch(without)

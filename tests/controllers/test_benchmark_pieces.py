@@ -17,7 +17,6 @@ import yaml
 from controllers.experiments import processes
 from controllers.experiments.benchmark import harnessreport
 from controllers.experiments.benchmark.runtype import (
-    HarnessError,
     _env,
     derived_config,
     environment_problems,
@@ -26,6 +25,7 @@ from controllers.experiments.benchmark.runtype import (
     scenario_problem,
 )
 from controllers.experiments.capacity import harness as capacityharness
+from controllers.experiments.harnessproc import HarnessError
 from specs.experiments.benchmark import BenchmarkSpec
 
 STANDIN = Path(__file__).resolve().parents[1] / "harness_standin.py"

@@ -44,7 +44,8 @@ def validation(tmp_path: Path, mode: str
             launch=lambda _without: service, retire_service=lambda _s, _n: None,
             publish=lambda _s, _p: {}, note_streams=lambda _ids: None,
             stream_id=lambda part, src: f"{part}/{src}", env_names=lambda _s: ["PATH"],
-            launcher=LocalLauncher(note=lambda _n: None)), evidence
+            launcher=LocalLauncher(note=lambda _n: None),
+            gpu_back=lambda _s: ("not measured (the run uses no GPU)", [])), evidence
 
 
 def test_a_sane_service_passes_every_gate_with_evidence(tmp_path: Path) -> None:

@@ -86,3 +86,45 @@ def test_gpu_memory_must_come_back_to_its_baseline_after_cleanup(
         assert record["facts"]["result"] == "PASS", record["facts"]
         assert cleanup["passed"], cleanup
         assert cleanup["evidence"]["gpuMemory"]["after"] == {UUID: 600}
+
+
+@pytest.mark.parametrize("leak_mib", [0, 2048])
+def test_gpu_memory_must_come_back_between_capacity_windows(
+        cli: Cli, emulator_image: str, gpu_board: str, tmp_path: Path, leak_mib: int) -> None:
+    """Each window's fresh service must leave the GPU as Preflight found it: a leak would be
+    inherited by the next window's service and measure something else."""
+    run_id = f"gpu-cap-{leak_mib}"
+    port = free_port()
+    env = {"RTVI_EMU_PORT": str(port), "RTVI_EMU_GPU_BOARD": gpu_board,
+           "RTVI_EMU_GPU_MIB": "16000", "RTVI_EMU_GPU_LEAK_MIB": str(leak_mib)}
+    search = {"apiVersion": "rtvi.reconciler/v1", "kind": "Experiment",
+              "metadata": {"name": "gpu"},
+              "spec": {"type": "capacity", "runId": run_id, "template": "vlm",
+                       "service": {"hostPort": port, "env": env},
+                       "measurement": {"claim": "the highest stable live-stream count"},
+                       "budgetSeconds": 300, "cleanupSeconds": 10,
+                       "telemetry": {"dcgmUrl": f"{gpu_board}/metrics", "required": True,
+                                     "gpus": [UUID], "intervalSeconds": 0.5},
+                       "capacity": {"initialStreamCount": 1, "addStreamCount": 1,
+                                    "maxStreamCount": 2, "windowSeconds": 5,
+                                    "maxP95LatencyMs": 2000.0, "chunkDurationSeconds": 1}}}
+    specs = tmp_path / "specs"
+    write(specs, rtvi_deployment(emulator_image, free_port()), search)
+    done = cli("apply", str(specs), "--timeout", "250", timeout=320)
+    record = status_of(cli, "Experiment/gpu")
+    assert record is not None, done.stdout + done.stderr
+    folder = cli.state_dir / "evidence" / run_id
+    windows = [json.loads(p.read_text()) for p in sorted(
+        (folder / "evidence" / "capacity").rglob("w*.json"))]
+    assert windows, record["facts"]
+    first = windows[0]
+    if leak_mib:
+        assert first["verdict"] == "inconclusive", first
+        assert (f"GPU memory not back at its baseline after the window: GPU {UUID}: 2648 MiB "
+                "in use, 2048 MiB above its baseline of 600 MiB") in first["reason"], first
+        assert first["gpuMemory"] == {UUID: 2648}
+        assert len(windows) == 1  # the search does not go on over a leak
+        assert record["facts"]["result"] != "PASS", record["facts"]
+    else:
+        assert [w["gpuMemory"] for w in windows] == [{UUID: 600}] * len(windows), windows
+        assert not [w for w in windows if "GPU memory" in w["reason"]], windows

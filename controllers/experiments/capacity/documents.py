@@ -44,6 +44,9 @@ class WindowDetail(Document):
     freshWaitSeconds: float | None = None
     sources: dict[str, str] = Field(default_factory=dict)  # name → URL
     residue: CleanupEvidence | None = None  # the zero-residue proof after the window
+    # The run's GPUs once the window's service is gone (MiB per GPU), or why not measured;
+    # unset where the service is reused (it holds its memory between windows).
+    gpuMemory: dict[str, int] | str | None = None
     report: PerformanceReport | None = None
     captions: str | None = None  # the captions file
 

@@ -9,7 +9,9 @@ files, active requests) before it is retired with its log kept. Its verdict:
 - INCONCLUSIVE: a stream that failed while others did not (an error inside an answer, an
   empty answer, a broken connection, chunk IDs out of order: a fault of that stream, not load;
   every stream failing alike is load), residue that cannot
-  be proven gone, a service that does not start or dies, the smoke request failing — the
+  be proven gone, the run's GPU memory not back at its Preflight baseline once the window's
+  fresh service is gone (the next service would inherit the leak), a service that does not
+  start or dies, the smoke request failing — the
   search stops, its ledger kept (BCD 3.3: "stop as inconclusive if one stream fails");
 - UNSTABLE: what load does — streams refused admission, timed out or starved of fresh
   answers so that fewer than
@@ -68,6 +70,7 @@ from state.evidence import Verdict as RunVerdict
 # A stream starved of fresh answers in the window is load too: seen on a loaded 2-core machine,
 # where 3 of 10 streams over the breach had no answered chunk in a 5 s window.
 LOAD_SIGNS = ("rejected:", "timed out:", "dropped chunks:", "no chunk with fresh frames")
+GPU_SETTLE_S = 20.0  # a released model frees its memory as its process ends; a leak never does
 
 
 def judge(measured: Measured, cap: CapacitySpec, residue: CleanupReport,
@@ -139,6 +142,8 @@ class Windows:
             except ControllerError as exc:  # a service that stays is residue
                 window = Window(count, Verdict.INCONCLUSIVE, window.p95_ms, f"{window.reason}"
                                 f"; the window's service could not be retired: {exc}", attempt)
+            else:
+                window, detail.gpuMemory = self._gpu_back(window)
         self.ctx.evidence.write(base + ".json", WindowDocument(
             **dict(WindowRow.of(window)), windowSeconds=self.cap.windowSeconds,
             **dict(detail)))
@@ -173,6 +178,17 @@ class Windows:
             freshWaitSeconds=measured.fresh_wait_s,
             sources={s.name: urls[s.name] for s in chosen},
             residue=residue.evidence, report=report, captions=base + "-captions.jsonl")
+
+    def _gpu_back(self, window: Window) -> tuple[Window, dict[str, int] | str]:
+        """The run's GPU memory back at its Preflight baseline once the window's service is
+        gone (the next window's fresh service must not inherit a leak): else the window
+        cannot vouch for the next one, and is INCONCLUSIVE naming the GPUs."""
+        after, over = self.ctx.gpu_back(GPU_SETTLE_S)
+        if over:
+            window = Window(window.streams, Verdict.INCONCLUSIVE, window.p95_ms,
+                            f"{window.reason}; GPU memory not back at its baseline after the "
+                            f"window: {'; '.join(over)}", window.attempt)
+        return window, after
 
     def _retire(self, name: str) -> None:
         service, self.service = self.service, None
