@@ -185,6 +185,38 @@ def test_a_runner_killed_mid_run_ends_inconclusive_with_its_cleanup_proven(
     assert not docker_client.volumes.list(filters={"label": f"{LABEL_INSTANCE}={cli.instance}"})
 
 
+def test_a_job_whose_budget_runs_out_ends_itself_on_its_host_with_no_reconciler(
+        cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    # 60 s measured in a 70 s budget with 10 s of it for cleanup: the service's start and the
+    # first fresh frames do not fit as well, so the budget runs out mid-measurement.
+    job = measured("job-budget", 60)
+    job["spec"].update(budgetSeconds=70, cleanupSeconds=10)
+    write(specs, rtvi_deployment(emulator_image, free_port()), job)
+    first = daemon_for(cli, specs, tmp_path / "daemon1.log")
+    try:
+        wait_measuring(cli)
+    finally:
+        first.kill9()  # no reconciler from here on until the run has ended
+    (runner,) = runners(docker_client, cli.instance)
+    assert runner.wait(timeout=150)["StatusCode"] == 0  # 0: it reached a verdict itself
+    left = [c.name for c in run_containers(docker_client, cli.instance, RESOURCE)
+            if c.labels.get(LABEL_ROLE) != ROLE_RUNNER]
+    assert left == []  # its service and publishers: cleaned up on the Host, by the run
+    second = daemon_for(cli, specs, tmp_path / "daemon2.log")
+    try:
+        assert wait_verdict(cli, "the job's own verdict, brought home", 120) == "INCONCLUSIVE"
+    finally:
+        assert second.terminate() == 0, second.log()
+    facts = (status_of(cli, RESOURCE) or {})["facts"]
+    assert "its budget of 70s ran out (10s of it kept for cleanup)" in facts["reason"], facts
+    folder = cli.state_dir / "evidence" / "job-budget"
+    assert json.loads((folder / "gates" / "cleanup.json").read_text())["passed"]
+    assert verify(folder) == []
+    assert not runners(docker_client, cli.instance)
+
+
 def test_a_canary_job_on_an_ssh_host_runs_through_a_lost_connection(
         cli: Cli, emulator_image: str, remote: RemoteEngine, tmp_path: Path) -> None:
     specs = tmp_path / "specs"

@@ -19,10 +19,12 @@ memory: each secret is rewritten as ``fromEnv`` of a process-local variable, so
 reconciler (logs, records and evidence are scrubbed). The job is on the Host's network: it
 reaches the service at the URL the Host sees (``url``), not through a tunnel.
 
-Exit codes of ``main``: 0 the run reached a verdict (whatever it is; the record says which);
-2 the plan or its secrets cannot be used (nothing was started); 3 stopped by SIGTERM or SIGINT
-before a verdict (the reconciler's recovery ends it INCONCLUSIVE with its cleanup); 4 the run
-ID's evidence already exists here (a job never runs a plan twice).
+Exit codes of ``main``: 0 the run reached a verdict (whatever it is; the record says which;
+a run whose budget ran out is recovered here, INCONCLUSIVE after its cleanup, so nothing waits
+for a reconciler to end it); 2 the plan or its secrets cannot be used (nothing was started);
+3 stopped by SIGTERM or SIGINT before a verdict (the reconciler's recovery ends it
+INCONCLUSIVE with its cleanup); 4 the run ID's evidence already exists here (a job never runs
+a plan twice).
 """
 
 from __future__ import annotations
@@ -55,11 +57,13 @@ from controllers.host.gputelemetry import (
     Telemetry,
     nvml_answers,
 )
+from controllers.secrets import api_token
 from controllers.streamset import publishing
 from controllers.waiting import Stopped
 from specs.experiment import ExperimentSpec
 from specs.models import Deployment
 from state.errors import StateError
+from state.evidence import Verdict
 from state.keys import Key
 from state.models import Owner, ResourceStatus
 from state.redaction import DEFAULT_REDACTOR
@@ -208,14 +212,15 @@ def _configure_logs() -> None:
         cache_logger_on_first_use=False)
 
 
-def _budget(plan: runs.RunPlan, store: Store, stop: threading.Event) -> threading.Timer:
+def _budget(plan: runs.RunPlan, store: Store, stop: threading.Event,
+            spent: threading.Event) -> threading.Timer:
     """The run's budget, enforced here where it runs: when it is spent (its cleanup's share
-    kept), the reason goes into the record and the run stops; the reconciler's recovery then
-    ends it INCONCLUSIVE with its cleanup, as for a run in its own process. (Recovering it
-    here instead, so that nothing waits for a reconciler to come back, is a next step.)"""
+    kept), the reason goes into the record, ``spent`` is set and the run stops; ``run_job``
+    then recovers it here (INCONCLUSIVE after its cleanup), so that nothing waits for a
+    reconciler to come back to end it."""
     spec = plan.spec
 
-    def spent() -> None:
+    def out() -> None:
         def note(st: ResourceStatus) -> None:
             known = ExperimentStatusFacts.of(st)
             known.reason = (f"its budget of {spec.budgetSeconds}s ran out "
@@ -223,10 +228,31 @@ def _budget(plan: runs.RunPlan, store: Store, stop: threading.Event) -> threadin
             known.put(st)
         with contextlib.suppress(StateError):
             store.update(plan.resource, note)
+        spent.set()
         stop.set()
-    timer = threading.Timer(float(spec.budgetSeconds - spec.cleanupSeconds), spent)
+    timer = threading.Timer(float(spec.budgetSeconds - spec.cleanupSeconds), out)
     timer.daemon = True
     return timer
+
+
+def _recover_here(plan: runs.RunPlan, store: Store, engine: DockerEngine, instance: str,
+                  telemetry: Telemetry) -> Verdict | None:
+    """The run stopped by its own budget, recovered on its Host as the reconciler would
+    (INCONCLUSIVE, its cleanup proven, the bundle sealed): None when it cannot be (the
+    reconciler's recovery then does it)."""
+    record = store.load(plan.resource)
+    if record is None:
+        return None
+    try:
+        token = api_token(plan.template.spec)
+    except ControllerError:
+        token = None
+    try:
+        return runs.recover(store, record, engine, instance, plan.evidence_root,
+                            threading.Event(), token, telemetry)
+    except (ControllerError, StateError) as exc:
+        log.error("runner.recovery_failed", run_id=plan.spec.runId, reason=str(exc))
+        return None
 
 
 def run_job(job_dir: Path, stdin: Any, stop: threading.Event, docker_url: str = DOCKER_URL
@@ -247,7 +273,9 @@ def run_job(job_dir: Path, stdin: Any, stop: threading.Event, docker_url: str = 
     store = Store(job_dir / STATE_DIR)
     instance = Owner(job.instance, job.owner_id) if job.owner_id else job.instance
     engine = DockerEngine(docker_url, job.host)
-    budget = _budget(plan, store, stop)
+    spent = threading.Event()
+    budget = _budget(plan, store, stop, spent)
+    telemetry = telemetry_on_host(job)
     if job.publisher_image is not None:
         publishing.use_publisher_image(engine, job.publisher_image)
     try:
@@ -255,10 +283,14 @@ def run_job(job_dir: Path, stdin: Any, stop: threading.Event, docker_url: str = 
         budget.start()
         verdict = runs.execute(plan, engine, store, instance, stop,
                                lambda message: log.info("runner.progress", message=message),
-                               telemetry_on_host(job))
-    except Stopped as exc:  # SIGTERM or the budget: the reconciler recovers it
+                               telemetry)
+    except Stopped as exc:  # SIGTERM: the reconciler recovers it; the budget: here
         log.warning("runner.stopped", run_id=plan.spec.runId, reason=str(exc))
-        return EXIT_STOPPED
+        recovered = _recover_here(plan, store, engine, instance, telemetry) if (
+            spent.is_set()) else None
+        if recovered is None:
+            return EXIT_STOPPED
+        verdict = recovered
     except ControllerError as exc:
         log.error("runner.failed", run_id=plan.spec.runId, reason=str(exc))
         return EXIT_STOPPED  # no verdict: the reconciler's recovery ends it INCONCLUSIVE
