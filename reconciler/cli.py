@@ -273,13 +273,19 @@ def plan(ctx: Context, paths: tuple[Path, ...]) -> None:
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
               metavar="SECONDS",
               help="Give up waiting for readiness after this long (default: each Deployment's "
-                   "readiness.timeoutSeconds).")
+                   "readiness.timeoutSeconds). An Experiment's run is waited for until its "
+                   "verdict, within its own budgetSeconds.")
 @pass_ctx
 def apply(ctx: Context, paths: tuple[Path, ...], timeout: float | None) -> None:
-    """Converge Hosts and Deployments and wait until they are Ready.
+    """Converge Hosts, Deployments and StreamSets, run Experiments, and wait until they are
+    Ready (a run: until its verdict).
 
     Prints each action with its cause and progress while waiting; exits 1 naming the reason
-    if something is not Ready in time.
+    if something is not Ready in time. Interrupted (Ctrl-C, SIGTERM), a run in this process
+    (executor: reconciler) ends with it: the next apply or daemon ends it INCONCLUSIVE after
+    its cleanup. A run that executes as a job on its Host (executor: host) keeps running: the
+    next apply, or the daemon, finds it by its labels, follows it and brings its evidence
+    home.
     """
     spec_set = _load(ctx, paths)
     started = time.monotonic()

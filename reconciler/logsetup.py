@@ -12,25 +12,16 @@ naming it) instead of appending our logs to a file elsewhere.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import sys
-from collections.abc import Mapping, MutableMapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-import structlog
-
+from state import logchain
 from state.atomic import DIR_MODE, ensure_dir, open_private, os_reason
 from state.diskhealth import WRITES
 from state.errors import StateError
-from state.redaction import DEFAULT_REDACTOR
 from state.store import LOG_FILE_NAME
-
-
-def _redact(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> Mapping[str, Any]:
-    scrubbed: dict[str, Any] = DEFAULT_REDACTOR.scrub(dict(event_dict))
-    return scrubbed
 
 
 class _Tee:
@@ -79,17 +70,4 @@ def configure(state_dir: Path | None, verbose: bool) -> None:
         streams.append(log_file)
     if verbose:
         streams.append(sys.stderr)
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            _redact,
-            structlog.processors.JSONRenderer(),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        logger_factory=structlog.PrintLoggerFactory(
-            file=_Tee(streams, log_file)),  # type: ignore[arg-type]
-        cache_logger_on_first_use=False,
-    )
+    logchain.configure(_Tee(streams, log_file))  # type: ignore[arg-type]

@@ -170,6 +170,14 @@ class Store:
         self._check_tree(path)
         return self._load_path(path, resource)
 
+    def written_at(self, resource: Key) -> float:
+        """When ``resource``'s status was last saved (unix seconds; 0 when it never was): how
+        a follower of another process's store tells how fresh its record is."""
+        try:
+            return self._status_path(resource).stat().st_mtime
+        except OSError:
+            return 0.0
+
     @staticmethod
     def _load_path(path: Path, resource: str) -> ResourceStatus | None:
         data = read_file(path, MAX_STATUS_BYTES)

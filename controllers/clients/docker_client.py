@@ -365,8 +365,12 @@ class DockerEngine:
             info = tarfile.TarInfo(name)
             info.size, info.mode, info.mtime = len(data), mode, int(time.time())
             tar.addfile(info, io.BytesIO(data))
-        self._call("archive put", self._client.api.put_archive, container_id, folder,
-                   buffer.getvalue())
+        try:
+            self._call("archive put", self._client.api.put_archive, container_id, folder,
+                       buffer.getvalue())
+        except docker.errors.NotFound as exc:  # the container, or the folder in it
+            raise PermanentError(f"Host {self.host_name}: Docker archive put failed: "
+                                 f"{exc.explanation or exc}") from exc
 
     def copy_out(self, container_id: str, path: str, destination: Path) -> bool:
         """Copy ``path`` (a file or folder, running or exited container) into the folder

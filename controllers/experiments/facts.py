@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any, Self
 
 from pydantic import Field
 
 from controllers.facts import Facts, seconds_since
 from state.evidence import Verdict
+from state.models import ResourceStatus
 
 
 class ExperimentStatusFacts(Facts):
@@ -62,3 +64,24 @@ def _age(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f}m"
     return f"{seconds / 3600:.0f}h"
+
+
+class FrozenRun(Facts):
+    """What a run's record froze of its Experiment at launch (``applied_spec["experiment"]``)
+    that following and recovering it need, read leniently: a record written by another
+    version, or damaged, still recovers, with a default for what it lacks."""
+
+    executor: str = "reconciler"
+    budget_seconds: int = 1800
+    cleanup_seconds: int = 300
+    telemetry: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def frozen(cls, record: ResourceStatus | None) -> Self:
+        spec = (record.applied_spec or {}).get("experiment") if record is not None else None
+        if not isinstance(spec, dict):
+            return cls()
+        return cls.parse({k: v for k, v in spec.items() if k in _FROZEN_KEYS})
+
+
+_FROZEN_KEYS = ("executor", "budgetSeconds", "cleanupSeconds", "telemetry")

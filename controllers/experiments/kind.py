@@ -48,7 +48,7 @@ from controllers.contract import (
 from controllers.deployment.controller import resolve_desired
 from controllers.errors import ControllerError, PermanentError, PlanError
 from controllers.experiments.board import RunBoard, Work
-from controllers.experiments.facts import ExperimentStatusFacts
+from controllers.experiments.facts import ExperimentStatusFacts, FrozenRun
 from controllers.experiments.service import (
     for_run,
     gpu_conflicts,
@@ -278,7 +278,7 @@ class ExperimentKind:
             return recheck(record.key, f"{known.phase}: run {known.run_id} under way",
                            known.phase or "Running", RUN_POLL_S)
         session = self._session(ctx, record)
-        if _recorded_executor(record) == "host":
+        if FrozenRun.frozen(record).executor == "host":
             from controllers.experiments.runner import hostjob
 
             job = hostjob.find(session.engine(), services.instance, record.key, known.run_id)
@@ -335,16 +335,13 @@ class ExperimentKind:
 
         def work(stop: threading.Event) -> str:
             record = services.store.load(key)
-            known = ExperimentStatusFacts.of(record)
-            spec = (record.applied_spec or {}).get("experiment") if record else None
-            limits = spec if isinstance(spec, dict) else {}
-            cleanup = int(limits.get("cleanupSeconds", 300))
+            known, frozen = ExperimentStatusFacts.of(record), FrozenRun.frozen(record)
             root = Path(known.evidence).parent if known.evidence else services.store.root
             try:
                 return hostjob.follow(
                     session.engine, job, services.store, key, root, known.run_id or "", stop,
-                    lambda: board.closing, cleanup + hostjob.STOP_MARGIN_S,
-                    float(limits.get("budgetSeconds", 1800)) + hostjob.STOP_MARGIN_S)
+                    lambda: board.closing, frozen.cleanup_seconds + hostjob.STOP_MARGIN_S,
+                    frozen.budget_seconds + hostjob.STOP_MARGIN_S)
             except hostjob.RunnerEnded as exc:
                 if not ExperimentStatusFacts.of(services.store.load(key)).reason:
                     _note_reason(services.store, key, str(exc))  # the job's own reason first
@@ -470,18 +467,9 @@ def _recorded_token(record: ResourceStatus) -> str | None:
         return None
 
 
-def _recorded_executor(record: ResourceStatus) -> str:
-    """Where the run executes, as its frozen spec says (``reconciler`` when it does not)."""
-    spec = (record.applied_spec or {}).get("experiment")
-    executor = spec.get("executor") if isinstance(spec, dict) else None
-    return executor if isinstance(executor, str) else "reconciler"
-
-
 def _recorded_dcgm_url(record: ResourceStatus) -> str | None:
     """The DCGM exporter the interrupted run was measured with (None: the Host's own)."""
-    spec = (record.applied_spec or {}).get("experiment")
-    raw = spec.get("telemetry") if isinstance(spec, dict) else None
     try:
-        return TelemetrySpec.model_validate(raw if isinstance(raw, dict) else {}).dcgmUrl
+        return TelemetrySpec.model_validate(FrozenRun.frozen(record).telemetry).dcgmUrl
     except ValidationError:
         return None

@@ -37,7 +37,7 @@ from controllers.errors import ControllerError
 from controllers.experiments import gpumemory, processes
 from controllers.experiments import report as bundle_report
 from controllers.experiments.cleanup import CLEANUP_FILE, CleanupReport, GpuProof, clean
-from controllers.experiments.facts import ExperimentStatusFacts
+from controllers.experiments.facts import ExperimentStatusFacts, FrozenRun
 from controllers.experiments.harnessproc import (
     ContainerLauncher,
     Launcher,
@@ -409,8 +409,7 @@ def recover(store: Store, record: ResourceStatus, engine: DockerEngine, instance
     make = (lambda: RtviClient(url, token=token)) if url else None
     service = engine.container(known.container) if known.container else None
     ids, names = inventory_of(record)
-    spec = (record.applied_spec or {}).get("experiment") or {}
-    deadline = float(spec.get("cleanupSeconds", 300)) if isinstance(spec, dict) else 300.0
+    deadline = float(FrozenRun.frozen(record).cleanup_seconds)
     if evidence is not None and known.container:  # before cleanup removes the container
         _keep_log(engine, evidence, known.container)
     report = clean(engine, instance, record.resource,

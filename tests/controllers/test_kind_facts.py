@@ -12,6 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from controllers.deployment.facts import DeploymentStatusFacts, RuntimeFacts
+from controllers.experiments.facts import FrozenRun
 from controllers.host.facts import HostStatusFacts
 from controllers.streamset.facts import SourceFacts, StreamSetStatusFacts
 from specs.facts import GpuInfo
@@ -113,3 +114,16 @@ def test_a_kind_declares_its_facts_and_status_imports_only_the_one_it_shows() ->
     first, loaded = out.stdout.splitlines()
     assert first == "controllers.streamset.facts StreamSetStatusFacts None None"
     assert loaded == "['controllers.facts', 'controllers.streamset.facts']"
+
+
+def test_a_runs_frozen_spec_is_read_leniently_with_defaults_for_what_it_lacks() -> None:
+    record = ResourceStatus(resource="Experiment/e", kind="Experiment", name="e")
+    assert FrozenRun.frozen(None) == FrozenRun.frozen(record) == FrozenRun()
+    record.applied_spec = {"experiment": {"executor": "host", "budgetSeconds": 900,
+                                          "cleanupSeconds": "soon", "canary": {"streams": 2},
+                                          "telemetry": {"dcgmUrl": "http://127.0.0.1:9400"}}}
+    frozen = FrozenRun.frozen(record)
+    assert (frozen.executor, frozen.budget_seconds, frozen.cleanup_seconds) == ("host", 900, 300)
+    assert frozen.telemetry == {"dcgmUrl": "http://127.0.0.1:9400"}
+    record.applied_spec = {"experiment": ["not", "a", "mapping"]}
+    assert FrozenRun.frozen(record) == FrozenRun()

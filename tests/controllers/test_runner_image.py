@@ -26,7 +26,8 @@ import importlib, importlib.util, sys
 for name in ("controllers.experiments.run", "controllers.experiments.kind",
              "controllers.experiments.canary.runtype", "controllers.experiments.capacity.runtype",
              "controllers.experiments.portvalidation.runtype",
-             "controllers.experiments.benchmark.runtype", "pynvml"):
+             "controllers.experiments.benchmark.runtype", "controllers.experiments.harnessproc",
+             "pynvml", "prometheus_client.parser"):  # the lazy imports too (DCGM's parser)
     importlib.import_module(name)
 from controllers.experiments.plots import LatencyPoint, latency_by_streams
 png = latency_by_streams([LatencyPoint(2, 90.0, 120.0, 130.0, "stable"),

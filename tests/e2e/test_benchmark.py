@@ -111,11 +111,14 @@ def bench(run_id: str, port: int, config: Path, **more: Any) -> dict[str, Any]:
 
 
 def apply(cli: Cli, tmp_path: Path, image: str, media: Path, run_id: str, config: Path,
-          env: dict[str, str] | None = None, **more: Any) -> tuple[Any, dict[str, Any]]:
+          env: dict[str, str] | None = None, executor: str = "reconciler",
+          **more: Any) -> tuple[Any, dict[str, Any]]:
     specs = tmp_path / f"specs-{run_id}"
     template = rtvi_deployment(image, free_port(), **(env or {}))
     template["spec"]["mounts"] = [{"source": str(media), "target": str(media)}]
-    write(specs, template, bench(run_id, free_port(), config, **more))
+    run = bench(run_id, free_port(), config, **more)
+    run["spec"]["executor"] = executor
+    write(specs, template, run)
     done = cli("apply", str(specs), "--timeout", "300", timeout=400)
     record = status_of(cli, RESOURCE)
     assert record is not None, done.stdout + done.stderr
@@ -341,9 +344,11 @@ def test_evs_runs_are_checked_against_their_service_and_paired_by_scenario(
     assert facts["result"] == "FAIL", facts
     assert "input tokens per chunk unchanged between the baseline and the EVS run" in facts[
         "reason"], facts
+    # As a job on its Host: the baseline's evidence is given to the job from evidenceRoot.
     done, facts = apply(cli, tmp_path, emulator_image, media, "evs-1", config, evs=True,
-                        pairWith="base-1", env=evs_on)
+                        pairWith="base-1", env=evs_on, executor="host")
     assert done.returncode == 0, facts
+    assert facts["runner"].endswith("run-evs-1"), facts
     assert facts["result"] == "PASS", facts
     pair = evidence(cli, "evs-1", "gates/evs-pairing.json")["evidence"]
     assert pair["passed"], pair

@@ -88,11 +88,13 @@ def test_gpu_memory_must_come_back_to_its_baseline_after_cleanup(
         assert cleanup["evidence"]["gpuMemory"]["after"] == {UUID: 600}
 
 
-@pytest.mark.parametrize("leak_mib", [0, 2048])
+@pytest.mark.parametrize(("leak_mib", "executor"), [(0, "reconciler"), (2048, "host")])
 def test_gpu_memory_must_come_back_between_capacity_windows(
-        cli: Cli, emulator_image: str, gpu_board: str, tmp_path: Path, leak_mib: int) -> None:
+        cli: Cli, emulator_image: str, gpu_board: str, tmp_path: Path, leak_mib: int,
+        executor: str) -> None:
     """Each window's fresh service must leave the GPU as Preflight found it: a leak would be
-    inherited by the next window's service and measure something else."""
+    inherited by the next window's service and measure something else. As a job, the runner
+    reads the Host's DCGM exporter itself."""
     run_id = f"gpu-cap-{leak_mib}"
     port = free_port()
     env = {"RTVI_EMU_PORT": str(port), "RTVI_EMU_GPU_BOARD": gpu_board,
@@ -100,7 +102,7 @@ def test_gpu_memory_must_come_back_between_capacity_windows(
     search = {"apiVersion": "rtvi.reconciler/v1", "kind": "Experiment",
               "metadata": {"name": "gpu"},
               "spec": {"type": "capacity", "runId": run_id, "template": "vlm",
-                       "service": {"hostPort": port, "env": env},
+                       "executor": executor, "service": {"hostPort": port, "env": env},
                        "measurement": {"claim": "the highest stable live-stream count"},
                        "budgetSeconds": 300, "cleanupSeconds": 10,
                        "telemetry": {"dcgmUrl": f"{gpu_board}/metrics", "required": True,

@@ -307,3 +307,14 @@ def test_an_update_the_known_record_lacks_is_made_on_the_record_as_it_is_now(
     # Without a known record it is a plain update.
     assert store.update_unless_known(Key("Deployment", "vlm"), degraded,
                                      None) is True
+
+
+def test_written_at_is_the_records_own_save_never_a_namesakes(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state")
+    key, namesake = Key("Experiment", "canary"), Key("Experiment", "canary-2")
+    assert store.written_at(key) == 0.0  # never saved
+    store.save(ResourceStatus(resource=str(namesake), kind="Experiment", name="canary-2"))
+    assert store.written_at(key) == 0.0  # a name that begins alike is another record
+    store.save(ResourceStatus(resource=str(key), kind="Experiment", name="canary"))
+    path = tmp_path / "state" / "resources" / "Experiment" / "canary.json"
+    assert store.written_at(key) == path.stat().st_mtime > 0

@@ -49,6 +49,7 @@ from specs.trust import read_paths
 from state.evidence import MANIFEST, Verdict, verify
 from state.keys import Key
 from state.models import ResourceStatus
+from state.redaction import DEFAULT_REDACTOR
 from state.store import Store
 
 LABEL_ROLE, ROLE_RUNNER = ownership.LABEL_ROLE, ownership.ROLE_RUNNER
@@ -57,7 +58,9 @@ FOLLOW_PACE_S = 1.0
 FOLLOWED_EVERY_S = 15.0  # an unchanged job record is mirrored this often (``followed_at``)
 STOP_MARGIN_S = 30  # the runner's SIGTERM grace beyond its cleanup deadline
 JOB_READS = ("media", "harness")  # the trust categories a job reads on its Host
-EARLIER_MAX_BYTES = 8 << 20  # one evidence document of an earlier run, copied into a job
+EARLIER_MAX_BYTES = 8 << 20
+RUNNER_LOG_LINES = 2000  # of a runner that ended without a verdict, kept in its bundle
+ERROR_CHARS = 300  # one evidence document of an earlier run, copied into a job
 log = structlog.get_logger("controllers.experiments")
 
 
@@ -117,7 +120,8 @@ def start(engine: DockerEngine, plan: RunPlan, instance: str, socket_path: str,
             ).encode()
         engine.put_file(container_id, str(jobs.JOB_DIR), jobs.PLAN_FILE, frozen)
         for relative, data in earlier_evidence(plan):
-            engine.put_file(container_id, str(jobs.JOB_DIR / jobs.EVIDENCE_DIR), relative, data)
+            engine.put_file(container_id, str(jobs.JOB_DIR), f"{jobs.EVIDENCE_DIR}/{relative}",
+                            data)  # the archive makes the folders; the target must exist
         engine.start(container_id)
         engine.write_stdin(container_id, json.dumps(secrets).encode() + b"\n")  # one line
     except ControllerError:
@@ -168,10 +172,7 @@ def job_record(engine: DockerEngine, job: Job, key: Key) -> tuple[ResourceStatus
                                Path(scratch)):
             return None, 0.0
         store = Store(Path(scratch) / jobs.STATE_DIR)
-        record = store.load(key)
-        files = list((Path(scratch) / jobs.STATE_DIR).rglob(f"{key.name}*.json"))
-        written = max((f.stat().st_mtime for f in files), default=0.0)
-        return record, written
+        return store.load(key), store.written_at(key)
 
 
 def mirror(store: Store, key: Key, theirs: ResourceStatus, job: Job, reported_at: float
@@ -225,6 +226,14 @@ def remove(engine: DockerEngine, job: Job) -> None:
     engine.remove_volume(job.name)
 
 
+@dataclass
+class _Seen:
+    """What a follow last saw: the job's last write, and when it last mirrored it here."""
+
+    written: float = 0.0
+    mirrored: float = 0.0
+
+
 def follow(connect: Callable[[], DockerEngine], job: Job, store: Store, key: Key,
            evidence_root: Path, run_id: str, stop: threading.Event,
            shutting_down: Callable[[], bool], grace_s: int, backstop_s: float) -> Verdict:
@@ -232,7 +241,7 @@ def follow(connect: Callable[[], DockerEngine], job: Job, store: Store, key: Key
     ``connect`` gives the Host's engine (a new one after an SSH reconnect): while the Host
     cannot be reached the job runs on and the follow waits. ``backstop_s``: past it the job
     is stopped as an abort is (its own budget ends it first)."""
-    last = [0.0, 0.0]  # the job's last write, and when this follow last mirrored it
+    seen = _Seen()
 
     def exited() -> ContainerInfo | None:
         try:
@@ -245,10 +254,11 @@ def follow(connect: Callable[[], DockerEngine], job: Job, store: Store, key: Key
             raise RunnerEnded(f"the runner {job.name} was removed before it reported a verdict")
         with contextlib.suppress(TemporaryError):  # a failed read is not the job's end
             theirs, written = job_record(engine, job, key)
-            fresh = written != last[0] or time.monotonic() - last[1] >= FOLLOWED_EVERY_S
+            fresh = (written != seen.written
+                     or time.monotonic() - seen.mirrored >= FOLLOWED_EVERY_S)
             if theirs is not None and fresh and ExperimentStatusFacts.of(theirs).result is None:
                 mirror(store, key, theirs, job, written)
-                last[:] = [written, time.monotonic()]
+                seen.written, seen.mirrored = written, time.monotonic()
         # Created and never started (a crash between the two) is an end too: nothing runs.
         return None if info.running or info.paused else info
 
@@ -273,14 +283,42 @@ def _ended(engine: DockerEngine, job: Job, store: Store, key: Key, evidence_root
     theirs, written = job_record(engine, job, key)
     them = ExperimentStatusFacts.of(theirs)
     problems = bring_home(engine, job, evidence_root, run_id)
+    said = engine.logs(job.container_id, tail=RUNNER_LOG_LINES)
     remove(engine, job)  # what a recovery needs is home: the record and the evidence
     verdict = info.exit_code == jobs.EXIT_VERDICT and them.result is not None and not problems
     if theirs is not None and (verdict or them.result is None):
         mirror(store, key, theirs, job, written)  # a verdict only with its evidence home
     if verdict and them.result is not None:
         return them.result
-    why = (f"its evidence failed verification: {'; '.join(problems[:3])}" if problems
+    keep_runner_log(evidence_root / run_id, said)  # unsealed: the recovery seals it
+    error = last_error(said)
+    why = (f"the runner {job.name} was created but never started" if info.status == "created"
+           else f"its evidence failed verification: {'; '.join(problems[:3])}" if problems
            and info.exit_code == jobs.EXIT_VERDICT else
            f"the runner {job.name} exited {info.exit_code} without a verdict"
-           + (f" ({info.error})" if info.error else ""))
+           + (f" ({info.error})" if info.error else "") + (f": {error}" if error else ""))
     raise RunnerEnded(why)
+
+
+def keep_runner_log(folder: Path, said: str) -> None:
+    """The runner's own log as ``logs/runner.log`` of a bundle the recovery will seal (its
+    lines were redacted where they were written; scrubbed again here)."""
+    if not folder.is_dir() or not said:
+        return
+    with contextlib.suppress(OSError):
+        (folder / "logs").mkdir(exist_ok=True)
+        (folder / "logs" / "runner.log").write_text(DEFAULT_REDACTOR.scrub_text(said), "utf-8")
+
+
+def last_error(said: str) -> str:
+    """The runner's last error line, short (``runner.crashed: KeyError: 'x'``; "" if none)."""
+    for line in reversed(said.splitlines()):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("level") == "error":
+            detail = str(event.get("reason") or event.get("exception") or "").strip()
+            last = detail.splitlines()[-1] if detail else ""
+            return DEFAULT_REDACTOR.scrub_text(f"{event.get('event')}: {last}"[:ERROR_CHARS])
+    return ""

@@ -40,9 +40,10 @@ SITE = f"{ROOT}/site"
 APP = f"{ROOT}/app"
 LABEL_CONTENT_HASH = "rtvi.reconciler/content-hash"
 RUNNER_REQUIRES = ("pydantic", "docker", "httpx", "structlog", "tenacity", "PyYAML",
-                   "nvidia-ml-py", "matplotlib")
-"""What the run code imports (``controllers.experiments.run``, every run type, the plots); the
-image test imports all of it inside the image, so a new import that is missing here fails."""
+                   "nvidia-ml-py", "matplotlib", "prometheus-client")
+"""What the run code imports (``controllers.experiments.run``, every run type, the plots, the
+DCGM exporter's parser); the image test imports all of it inside the image, lazy imports
+named too, so a new import that is missing here fails."""
 PACKAGES = ("controllers", "specs", "state")
 CODE_ROOT = Path(__file__).resolve().parents[3]
 SKIP_PARTS = ("__pycache__",)

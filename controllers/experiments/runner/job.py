@@ -24,7 +24,7 @@ a run whose budget ran out is recovered here, INCONCLUSIVE after its cleanup, so
 for a reconciler to end it); 2 the plan or its secrets cannot be used (nothing was started);
 3 stopped by SIGTERM or SIGINT before a verdict (the reconciler's recovery ends it
 INCONCLUSIVE with its cleanup); 4 the run ID's evidence already exists here (a job never runs
-a plan twice).
+a plan twice); 5 a bug (logged, redacted, as ``runner.crashed``; recovered as 3 is).
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import logging
 import os
 import signal
 import sys
@@ -62,6 +61,7 @@ from controllers.streamset import publishing
 from controllers.waiting import Stopped
 from specs.experiment import ExperimentSpec
 from specs.models import Deployment
+from state import logchain
 from state.errors import StateError
 from state.evidence import Verdict
 from state.keys import Key
@@ -75,7 +75,7 @@ STATE_DIR = "state"
 EVIDENCE_DIR = "evidence"
 DOCKER_URL = "unix:///var/run/docker.sock"
 SECRET_ENV_PREFIX = "RTVI_RUN_SECRET_"
-EXIT_VERDICT, EXIT_UNUSABLE, EXIT_STOPPED, EXIT_RAN_BEFORE = 0, 2, 3, 4
+EXIT_VERDICT, EXIT_UNUSABLE, EXIT_STOPPED, EXIT_RAN_BEFORE, EXIT_CRASHED = 0, 2, 3, 4, 5
 MAX_SECRETS_BYTES = 1 << 20
 _SPEC = TypeAdapter(ExperimentSpec)
 log = structlog.get_logger("controllers.experiments.runner")
@@ -197,21 +197,6 @@ def telemetry_on_host(job: JobPlan) -> Telemetry:
     return SmiTelemetry(where=f"Host {job.host}")
 
 
-def _configure_logs() -> None:
-    """JSON lines on stdout (the runner's container log), scrubbed of every registered
-    secret before they are rendered."""
-    def redact(_: Any, __: str, event: Any) -> Any:
-        return DEFAULT_REDACTOR.scrub(dict(event))
-    structlog.configure(
-        processors=[structlog.processors.add_log_level,
-                    structlog.processors.TimeStamper(fmt="iso", utc=True),
-                    structlog.processors.format_exc_info, redact,
-                    structlog.processors.JSONRenderer()],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stdout),
-        cache_logger_on_first_use=False)
-
-
 def _budget(plan: runs.RunPlan, store: Store, stop: threading.Event,
             spent: threading.Event) -> threading.Timer:
     """The run's budget, enforced here where it runs: when it is spent (its cleanup's share
@@ -311,11 +296,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docker", default=DOCKER_URL,
                         help="the Host's Docker engine, as seen here (default: its socket)")
     args = parser.parse_args(argv)
-    _configure_logs()
+    logchain.configure(sys.stdout)  # its container's log: JSON lines, scrubbed
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    return run_job(args.job_dir, sys.stdin, stop, args.docker)
+    try:
+        return run_job(args.job_dir, sys.stdin, stop, args.docker)
+    except Exception:  # a bug: logged through the redactor (a raw traceback is not)
+        log.exception("runner.crashed")
+        return EXIT_CRASHED
 
 
 if __name__ == "__main__":
