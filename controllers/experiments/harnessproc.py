@@ -49,6 +49,7 @@ APPEND_TO_LOG = 'exec "$@" >>"$0" 2>&1'
 ONCE_PACE_S = 0.5
 ONCE_TIMEOUT_S = 30.0
 READLINK = "/usr/bin/readlink"
+KERNEL_FILESYSTEMS = ("/proc", "/sys", "/dev")
 MAX_LINK_HOPS = 4  # venv -> pyenv version -> ...: each hop a folder more to bind
 
 
@@ -143,11 +144,12 @@ class LocalLauncher:
 
 def read_only_binds(paths: Sequence[str], avoid: str) -> list[tuple[str, str, bool]]:
     """Read-only binds, each at its own path, of the absolute ``paths`` (normalised; one
-    inside another is covered by it; ``/``, and ``avoid`` (the job volume's mount point) and
-    what is under it, never: Docker refuses a mount point twice, and the volume is the job's)."""
+    inside another is covered by it; ``/``, ``avoid`` (the job volume's mount point), the
+    kernel's filesystems and what is under them, never: Docker refuses a mount point twice,
+    the volume is the job's, and ``/proc``, ``/sys``, ``/dev`` are the container's own)."""
     kept: list[str] = []
     for path in sorted({posixpath.normpath(p) for p in paths if p.startswith("/")}):
-        if path != "/" and not _covered(path, [*kept, avoid]):
+        if path != "/" and not _covered(path, [*kept, avoid, *KERNEL_FILESYSTEMS]):
             kept.append(path)
     return [(path, path, True) for path in kept]
 

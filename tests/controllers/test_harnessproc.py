@@ -17,8 +17,9 @@ def test_binds_are_read_only_at_their_own_path_normalised_and_never_nested() -> 
                      ("/srv/media", "/srv/media", True)]
 
 
-def test_the_root_and_the_job_volume_are_never_bound() -> None:
-    assert read_only_binds(["/", "/job", "/job/evidence/x", "/jobs"], "/job") == [
+def test_the_root_the_job_volume_and_the_kernels_filesystems_are_never_bound() -> None:
+    assert read_only_binds(["/", "/job", "/job/evidence/x", "/jobs", "/proc/1/root",
+                            "/sys", "/dev/shm"], "/job") == [
         ("/jobs", "/jobs", True)]  # a sibling named alike is not under /job
 
 

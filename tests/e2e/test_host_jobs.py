@@ -283,38 +283,6 @@ def test_removing_the_spec_mid_run_stops_the_job_and_cleans_up(
     assert not docker_client.volumes.list(filters={"label": f"{LABEL_INSTANCE}={cli.instance}"})
 
 
-def test_a_capacity_search_runs_as_a_job_with_a_fresh_service_per_window(
-        cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
-        tmp_path: Path) -> None:
-    specs = tmp_path / "specs"
-    port = free_port()
-    search = {"apiVersion": "rtvi.reconciler/v1", "kind": "Experiment",
-              "metadata": {"name": "capacity"},
-              "spec": {"type": "capacity", "runId": "job-cap", "template": "vlm",
-                       "executor": "host",
-                       "service": {"hostPort": port, "env": {"RTVI_EMU_PORT": str(port)}},
-                       "measurement": {"claim": "the highest stable live-stream count"},
-                       "budgetSeconds": 600, "cleanupSeconds": 20,
-                       "capacity": {"initialStreamCount": 2, "addStreamCount": 2,
-                                    "maxStreamCount": 8, "windowSeconds": 5,
-                                    "maxP95LatencyMs": 2000.0, "chunkDurationSeconds": 1}}}
-    write(specs, rtvi_deployment(emulator_image, free_port(), RTVI_EMU_BREACH_ABOVE="3",
-                                 RTVI_EMU_BREACH_MS="4000"), search)
-    done = cli("apply", str(specs), "--timeout", "500", timeout=560)
-    assert done.returncode == 0, done.stdout + done.stderr
-    facts = (status_of(cli, "Experiment/capacity") or {})["facts"]
-    assert facts["result"] == "PASS", facts
-    assert "highest stable 3, first unstable 4" in facts["reason"], facts
-    folder = cli.state_dir / "evidence" / "job-cap"
-    assert verify(folder) == []
-    found = json.loads((folder / "evidence" / "capacity.json").read_text())
-    windows = [w["streams"] for w in found["ledger"]]
-    logs = [p.name for p in (folder / "logs").iterdir() if "-w" in p.name]
-    assert len(logs) == len(windows) >= 2, (logs, windows)  # a fresh service per window
-    assert not run_containers(docker_client, cli.instance, "Experiment/capacity")
-    assert not runners(docker_client, cli.instance)
-
-
 def on_edge(remote: RemoteEngine, template: dict[str, Any], run: dict[str, Any],
             specs: Path) -> None:
     """``run`` as a job on the SSH Host ``edge``, with ``template`` there."""
@@ -375,8 +343,15 @@ def test_a_benchmark_runs_as_a_job_on_an_ssh_host_with_the_harness_from_its_chec
     found = json.loads((folder / "evidence" / "benchmark.json").read_text())
     assert found["result"]["summary"]["overall_status"] == "PASS", found["result"]
     assert [lv["concurrency"] for lv in found["fileBurst"]["levels"]] == [1, 2]
-    log = (folder / "logs" / "harness.log").read_text()
+    # The three run handles were paths in the job; at home they are found in the bundle.
+    inside = found["handlesInBundle"]
+    assert inside == {"config": "output/config/rtvi_vlm_perf_config.yaml",
+                      "report": "output/report", "log": "logs/harness.log"}, found["handles"]
+    log = (folder / inside["log"]).read_text()
     assert "Scenario 'file_burst_1_token' completed successfully!" in log, log[-2000:]
+    assert (folder / inside["config"]).is_file()
+    assert (folder / inside["report"]).is_dir()
+    assert "(in the bundle: `logs/harness.log`)" in (folder / "report.md").read_text()
     events = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
     (started,) = [e for e in events if e["reason"] == "HarnessStarted"]
     # The harness ran on the Host in a container of the run (the Host's own interpreter,

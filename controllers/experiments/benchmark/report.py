@@ -44,7 +44,10 @@ class BenchDocument(Document):
     startPolicy: str = "synchronized"
     apiMode: str | None = None
     evs: bool = False
-    handles: dict[str, str] = Field(default_factory=dict)
+    handles: dict[str, str] = Field(default_factory=dict)  # where the harness ran
+    # The same, relative to the bundle: what they are wherever the bundle lies (a job's were
+    # paths in the job, on its Host).
+    handlesInBundle: dict[str, str] = Field(default_factory=dict)
     exitCode: int | None = None
     accepted: bool = False
     problems: list[str] = Field(default_factory=list)
@@ -67,7 +70,10 @@ def section(evidence: Evidence) -> Section:
              f"{'accepted' if bench.accepted else 'not accepted'}; exit code "
              f"{bench.exitCode}; input tokens per chunk {bench.promptTokens}.",
              "",
-             *(f"- {k.upper()}: `{cell(v)}`" for k, v in sorted(bench.handles.items()))]
+             *(f"- {k.upper()}: `{cell(v)}`" + (f" (in the bundle: `{cell(inside)}`)"
+                                                  if (inside := bench.handlesInBundle.get(k))
+                                                  else "")
+               for k, v in sorted(bench.handles.items()))]
     lines += [f"- problem: {cell(p)}" for p in bench.problems]
     if bench.staleLog:
         lines.append(f"- the log was quiet {len(bench.staleLog)} time(s): inspected, not "

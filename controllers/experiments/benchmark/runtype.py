@@ -237,6 +237,14 @@ def environment_problems(names: list[str] | None, evs: bool) -> list[str]:
             "the image): it would measure EVS"] if found else []
 
 
+def _in_bundle(folder: Path, path: str) -> str:
+    """``path`` relative to the bundle ``folder`` (as it is, when outside it)."""
+    try:
+        return str(Path(path).relative_to(folder))
+    except ValueError:
+        return path
+
+
 def _tail(path: Path) -> str:
     try:
         with open(path, "rb") as log:
@@ -452,6 +460,7 @@ class Benchmark:
         record = BenchDocument(
             scenario=bench.scenario, mode=bench.mode, startPolicy=bench.startPolicy,
             apiMode=bench.apiMode, evs=bench.evs, handles=handles,
+            handlesInBundle={k: _in_bundle(ctx.evidence.folder, v) for k, v in handles.items()},
             exitCode=outcome.exit_code, accepted=not problems, problems=problems,
             promptTokens=tokens, fileBurst=burst, staleLog=self.stale_findings,
             maxLiveStreams=(harnessreport.max_live_streams(scenario_dir)
