@@ -56,7 +56,7 @@ from reconciler.pruneguard import PrunePolicy, judge
 from reconciler.sources import Snapshot, Source, SourceError
 from reconciler.sources.record import SourceRecord
 from reconciler.supervisor import RestartPolicy, Supervisor
-from reconciler.workqueue import Priority, QueueStats, WorkQueue, jittered
+from reconciler.workqueue import DEFAULT_MAX_BACKOFF_S, Priority, QueueStats, WorkQueue, jittered
 from specs.validate import spec_hash
 from state.atomic import write_atomic
 from state.diskhealth import PROBE_EVERY_S, PROBE_FILE, WRITES
@@ -81,7 +81,7 @@ class DaemonOptions:
     workers: int = 16
     kind_limits: dict[str, int] | None = None
     base_backoff_s: float = 0.5
-    max_backoff_s: float = 60.0
+    max_backoff_s: float = DEFAULT_MAX_BACKOFF_S
     metrics_address: tuple[str, int] | None = ("127.0.0.1", 9464)
     shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S
     prune_policy: PrunePolicy = field(default_factory=PrunePolicy)

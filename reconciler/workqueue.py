@@ -44,7 +44,7 @@ __all__ = ["Priority", "QueueStats", "WorkQueue", "jittered", "kind_of"]
 KIND_SEPARATOR = "/"
 DEFAULT_KIND_LIMIT = 4
 DEFAULT_BASE_BACKOFF_S = 0.5
-DEFAULT_MAX_BACKOFF_S = 60.0
+DEFAULT_MAX_BACKOFF_S = 30.0  # a blocked service (a taken port) is tried within 30 s of its cure
 DEFAULT_JITTER = 0.1
 # 2**62 * any sane base already exceeds any sane cap; bounding the exponent keeps the float
 # arithmetic finite however many times a key has failed.
