@@ -11,7 +11,6 @@ naming it) instead of appending our logs to a file elsewhere.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from pathlib import Path
@@ -24,31 +23,13 @@ from state.errors import StateError
 from state.store import LOG_FILE_NAME
 
 
-class _Tee:
-    """Write log lines to several streams (file, and stderr when verbose). A line that cannot
-    be written (a full or read-only disk, a closed stderr) is dropped and the disk's failure
-    reported (``state.diskhealth``): a failure to log is never fatal, least of all while
-    logging why a thread died."""
-
-    def __init__(self, streams: list[TextIO], log_file: TextIO | None = None) -> None:
-        self.streams = streams
-        self.log_file = log_file  # the state directory's log: its failures are the disk's
-
-    def write(self, text: str) -> None:
-        for stream in self.streams:
-            try:
-                stream.write(text)
-                stream.flush()
-            except OSError as exc:
-                if stream is self.log_file:
-                    WRITES.failed(LOG_FILE_NAME, exc)
-            except ValueError:  # closed at shutdown
-                pass
-
-    def flush(self) -> None:
-        for stream in self.streams:
-            with contextlib.suppress(OSError, ValueError):
-                stream.flush()
+def tee(streams: list[TextIO], log_file: TextIO | None = None) -> logchain.Tee:
+    """Log lines to ``streams`` (the state directory's log, and stderr when verbose); a line
+    the log file cannot take is the state disk's failure (``state.diskhealth``)."""
+    def failed(stream: TextIO, exc: OSError) -> None:
+        if stream is log_file:
+            WRITES.failed(LOG_FILE_NAME, exc)
+    return logchain.Tee(streams, failed)
 
 
 def open_log(state_dir: Path) -> TextIO:
@@ -70,4 +51,4 @@ def configure(state_dir: Path | None, verbose: bool) -> None:
         streams.append(log_file)
     if verbose:
         streams.append(sys.stderr)
-    logchain.configure(_Tee(streams, log_file))  # type: ignore[arg-type]
+    logchain.configure(tee(streams, log_file))

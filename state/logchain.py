@@ -8,8 +8,9 @@ dropped from one of them without anyone noticing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any, TextIO
 
 import structlog
@@ -22,7 +23,34 @@ def _redact(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> Mapping[st
     return scrubbed
 
 
-def configure(stream: TextIO) -> None:
+class Tee:
+    """Write log lines to several streams. A line that cannot be written (a full or read-only
+    disk, a closed stream) is dropped and ``failed(stream, error)`` told: a failure to log is
+    never fatal, least of all while logging why a thread died."""
+
+    def __init__(self, streams: list[TextIO],
+                 failed: Callable[[TextIO, OSError], None] | None = None) -> None:
+        self.streams = streams
+        self.failed = failed
+
+    def write(self, text: str) -> None:
+        for stream in self.streams:
+            try:
+                stream.write(text)
+                stream.flush()
+            except OSError as exc:
+                if self.failed is not None:
+                    self.failed(stream, exc)
+            except ValueError:  # closed at shutdown
+                pass
+
+    def flush(self) -> None:
+        for stream in self.streams:
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+
+
+def configure(stream: TextIO | Tee) -> None:
     """Route structlog's INFO and above to ``stream`` as redacted JSON lines."""
     structlog.configure(
         processors=[
@@ -34,6 +62,6 @@ def configure(stream: TextIO) -> None:
             structlog.processors.JSONRenderer(),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        logger_factory=structlog.PrintLoggerFactory(file=stream),
+        logger_factory=structlog.PrintLoggerFactory(file=stream),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )

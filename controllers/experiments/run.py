@@ -79,6 +79,8 @@ KIND_STREAM = "stream"
 KIND_CONTAINER = "container"
 TERMINAL = "Done"
 LOG_TAIL_LINES = 2000
+RUNNER_LOG = "logs/runner.log"
+RUNNER_LOG_BYTES = 4 << 20
 CODE_ROOT = Path(__file__).resolve().parents[2]
 GIT_TIMEOUT_S = 5
 
@@ -105,6 +107,9 @@ class RunPlan:
     code: CodeRef | None = None
     # A job's harness runs in a container on its Host (None: a process beside this run).
     harness_on_host: OnHost | None = None
+    # The log of the process the run executes in, kept in the bundle as ``logs/runner.log``
+    # before it is sealed (a job's; None in the reconciler, whose log is its state's).
+    runner_log: Path | None = None
 
     @property
     def watched_gpus(self) -> list[str]:
@@ -260,6 +265,7 @@ def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
         result, reason = "FAIL", "cleanup could not prove zero leftovers"
     if not reason:
         reason = "every gate passed" if result == "PASS" else "a gate failed"
+    keep_runner_log(evidence, plan.runner_log)
     return _finish(evidence, rec, result, declared, reason, cleaned)
 
 
@@ -450,6 +456,19 @@ def inventory_of(record: ResourceStatus | None) -> tuple[list[str], set[str]]:
     items = record.inventory if record is not None else []
     return ([i.name for i in items if i.kind == KIND_STREAM],
             {i.name for i in items if i.kind == KIND_CONTAINER})
+
+
+def keep_runner_log(evidence: Evidence, source: Path | None) -> None:
+    """``source`` (the job's own log, redacted where it was written; scrubbed again) as
+    ``logs/runner.log``, its last ``RUNNER_LOG_BYTES``; nothing when there is none."""
+    if source is None:
+        return
+    try:
+        with open(source, "rb") as log:
+            log.seek(max(0, log.seek(0, 2) - RUNNER_LOG_BYTES))
+            evidence.write_text(RUNNER_LOG, log.read().decode("utf-8", "replace"))
+    except OSError:
+        return
 
 
 def _keep_log(engine: DockerEngine, evidence: Evidence, container: str,

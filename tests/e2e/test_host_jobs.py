@@ -118,6 +118,8 @@ def test_a_canary_runs_as_a_job_on_its_host_and_its_bundle_comes_home_verified(
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["code"]["revision"] not in ("", "unknown"), manifest["code"]
     assert cli("evidence", "job-1", "--verify").returncode == 0
+    runner_log = (folder / "logs" / "runner.log").read_text()  # sealed with the bundle
+    assert '"runner.progress"' in runner_log, runner_log[-2000:]
     assert not runners(docker_client, cli.instance)  # the runner is removed once home
     assert not docker_client.volumes.list(filters={"label": f"{LABEL_INSTANCE}={cli.instance}"})
     assert token not in planned.stdout + done.stdout + done.stderr
@@ -222,6 +224,7 @@ def test_a_job_whose_budget_runs_out_ends_itself_on_its_host_with_no_reconciler(
     assert "its budget of 70s ran out (10s of it kept for cleanup)" in facts["reason"], facts
     folder = cli.state_dir / "evidence" / "job-budget"
     assert json.loads((folder / "gates" / "cleanup.json").read_text())["passed"]
+    assert '"runner.stopped"' in (folder / "logs" / "runner.log").read_text()  # why, sealed
     assert verify(folder) == []
     assert not runners(docker_client, cli.instance)
 

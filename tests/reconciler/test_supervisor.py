@@ -10,7 +10,7 @@ from pathlib import Path
 import structlog
 import tenacity
 
-from reconciler.logsetup import _Tee
+from reconciler.logsetup import tee
 from reconciler.supervisor import RestartPolicy, StopAfterRecentDeaths, Supervisor
 from state.diskhealth import WRITES
 from tests.e2e.daemon_helpers import wait_for
@@ -71,7 +71,7 @@ def test_a_death_that_cannot_be_logged_is_still_restarted_and_reported() -> None
     device that refuses every write (/dev/full)."""
     full = Path("/dev/full").open("w", encoding="utf-8")  # noqa: SIM115 (closed below)
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(
-        file=_Tee([full], log_file=full)))  # type: ignore[arg-type]
+        file=tee([full], log_file=full)))  # type: ignore[arg-type]
     stop = threading.Event()
     deaths: list[str] = []
     supervisor = Supervisor(stop, RestartPolicy(restarts=3, base_s=0.01, max_s=0.01),

@@ -9,6 +9,7 @@ that runs in-process today (``controllers.experiments.run``) against the Host's 
 writing its record to a store of its own and its evidence beside it::
 
     /job/plan.json                 the frozen plan (no secret values)
+    /job/runner.log                this process's log (kept in the bundle as logs/runner.log)
     /job/state/                    the run's record (a Store of one resource)
     /job/evidence/<runId>/         the bundle, sealed by the run as today
 
@@ -37,7 +38,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import structlog
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
@@ -63,7 +64,7 @@ from specs.experiment import ExperimentSpec
 from specs.models import Deployment
 from state import logchain
 from state.errors import StateError
-from state.evidence import Verdict
+from state.evidence import Evidence, EvidenceError, Verdict
 from state.keys import Key
 from state.models import Owner, ResourceStatus
 from state.redaction import DEFAULT_REDACTOR
@@ -71,6 +72,7 @@ from state.store import Store
 
 JOB_DIR = Path("/job")
 PLAN_FILE = "plan.json"
+RUNNER_LOG = "runner.log"  # this process's log, beside the plan (kept in the bundle)
 STATE_DIR = "state"
 EVIDENCE_DIR = "evidence"
 DOCKER_URL = "unix:///var/run/docker.sock"
@@ -146,8 +148,9 @@ def _as_env_refs(deployment: dict[str, Any]) -> dict[str, Any]:
     return {**deployment, "spec": spec}
 
 
-def thaw(job: JobPlan, evidence_root: Path) -> runs.RunPlan:
-    """The ``RunPlan`` the run code executes; pydantic's ValidationError when it is not one."""
+def thaw(job: JobPlan, evidence_root: Path, runner_log: Path | None = None) -> runs.RunPlan:
+    """The ``RunPlan`` the run code executes (``runner_log``: this job's own log, kept in the
+    bundle); pydantic's ValidationError when it is not one."""
     kind, _, name = job.resource.partition("/")
     resource = Key(kind, name)
     service = Deployment.model_validate(_as_env_refs(job.service))
@@ -162,7 +165,7 @@ def thaw(job: JobPlan, evidence_root: Path) -> runs.RunPlan:
         source_file=job.source_file, revision=job.revision, other_gpus=tuple(job.other_gpus),
         code=CodeRef(version=job.code_version, revision=job.code_revision),
         harness_on_host=OnHost(job.runner_image, job.volume, str(JOB_DIR))
-        if job.runner_image and job.volume else None)
+        if job.runner_image and job.volume else None, runner_log=runner_log)
 
 
 def take_secrets(job: JobPlan, stream: Any) -> None:
@@ -232,6 +235,9 @@ def _recover_here(plan: runs.RunPlan, store: Store, engine: DockerEngine, instan
         token = api_token(plan.template.spec)
     except ControllerError:
         token = None
+    with contextlib.suppress(EvidenceError):
+        runs.keep_runner_log(Evidence.open(plan.evidence_root, plan.spec.runId),
+                             plan.runner_log)  # the recovery seals the bundle
     try:
         return runs.recover(store, record, engine, instance, plan.evidence_root,
                             threading.Event(), token, telemetry)
@@ -246,7 +252,7 @@ def run_job(job_dir: Path, stdin: Any, stop: threading.Event, docker_url: str = 
     try:
         job = JobPlan.model_validate_json((job_dir / PLAN_FILE).read_bytes())
         take_secrets(job, stdin)
-        plan = thaw(job, job_dir / EVIDENCE_DIR)
+        plan = thaw(job, job_dir / EVIDENCE_DIR, job_dir / RUNNER_LOG)
     except (OSError, ValidationError, ValueError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         log.error("runner.unusable", reason=DEFAULT_REDACTOR.scrub(message))
@@ -296,7 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docker", default=DOCKER_URL,
                         help="the Host's Docker engine, as seen here (default: its socket)")
     args = parser.parse_args(argv)
-    logchain.configure(sys.stdout)  # its container's log: JSON lines, scrubbed
+    streams: list[TextIO] = [sys.stdout]  # its container's log: JSON lines, scrubbed
+    with contextlib.suppress(OSError):  # and the file its bundle keeps (``thaw``)
+        streams.append(open(args.job_dir / RUNNER_LOG, "a", encoding="utf-8"))  # noqa: SIM115
+    logchain.configure(logchain.Tee(streams))
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
