@@ -116,6 +116,16 @@ def url_problem(value: str, schemes: tuple[str, ...]) -> str | None:
     return None
 
 
+def split_ssh_url(value: str) -> tuple[str | None, str, int | None] | None:
+    """``ssh://[user@]host[:port]`` as (user, host without brackets, port), by the one pattern
+    the spec is validated with; None when it is not one (or its port is not in 1..65535)."""
+    match = SSH_URL_RE.fullmatch(value)
+    if match is None or (match["port"] is not None and not 1 <= int(match["port"]) <= 65535):
+        return None
+    return (match["user"], match["host"].strip("[]"),
+            int(match["port"]) if match["port"] is not None else None)
+
+
 def docker_url_problem(value: str) -> str | None:
     """Why ``value`` is neither ``unix:///absolute/socket`` nor ``ssh://[user@]host[:port]``
     (None: it is one)."""

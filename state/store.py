@@ -150,6 +150,11 @@ class Store:
         kind, name = split_resource(resource)
         return self.root / RESOURCES_DIR / kind / (name + STATUS_SUFFIX)
 
+    def status_file(self, resource: Key) -> Path:
+        """Where ``resource``'s status is saved (another process's store is read by copying
+        that one file, which an atomic save never leaves half-written)."""
+        return self._status_path(resource)
+
     def _history_path(self, resource: str) -> Path:
         kind, name = split_resource(resource)
         return self.root / HISTORY_DIR / kind / (name + STATUS_SUFFIX)

@@ -35,11 +35,11 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 import asyncssh
 
 from controllers.errors import HostUnreachable, PermanentError, TemporaryError
+from specs.models import split_ssh_url
 
 DEFAULT_SSH_PORT = 22
 LOCAL_FORWARD_HOST = "127.0.0.1"
@@ -77,22 +77,17 @@ class SshTarget:
 
 
 def parse_ssh_url(url: str, host_name: str) -> SshTarget:
-    """Split ``ssh://user@host[:port]``; a missing user means the local user, as with ssh(1).
+    """Split ``ssh://user@host[:port]`` (the spec's own pattern, ``specs.models.split_ssh_url``,
+    so what validates is what connects); a missing user means the local user, as with ssh(1).
 
     A malformed URL is permanent: only a spec change can fix it."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise PermanentError(f"Host {host_name}: invalid SSH URL {url!r}: {exc}") from exc
-    if parts.scheme != "ssh" or not parts.hostname:
-        raise PermanentError(f"Host {host_name}: invalid SSH URL {url!r}: "
-                             "expected ssh://user@host[:port]")
-    if parts.path not in ("", "/") or parts.query or parts.fragment or parts.password:
-        raise PermanentError(f"Host {host_name}: invalid SSH URL {url!r}: only "
-                             "ssh://user@host[:port] is accepted (no password, path or query)")
-    return SshTarget(user=parts.username or getpass.getuser(), host=parts.hostname,
-                     port=port or DEFAULT_SSH_PORT)
+    parts = split_ssh_url(url)
+    if parts is None:
+        raise PermanentError(f"Host {host_name}: invalid SSH URL {url!r}: expected "
+                             "ssh://[user@]host[:port] (no password, path or query; a port in "
+                             "1..65535)")
+    user, host, port = parts
+    return SshTarget(user=user or getpass.getuser(), host=host, port=port or DEFAULT_SSH_PORT)
 
 
 class SshTunnel:

@@ -166,12 +166,16 @@ def find(engine: DockerEngine, instance: str, resource: str, run_id: str) -> Job
 
 def job_record(engine: DockerEngine, job: Job, key: Key) -> tuple[ResourceStatus | None, float]:
     """The job's own record of the run, and when the job last wrote it (unix seconds, 0 when
-    there is none yet): copied out of the runner, running or exited."""
+    there is none yet): copied out of the runner, running or exited. One file, not the job's
+    state folder: the job saves often, and an archive of a folder whose files are being
+    replaced fails, where one file replaced atomically is always whole."""
     with tempfile.TemporaryDirectory(prefix="rtvi-job-") as scratch:
-        if not engine.copy_out(job.container_id, f"{jobs.JOB_DIR}/{jobs.STATE_DIR}",
-                               Path(scratch)):
-            return None, 0.0
         store = Store(Path(scratch) / jobs.STATE_DIR)
+        mine = store.status_file(key)
+        mine.parent.mkdir(parents=True)
+        theirs = f"{jobs.JOB_DIR}/{jobs.STATE_DIR}/{mine.relative_to(store.root)}"
+        if not engine.copy_out(job.container_id, theirs, mine.parent):
+            return None, 0.0
         return store.load(key), store.written_at(key)
 
 
@@ -232,6 +236,24 @@ class _Seen:
 
     written: float = 0.0
     mirrored: float = 0.0
+    unread: str = ""  # the last reason the job's record could not be read (logged once)
+
+
+def _look(engine: DockerEngine, job: Job, store: Store, key: Key, run_id: str,
+          seen: _Seen) -> None:
+    """Read the job's record and mirror it here when it changed (or every
+    ``FOLLOWED_EVERY_S``); a read that fails is not the job's end, and is said once."""
+    try:
+        theirs, written = job_record(engine, job, key)
+    except TemporaryError as exc:
+        if str(exc) != seen.unread:
+            log.info("experiment.job_unread", resource=key, run_id=run_id, reason=str(exc))
+        seen.unread = str(exc)
+        return
+    fresh = written != seen.written or time.monotonic() - seen.mirrored >= FOLLOWED_EVERY_S
+    if theirs is not None and fresh and ExperimentStatusFacts.of(theirs).result is None:
+        mirror(store, key, theirs, job, written)
+        seen.written, seen.mirrored = written, time.monotonic()
 
 
 def follow(connect: Callable[[], DockerEngine], job: Job, store: Store, key: Key,
@@ -252,13 +274,7 @@ def follow(connect: Callable[[], DockerEngine], job: Job, store: Store, key: Key
             return None
         if info is None:
             raise RunnerEnded(f"the runner {job.name} was removed before it reported a verdict")
-        with contextlib.suppress(TemporaryError):  # a failed read is not the job's end
-            theirs, written = job_record(engine, job, key)
-            fresh = (written != seen.written
-                     or time.monotonic() - seen.mirrored >= FOLLOWED_EVERY_S)
-            if theirs is not None and fresh and ExperimentStatusFacts.of(theirs).result is None:
-                mirror(store, key, theirs, job, written)
-                seen.written, seen.mirrored = written, time.monotonic()
+        _look(engine, job, store, key, run_id, seen)
         # Created and never started (a crash between the two) is an end too: nothing runs.
         return None if info.running or info.paused else info
 
