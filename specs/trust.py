@@ -88,8 +88,7 @@ class TrustPolicy:
 
     def holds(self, category: str, real: str) -> bool:
         """Whether the resolved path ``real`` lies in one of ``category``'s folders."""
-        return any(real == root or real.startswith(root.rstrip("/") + "/")
-                   for root in self.folders.get(category, ()))
+        return any(inside(real, root) for root in self.folders.get(category, ()))
 
     def findings(self, resource: BaseModel) -> Iterator[tuple[PathKey, str, str]]:
         """(path, message, rule) for every read or run of ``resource`` outside the policy."""
@@ -121,6 +120,12 @@ class TrustPolicy:
 NOTHING = TrustPolicy()
 """The default: a spec may read no file and run no command."""
 _ENFORCED: list[TrustPolicy | None] = [None]
+
+
+def inside(path: str, folder: str) -> bool:
+    """Whether the normalised absolute ``path`` is ``folder`` or lies under it (``/jobs`` is
+    not under ``/job``)."""
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 def enforce(chosen: TrustPolicy | None) -> None:

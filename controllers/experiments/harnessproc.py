@@ -41,6 +41,7 @@ from controllers.clients.docker_client import ContainerRequest, DockerEngine
 from controllers.errors import ControllerError
 from controllers.experiments import processes
 from controllers.waiting import until
+from specs.trust import inside
 
 USR = "/usr"
 SHELL = "/bin/sh"
@@ -267,4 +268,4 @@ class ContainerLauncher:
 
 
 def _covered(path: str, folders: Sequence[str]) -> bool:
-    return any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
+    return any(inside(path, folder) for folder in folders)

@@ -39,14 +39,14 @@ from controllers.clients.docker_client import ContainerInfo, ContainerRequest, D
 from controllers.errors import ControllerError, PermanentError, TemporaryError
 from controllers.experiments.facts import ExperimentStatusFacts
 from controllers.experiments.harnessproc import read_only_binds
-from controllers.experiments.run import RunPlan
+from controllers.experiments.run import RUNNER_LOG, RunPlan
 from controllers.experiments.runner import job as jobs
 from controllers.experiments.runner.image import ensure_runner_image
 from controllers.streamset.publisher.image import ensure_publisher_image
 from controllers.waiting import Stopped, until
 from specs.models import Host
 from specs.trust import read_paths
-from state.evidence import MANIFEST, Verdict, verify
+from state.evidence import MANIFEST, Evidence, EvidenceError, Verdict, verify
 from state.keys import Key
 from state.models import ResourceStatus
 from state.redaction import DEFAULT_REDACTOR
@@ -58,9 +58,9 @@ FOLLOW_PACE_S = 1.0
 FOLLOWED_EVERY_S = 15.0  # an unchanged job record is mirrored this often (``followed_at``)
 STOP_MARGIN_S = 30  # the runner's SIGTERM grace beyond its cleanup deadline
 JOB_READS = ("media", "harness")  # the trust categories a job reads on its Host
-EARLIER_MAX_BYTES = 8 << 20
+EARLIER_MAX_BYTES = 8 << 20  # one evidence document of an earlier run, copied into a job
 RUNNER_LOG_LINES = 2000  # of a runner that ended without a verdict, kept in its bundle
-ERROR_CHARS = 300  # one evidence document of an earlier run, copied into a job
+ERROR_CHARS = 300  # of the runner's last error, in the reason
 log = structlog.get_logger("controllers.experiments")
 
 
@@ -306,7 +306,7 @@ def _ended(engine: DockerEngine, job: Job, store: Store, key: Key, evidence_root
         mirror(store, key, theirs, job, written)  # a verdict only with its evidence home
     if verdict and them.result is not None:
         return them.result
-    keep_runner_log(evidence_root / run_id, said)  # unsealed: the recovery seals it
+    _keep_container_log(evidence_root, run_id, said)  # unsealed: the recovery seals it
     error = last_error(said)
     why = (f"the runner {job.name} was created but never started" if info.status == "created"
            else f"its evidence failed verification: {'; '.join(problems[:3])}" if problems
@@ -316,14 +316,13 @@ def _ended(engine: DockerEngine, job: Job, store: Store, key: Key, evidence_root
     raise RunnerEnded(why)
 
 
-def keep_runner_log(folder: Path, said: str) -> None:
-    """The runner's own log as ``logs/runner.log`` of a bundle the recovery will seal (its
-    lines were redacted where they were written; scrubbed again here)."""
-    if not folder.is_dir() or not said:
+def _keep_container_log(evidence_root: Path, run_id: str, said: str) -> None:
+    """The runner's container log as ``logs/runner.log`` of a bundle the recovery will seal
+    (redacted where it was written; ``Evidence.write_text`` scrubs it again)."""
+    if not said:
         return
-    with contextlib.suppress(OSError):
-        (folder / "logs").mkdir(exist_ok=True)
-        (folder / "logs" / "runner.log").write_text(DEFAULT_REDACTOR.scrub_text(said), "utf-8")
+    with contextlib.suppress(EvidenceError, OSError):
+        Evidence.open(evidence_root, run_id).write_text(RUNNER_LOG, said)
 
 
 def last_error(said: str) -> str:
