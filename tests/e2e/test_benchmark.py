@@ -36,8 +36,11 @@ CONFIG_NAME = "rtvi_vlm_perf_config.yaml"
 PROMPT = "Describe the scene in one short sentence."
 
 
-@pytest.fixture(scope="module", name="rtsp")
+@pytest.fixture(name="rtsp")
 def rtsp_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RtspSource]:
+    """One RTSP source per test (about a second to start): GStreamer's RTSP server once aborted
+    (``gst_rtsp_media_get_rates`` assertion) after a harness client's session, and a source
+    shared by the module took every later test down with it."""
     source = RtspSource(free_port(), {"red": ("FF0000", None)},
                         tmp_path_factory.mktemp("rtsp") / "rtsp.log")
     source.start()
