@@ -163,9 +163,10 @@ class ExperimentSpecBase(Strict):
     paths: RunPaths = Field(default_factory=RunPaths)
     budgetSeconds: int = Field(default=1800, ge=60, le=7 * 86400)  # the whole run, cleanup too
     cleanupSeconds: int = Field(default=300, ge=10, le=3600)  # one shared cleanup deadline
-    # Where the run executes: ``reconciler``, in the reconciler's process (a restart ends it
-    # INCONCLUSIVE), or ``host``, as a job on its template's Host that outlives the reconciler.
-    executor: Literal["reconciler", "host"] = "reconciler"
+    # Where the run executes: ``host`` (the default, issue 27), as a job on its template's Host
+    # beside the service it measures, outliving the reconciler; ``reconciler``, in the
+    # reconciler's process (no runner image to build; a restart ends it INCONCLUSIVE).
+    executor: Literal["reconciler", "host"] = "host"
     workload: Workload = Field(default_factory=Workload)
     measurement: Measurement
     telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
