@@ -281,11 +281,11 @@ def apply(ctx: Context, paths: tuple[Path, ...], timeout: float | None) -> None:
     Ready (a run: until its verdict).
 
     Prints each action with its cause and progress while waiting; exits 1 naming the reason
-    if something is not Ready in time. Interrupted (Ctrl-C, SIGTERM), a run in this process
-    (executor: reconciler) ends with it: the next apply or daemon ends it INCONCLUSIVE after
-    its cleanup. A run that executes as a job on its Host (executor: host) keeps running: the
-    next apply, or the daemon, finds it by its labels, follows it and brings its evidence
-    home.
+    if something is not Ready in time. Interrupted (Ctrl-C, SIGTERM), a run that executes as
+    a job on its Host (the default, executor: host) keeps running: the next apply, or the
+    daemon, finds it by its labels, follows it and brings its evidence home. A run in this
+    process (executor: reconciler) ends with it: the next apply or daemon ends it
+    INCONCLUSIVE after its cleanup.
     """
     spec_set = _load(ctx, paths)
     started = time.monotonic()

@@ -7,6 +7,8 @@ recorded from real machines.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from pydantic import BaseModel, ConfigDict
 
 
@@ -46,3 +48,8 @@ class HostFacts(BaseModel):
             if (isinstance(ref, int) and gpu.index == ref) or gpu.uuid == ref:
                 return gpu
         return None
+
+    def reported(self, refs: Iterable[int | str]) -> tuple[str, ...]:
+        """The UUIDs of those GPUs this Host's driver reports, once each, in order: what may
+        be asked of its engine (an emulated or unseen GPU never is)."""
+        return tuple(dict.fromkeys(g.uuid for ref in refs if (g := self.gpu(ref)) is not None))

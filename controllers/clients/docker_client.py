@@ -91,6 +91,9 @@ class ContainerRequest:
     ports: dict[str, tuple[str, int | None]] = field(default_factory=dict)
     mounts: list[tuple[str, str, bool]] = field(default_factory=list)  # source, target, ro
     gpu_ids: list[str] = field(default_factory=list)
+    # What the container may do with them: a service computes ("gpu": the driver's default);
+    # a run's runner only reads their counters ("gpu", "utility": NVML and nvidia-smi).
+    gpu_capabilities: tuple[str, ...] = ("gpu",)
     init: bool = True
     stop_timeout: int = 30
     network_mode: str | None = None  # None: the default bridge
@@ -280,7 +283,7 @@ class DockerEngine:
                     for s, t, ro in req.mounts]
             + [docker.types.Mount(target=t, source=v, type="volume") for v, t in req.volumes],
             device_requests=[docker.types.DeviceRequest(driver="nvidia", device_ids=req.gpu_ids,
-                                                        capabilities=[["gpu"]])]
+                                                        capabilities=[list(req.gpu_capabilities)])]
             if req.gpu_ids else None,
             init=req.init,
             network_mode=req.network_mode,

@@ -31,7 +31,7 @@ import getpass
 import os
 import shlex
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -143,6 +143,15 @@ class SshTunnel:
         remote login shell sees exactly these words. A command killed by a signal reports -1."""
         return self._call(self._run(argv, timeout_s),
                           self.connect_timeout_s + timeout_s + CALL_SLACK_S)
+
+    def stream(self, argv: list[str], on_line: Callable[[str], None]) -> RemoteStream:
+        """Start a remote command that keeps printing (``nvidia-smi -lms``) and hand each line
+        of its stdout to ``on_line`` (on the tunnel's thread) as it comes: one channel for a
+        long run instead of one command per sample. It ends when the command does, when the
+        connection drops, or on :meth:`RemoteStream.close` (the channel closes and the command
+        dies of SIGPIPE at its next line)."""
+        loop = self._ensure_loop()
+        return RemoteStream(asyncio.run_coroutine_threadsafe(self._stream(argv, on_line), loop))
 
     @property
     def connected(self) -> bool:
@@ -318,6 +327,21 @@ class SshTunnel:
         status = done.returncode if done.returncode is not None else EXIT_KILLED_BY_SIGNAL
         return status, _text(done.stdout), _text(done.stderr)
 
+    async def _stream(self, argv: list[str], on_line: Callable[[str], None]) -> str:
+        conn = await self._ensure_connected()
+        command = shlex.join(argv)
+        try:
+            async with conn.create_process(command, errors="replace") as proc:
+                async for line in proc.stdout:
+                    on_line(line)
+                said = (await proc.stderr.read()).strip().splitlines()
+                done = await proc.wait(check=False)
+        except (asyncssh.Error, OSError) as exc:
+            raise HostUnreachable(f"Host {self.host_name}: remote command {command!r} on "
+                                  f"{self.target.address} failed: {_reason(exc)}") from exc
+        status = done.returncode if done.returncode is not None else EXIT_KILLED_BY_SIGNAL
+        return f"exited {status}" + (f": {said[-1]}" if said else "")
+
     async def _drop_connection(self) -> None:
         for listener in [self._socket_listener, *self._tcp_listeners.values()]:
             if listener is not None:
@@ -332,6 +356,30 @@ class SshTunnel:
 
     async def _disconnect(self) -> None:
         await self._drop_connection()
+
+
+class RemoteStream:
+    """A started :meth:`SshTunnel.stream`: whether it still runs, why it ended, its end."""
+
+    def __init__(self, future: concurrent.futures.Future[str]) -> None:
+        self._future = future
+
+    @property
+    def ended(self) -> bool:
+        return self._future.done()
+
+    def why_ended(self) -> str:
+        """How it ended (its exit status and last stderr line, or the connection's error);
+        empty while it runs."""
+        if not self._future.done():
+            return ""
+        if self._future.cancelled():
+            return "closed"
+        exc = self._future.exception()
+        return str(exc) if exc is not None else self._future.result()
+
+    def close(self) -> None:
+        self._future.cancel()  # cancels the task on the tunnel's loop: the channel closes
 
 
 def _reason(exc: BaseException) -> str:

@@ -195,8 +195,14 @@ class ExperimentKind:
         view.conflict = guard(session.engine(), resolved.container_name, services.instance,
                               key, spec.runId)
         gpus = [str(g) for g in run_dep.spec.gpus]
-        telemetry = session.telemetry(spec.telemetry.dcgmUrl).name + (
-            " (required)" if spec.telemetry.required else "")
+        gpu_ids = [g.uuid if (g := facts.gpu(ref)) else str(ref) for ref in run_dep.spec.gpus]
+        host_gpus = facts.reported([*gpu_ids, *spec.telemetry.gpus])
+        if spec.executor == "host" and spec.telemetry.dcgmUrl is None:
+            telemetry = "NVML (else nvidia-smi) in the job, reading " + (
+                ", ".join(host_gpus) if host_gpus else "no GPU the Host reports")
+        else:
+            telemetry = session.telemetry(spec.telemetry.dcgmUrl).name
+        telemetry += " (required)" if spec.telemetry.required else ""
         view.actions += [
             Action("create", f"container {resolved.container_name}", f"run {spec.runId}'s "
                       f"fresh service from Deployment {spec.template} ({template.spec.image}) "
@@ -213,9 +219,8 @@ class ExperimentKind:
                           "reconciler" if spec.executor == "host" else ""))]
         return runs.RunPlan(
             resource=key, name=exp.metadata.name, spec=spec, run_hash=digest, template=template,
-            desired=resolved, host=template.spec.host,
-            gpu_ids=[g.uuid if (g := facts.gpu(ref)) else str(ref) for ref in run_dep.spec.gpus],
-            other_gpus=tuple(spec.telemetry.gpus),
+            desired=resolved, host=template.spec.host, gpu_ids=gpu_ids,
+            other_gpus=tuple(spec.telemetry.gpus), host_gpus=host_gpus,
             evidence_root=root, source_file=spec_set.source_file(exp),
             revision=ctx.revision)
 
@@ -251,7 +256,8 @@ class ExperimentKind:
         plan = desired.launch
         session = Hosts.of(services).session(ctx.spec_set.host(host))  # type: ignore[union-attr]
         engine = session.engine()
-        telemetry = session.telemetry(plan.spec.telemetry.dcgmUrl)
+        telemetry = session.telemetry(plan.spec.telemetry.dcgmUrl,
+                                      plan.spec.telemetry.intervalSeconds)
         progress = self._progress(ctx, key)
         spec = plan.spec
         if spec.executor == "host":  # its secrets read before the run ID is claimed

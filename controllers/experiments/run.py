@@ -102,6 +102,9 @@ class RunPlan:
     revision: str | None
     # GPUs the service is given by other means (telemetry.gpus): watched, never requested.
     other_gpus: tuple[str, ...] = ()
+    # The watched GPUs the Host's driver reports (its facts at planning): what a job's runner
+    # may read telemetry from; an emulated or unseen GPU is never requested of the engine.
+    host_gpus: tuple[str, ...] = ()
     # The code that planned the run, when it runs elsewhere (a job on its Host, whose image
     # holds no Git checkout): recorded in the manifest instead of what this process finds.
     code: CodeRef | None = None

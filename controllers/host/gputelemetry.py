@@ -38,6 +38,11 @@ MIB = 1024 * 1024
 DCGM_USED, DCGM_FREE, DCGM_RESERVED = "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", \
     "DCGM_FI_DEV_FB_RESERVED"
 DCGM_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+# A remote stream's sample is stale after this many intervals (at least the minimum), and the
+# stream stops after this many intervals without a reader.
+STREAM_STALE_SAMPLES, STREAM_STALE_MIN_S = 3, 5.0
+STREAM_IDLE_SAMPLES, STREAM_IDLE_MIN_S = 10, 30.0
+STREAM_MIN_MS = 100
 NOT_REPORTED = ("[N/A]", "N/A", "[Not Supported]", "")
 Runner = Callable[[list[str]], tuple[int, str, str]]
 
@@ -126,6 +131,110 @@ class SmiTelemetry:
             raise TelemetryUnavailable(f"nvidia-smi on {self.where} exited {status}: "
                                        f"{detail[-1] if detail else 'no output'}")
         return Snapshot(self.name, time.time(), parse_smi(out))
+
+
+class SmiSamples:
+    """Whole samples out of ``nvidia-smi -lms`` lines: ``size`` lines (one per GPU, in index
+    order) make one; a torn or out-of-step group is dropped and the next line starts afresh."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._pending: list[str] = []
+
+    def add(self, line: str) -> tuple[GpuReading, ...] | None:
+        self._pending.append(line if line.endswith("\n") else line + "\n")
+        if len(self._pending) < self.size:
+            return None
+        lines, self._pending = self._pending, []
+        try:
+            gpus = parse_smi("".join(lines))
+        except TelemetryUnavailable:
+            return None
+        indices = [g.index for g in gpus]
+        if indices == sorted(set(indices)):
+            return gpus
+        self._pending = lines[1:]  # started mid-sample: shift by a line and try again
+        return None
+
+
+class LineStream(Protocol):
+    """A remote command printing as it goes (``SshTunnel.stream``'s answer)."""
+
+    @property
+    def ended(self) -> bool: ...
+
+    def why_ended(self) -> str: ...
+
+    def close(self) -> None: ...
+
+
+StartStream = Callable[[list[str], Callable[[str], None]], LineStream]
+
+
+class SmiStream:
+    """``nvidia-smi`` on a remote Host printing a sample every interval itself (``-lms``) over
+    one SSH channel, instead of one command over the connection per sample (the perf field
+    guide's rule, issue 27). A read returns the newest whole sample the stream printed.
+
+    Why a one-shot read first: it answers at once (a Preflight baseline waits for no
+    interval), says an unusable ``nvidia-smi`` in its own words, and tells how many lines (GPUs)
+    make one sample of the stream. The stream stops by itself once nobody has read for
+    ``idle_s`` (a run ended, crashed or moved on), so no remote loop outlives its reader; the
+    next read starts it again. A stream that ended (a dropped connection) is started again by
+    the next read, the same way."""
+
+    name = "nvidia-smi"
+
+    def __init__(self, start: StartStream, once: Runner, interval_s: float, where: str,
+                 program: str = NVIDIA_SMI, idle_s: float | None = None) -> None:
+        self._start, self._once = start, SmiTelemetry(once, where, program)
+        self.interval_s, self.where, self.program = interval_s, where, program
+        self.idle_s = idle_s if idle_s is not None else max(STREAM_IDLE_MIN_S,
+                                                             STREAM_IDLE_SAMPLES * interval_s)
+        self._lock = threading.Lock()
+        self._stream: LineStream | None = None
+        self._samples = SmiSamples(0)
+        self._newest: Snapshot | None = None
+        self._read_at = 0.0  # monotonic
+
+    def read(self) -> Snapshot:
+        with self._lock:
+            self._read_at = time.monotonic()
+            stream, newest = self._stream, self._newest
+            if stream is not None and not stream.ended:
+                if newest is not None and time.time() - newest.at <= self._stale_s():
+                    return newest  # the stream's, or the one-shot's while it warms up
+                stream.close()  # it prints nothing (a hung nvidia-smi): start afresh
+                self._stream = None
+        snap = self._once.read()  # raises TelemetryUnavailable in nvidia-smi's own words
+        with self._lock:
+            if self._stream is None or self._stream.ended:
+                self._samples, self._newest = SmiSamples(len(snap.gpus)), snap
+                ms = max(STREAM_MIN_MS, round(self.interval_s * 1000))
+                self._stream = self._start([self.program, *SMI_ARGS, "-lms", str(ms)],
+                                           self._line)
+        return snap
+
+    def _stale_s(self) -> float:
+        return max(STREAM_STALE_MIN_S, STREAM_STALE_SAMPLES * self.interval_s)
+
+    def _line(self, line: str) -> None:
+        """One line of the stream, on the SSH thread."""
+        with self._lock:
+            stream = self._stream
+            if time.monotonic() - self._read_at > self.idle_s and stream is not None:
+                stream.close()  # nobody reads: stop the loop on the Host
+                self._stream = None
+                return
+            gpus = self._samples.add(line)
+            if gpus is not None:
+                self._newest = Snapshot(self.name, time.time(), gpus)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._stream is not None:
+                self._stream.close()
+                self._stream = None
 
 
 # --- NVML ---------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from controllers.host import gpus as host_probe
 from controllers.host.gputelemetry import (
     DcgmTelemetry,
     NvmlTelemetry,
+    SmiStream,
     SmiTelemetry,
     Telemetry,
     nvml_answers,
@@ -141,11 +142,12 @@ class HostSession:
                                            "--format=csv,noheader,nounits"])
         return host_probe.parse_apps_csv(out) if status == 0 else {}
 
-    def telemetry(self, dcgm_url: str | None = None) -> Telemetry:
+    def telemetry(self, dcgm_url: str | None = None, interval_s: float = 1.0) -> Telemetry:
         """The Host's GPU telemetry: the DCGM exporter at ``dcgm_url`` when given; else NVML
-        when this machine is the Host and NVML answers, else ``nvidia-smi`` on the Host
-        (through its SSH connection for a remote one). Reading it may still fail: the caller
-        records why, never a zero."""
+        when this machine is the Host and NVML answers, else ``nvidia-smi`` on the Host (for a
+        remote one, one ``nvidia-smi`` printing every ``interval_s`` over its SSH connection,
+        never a command per sample). Reading it may still fail: the caller records why, never
+        a zero."""
         if dcgm_url is not None:
             return DcgmTelemetry(dcgm_url)
         where = f"Host {self.name}"
@@ -153,7 +155,7 @@ class HostSession:
             self.engine()  # opens the tunnel whose connection runs the command
             tunnel = self._tunnel
             assert tunnel is not None
-            return SmiTelemetry(tunnel.run, where)
+            return SmiStream(tunnel.stream, tunnel.run, interval_s, where)
         with self._lock:
             if self._nvml is None and not self._nvml_tried:
                 self._nvml_tried = True  # a machine without NVML does not grow one

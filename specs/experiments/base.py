@@ -125,11 +125,13 @@ class ServiceOverride(Strict):
 class TelemetrySpec(Strict):
     """Where the run's GPU telemetry comes from, and whether the run needs it.
 
-    By default the Host is asked: NVML where the reconciler runs on it, ``nvidia-smi`` over its
-    SSH connection otherwise. ``dcgmUrl`` names a DCGM exporter's metrics URL instead (no
-    credentials in it: it is recorded in the evidence). ``required``: a run that cannot read
-    its telemetry fails in Preflight, before anything starts; otherwise what cannot be read is
-    recorded as "not measured", never as zero."""
+    By default it is read where the run executes: a job on its Host (``executor: host``) reads
+    NVML, else ``nvidia-smi``, there, given the watched GPUs its driver reports (to read, not
+    to compute); a run in the reconciler reads NVML where the reconciler runs on the Host,
+    ``nvidia-smi`` over its SSH connection otherwise. ``dcgmUrl`` names a DCGM exporter's
+    metrics URL instead (no credentials in it: it is recorded in the evidence). ``required``:
+    a run that cannot read its telemetry fails in Preflight, before anything starts; otherwise
+    what cannot be read is recorded as "not measured", never as zero."""
 
     dcgmUrl: Annotated[str, Field(pattern=r"^https?://[^/@\s]+(/\S*)?$", max_length=500),
                        checked(lambda u: url_problem(u, ("http", "https")))] | None = None

@@ -23,6 +23,7 @@ from controllers.host.gputelemetry import (
     GpuWindow,
     NvmlTelemetry,
     Sampler,
+    SmiSamples,
     SmiTelemetry,
     Snapshot,
     TelemetryUnavailable,
@@ -295,3 +296,21 @@ def test_an_unreachable_dcgm_exporter_is_unavailable() -> None:
     with pytest.raises(TelemetryUnavailable) as caught:
         DcgmTelemetry(url).read()
     assert str(caught.value).startswith(f"DCGM exporter at {url}: ConnectError")
+
+
+def test_a_streamed_sample_is_whole_and_in_index_order() -> None:
+    """``nvidia-smi -lms`` prints a line per GPU per interval, nothing between samples (as a
+    real H100 printed, ``tests/data/h100-telemetry``): lines group into whole samples, and a
+    stream joined mid-sample re-aligns instead of pairing two samples' halves."""
+    (line, *_) = (Path(__file__).resolve().parent.parent / "data" / "h100-telemetry" /
+                  "nvidia-smi-loop.csv").read_text().splitlines()
+    gpu1 = line.replace("0, GPU-8700", "1, GPU-9900", 1).replace(", 0, 81559", ", 512, 81559")
+    samples = SmiSamples(2)
+    got = [samples.add(x) for x in (gpu1, line, gpu1, line, gpu1)]  # joined at GPU 1
+    assert got[:2] == [None, None]
+    assert got[2] is not None
+    assert [g.index for g in got[2]] == [0, 1]
+    assert got[2][1].memory_used_mib == 512
+    assert got[3] is None
+    assert got[4] == got[2]
+    assert SmiSamples(1).add("0, GPU-x, torn") is None  # a torn line is no sample

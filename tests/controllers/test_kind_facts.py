@@ -127,3 +127,15 @@ def test_a_runs_frozen_spec_is_read_leniently_with_defaults_for_what_it_lacks() 
     assert frozen.telemetry == {"dcgmUrl": "http://127.0.0.1:9400"}
     record.applied_spec = {"experiment": ["not", "a", "mapping"]}
     assert FrozenRun.frozen(record) == FrozenRun()
+
+
+def test_a_host_reports_only_the_gpus_its_driver_sees_once_each() -> None:
+    from specs.facts import HostFacts
+
+    gpus = [GpuInfo(index=i, uuid=f"GPU-{i}", name="H200", compute_capability="9.0",
+                    memory_total_mib=143771) for i in range(2)]
+    facts = HostFacts(name="edge", engine_version="26", api_version="1.45", gpus=gpus)
+    # By index or UUID; an emulated GPU the driver does not report is never asked for.
+    assert facts.reported([1, "GPU-1", "GPU-emulated", "GPU-0"]) == ("GPU-1", "GPU-0")
+    assert HostFacts(name="ci", engine_version="26", api_version="1.45").reported(
+        ["GPU-0"]) == ()

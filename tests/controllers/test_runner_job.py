@@ -93,3 +93,22 @@ def test_an_unusable_plan_or_a_spent_run_id_starts_nothing(
     line = json.dumps({"API_TOKEN": CANARY}) + "\n"
     assert jobs.run_job(tmp_path, io.StringIO(line), stop) == jobs.EXIT_RAN_BEFORE
     assert not (tmp_path / jobs.STATE_DIR).exists()  # no record: nothing was started
+
+
+def test_the_runner_reads_the_gpus_its_host_reports_and_only_without_a_dcgm_exporter(
+        tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from controllers.experiments.runner import hostjob
+
+    plan = replace(_plan(tmp_path), host_gpus=("GPU-1",))
+    req = hostjob.runner_request(plan, "run-job-7", "sha256:img", {}, "/run/docker.sock")
+    # Telemetry is read in the job (NVML or nvidia-smi there): the GPU the Host's driver
+    # reports is given to read its counters only; an unreported one ("GPU-2") is not asked.
+    assert (req.gpu_ids, req.gpu_capabilities) == (["GPU-1"], ("gpu", "utility"))
+    assert ("/run/docker.sock", "/var/run/docker.sock", False) in req.mounts
+    dcgm = plan.spec.model_copy(update={"telemetry": plan.spec.telemetry.model_copy(
+        update={"dcgmUrl": "http://127.0.0.1:9400/metrics"})})
+    req = hostjob.runner_request(replace(plan, spec=dcgm), "run-job-7", "sha256:img", {},
+                                 "/run/docker.sock")
+    assert req.gpu_ids == []  # the exporter answers: the runner needs no GPU

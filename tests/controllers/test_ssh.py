@@ -23,7 +23,12 @@ from controllers.clients.docker_client import DockerEngine
 from controllers.clients.ssh import SshTunnel
 from controllers.errors import HostUnreachable, PermanentError
 from controllers.host.gpus import local_gpus, remote_gpus
-from controllers.host.gputelemetry import GpuReading, SmiTelemetry, TelemetryUnavailable
+from controllers.host.gputelemetry import (
+    GpuReading,
+    SmiStream,
+    SmiTelemetry,
+    TelemetryUnavailable,
+)
 from controllers.waiting import until
 from tests.conftest import LABEL_TEST, TEST_IMAGE_TAG
 from tests.ports import free_port
@@ -139,6 +144,48 @@ def test_gpu_telemetry_over_the_ssh_connection(tunnel: SshTunnel, local_dir: Pat
         with pytest.raises(TelemetryUnavailable) as caught:
             SmiTelemetry(tunnel.run, "Host remote").read()
         assert str(caught.value).startswith("nvidia-smi on Host remote exited 127: ")
+
+
+def test_gpu_telemetry_over_ssh_is_one_stream_not_a_command_per_sample(
+        tunnel: SshTunnel, local_dir: Path) -> None:
+    """Issue 27: a run reading a remote Host's GPUs every interval starts one ``nvidia-smi
+    -lms`` over the connection and reads its lines; it never runs a command per sample. The
+    stand-in prints what a real H100's ``nvidia-smi -lms 200`` printed, and notes each start."""
+    data = Path(__file__).resolve().parent.parent / "data" / "h100-telemetry"
+    starts, pids = local_dir / "starts", local_dir / "pids"
+    stand_in = local_dir / "nvidia-smi"
+    stand_in.write_text(
+        f"#!/bin/sh\necho \"$*\" >> '{starts}'\n"
+        f"case \"$*\" in *-lms*) echo $$ >> '{pids}'\n"
+        f"  while head -n 1 '{data / 'nvidia-smi-loop.csv'}'; do sleep 0.05; done;;\n"
+        f"*) head -n 1 '{data / 'nvidia-smi-loop.csv'}';; esac\n")
+    stand_in.chmod(0o755)
+    source = SmiStream(tunnel.stream, tunnel.run, 0.05, "Host remote", program=str(stand_in),
+                       idle_s=1.0)
+    first = source.read()  # at once, from a one-shot reading
+    h100 = "GPU-8700ecb8-bf58-65d2-6cc7-729da818b910"
+    assert first.gpus == (GpuReading(0, h100, 0, 81559, 0.0),)
+    seen: set[float] = set()
+
+    def streamed() -> bool | None:
+        seen.add(source.read().at)
+        return True if len(seen) >= 10 else None
+    assert until(streamed, timeout_s=WAIT_S, pace=POLL_S), seen
+    said = starts.read_text().splitlines()
+    assert len(said) == 2, said  # ten fresh samples, two commands: the one-shot and the loop
+    assert said[1].endswith("--format=csv,noheader,nounits -lms 100"), said  # its floor
+    # Nobody reads: the loop on the Host stops by itself (the channel closes; the command
+    # dies at its next line), so no remote loop outlives the run that started it.
+    (pid,) = [int(line) for line in pids.read_text().split()]
+
+    def gone() -> bool | None:
+        return None if Path(f"/proc/{pid}").exists() else True
+    assert until(gone, timeout_s=WAIT_S, pace=POLL_S), f"the loop {pid} still runs"
+    # The next read starts it again (the same as after a dropped connection).
+    assert source.read().gpus == first.gpus
+    assert until(lambda: True if len(pids.read_text().split()) == 2 else None,
+                 timeout_s=WAIT_S, pace=POLL_S)
+    source.close()
 
 
 def test_unknown_or_changed_host_key_is_permanent(remote_engine: RemoteEngine,

@@ -363,3 +363,37 @@ def test_a_benchmark_runs_as_a_job_on_an_ssh_host_with_the_harness_from_its_chec
     cleanup = json.loads((folder / "gates" / "cleanup.json").read_text())
     assert cleanup["passed"], cleanup
     assert not left_on(remote.client, cli.instance)  # service, harness, runner: all removed
+
+
+def test_a_capacity_search_runs_as_a_job_on_an_ssh_host(
+        cli: Cli, emulator_image: str, remote: RemoteEngine, tmp_path: Path) -> None:
+    """Every type on the SSH Host: a capacity search's windows, each with a fresh service
+    started and removed there by the job, end to end (the emulator breaches above 1 stream)."""
+    port = free_port()
+    search = {"apiVersion": "rtvi.reconciler/v1", "kind": "Experiment",
+              "metadata": {"name": "cap"},
+              "spec": {"type": "capacity", "runId": "job-cap", "template": "vlm",
+                       "service": {"hostPort": port, "env": {
+                           "RTVI_EMU_PORT": str(port), "RTVI_EMU_BREACH_ABOVE": "1",
+                           "RTVI_EMU_BREACH_MS": "4000"}},
+                       "measurement": {"claim": "the highest stable live-stream count"},
+                       "budgetSeconds": 300, "cleanupSeconds": 10,
+                       "capacity": {"initialStreamCount": 1, "addStreamCount": 1,
+                                    "maxStreamCount": 2, "windowSeconds": 5,
+                                    "maxP95LatencyMs": 2000.0, "chunkDurationSeconds": 1}}}
+    specs = tmp_path / "specs"
+    on_edge(remote, rtvi_deployment(emulator_image, free_port()), search, specs)
+    done = cli("apply", str(specs), "--timeout", "250", timeout=320)
+    assert done.returncode == 0, done.stdout + done.stderr
+    facts = (status_of(cli, "Experiment/cap") or {})["facts"]
+    assert facts["result"] == "PASS", facts
+    assert "highest stable 1, first unstable 2" in facts["reason"], facts
+    assert facts["runner"].endswith("run-job-cap"), facts
+    folder = cli.state_dir / "evidence" / "job-cap"
+    windows = [json.loads(p.read_text()) for p in sorted(
+        (folder / "evidence" / "capacity").rglob("w*.json"))]
+    assert [w["verdict"] for w in windows] == ["stable", "unstable"], windows
+    logs = [p.name for p in (folder / "logs").iterdir() if "-w" in p.name]
+    assert len(logs) == 2, logs  # a fresh service per window, its log kept
+    assert verify(folder) == []
+    assert not left_on(remote.client, cli.instance)

@@ -60,6 +60,7 @@ STOP_MARGIN_S = 30  # the runner's SIGTERM grace beyond its cleanup deadline
 JOB_READS = ("media", "harness")  # the trust categories a job reads on its Host
 EARLIER_MAX_BYTES = 8 << 20  # one evidence document of an earlier run, copied into a job
 RUNNER_LOG_LINES = 2000  # of a runner that ended without a verdict, kept in its bundle
+GPU_READ_ONLY = ("gpu", "utility")  # the runner's GPU capabilities: counters, no compute
 ERROR_CHARS = 300  # of the runner's last error, in the reason
 log = structlog.get_logger("controllers.experiments")
 
@@ -101,18 +102,15 @@ def start(engine: DockerEngine, plan: RunPlan, instance: str, socket_path: str,
     image_id = ensure_runner_image(engine)
     engine.create_volume(name, labels)
     try:
-        container_id = engine.create(ContainerRequest(
-            name=name, image=image_id, labels=labels, environment={},
-            mounts=[(socket_path, DOCKER_SOCKET, False), *host_reads(plan)],
-            volumes=[(name, str(jobs.JOB_DIR))],
-            command=["-m", "controllers.experiments.runner.job"], network_mode="host",
-            stdin_open=True, init=True, stop_timeout=plan.spec.cleanupSeconds + STOP_MARGIN_S))
+        container_id = engine.create(runner_request(plan, name, image_id, labels,
+                                                    socket_path))
     except ControllerError as exc:
         with contextlib.suppress(ControllerError):
             engine.remove_volume(name)
         raise PermanentError(f"cannot create the run's job on Host {plan.host}: {exc} (a "
                              "job reads its media and harness files on its Host: they must "
-                             "be there, at the paths the spec names)") from None
+                             "be there, at the paths the spec names; it reads the GPUs the "
+                             "Host reports through NVIDIA's container toolkit)") from None
     job = Job(container_id, name)
     try:
         publisher = ensure_publisher_image(engine)  # put here: the runner has no GStreamer
@@ -131,6 +129,21 @@ def start(engine: DockerEngine, plan: RunPlan, instance: str, socket_path: str,
     log.info("experiment.job_started", resource=plan.resource, run_id=run_id, runner=name,
              host=plan.host)
     return job
+
+
+def runner_request(plan: RunPlan, name: str, image_id: str, labels: dict[str, str],
+                   socket_path: str) -> ContainerRequest:
+    """The runner container: the Host's Docker socket, the spec's media and harness reads
+    (read-only, at the paths the spec names), its own volume at ``/job``. Without a DCGM
+    exporter it reads GPU telemetry itself (NVML, else ``nvidia-smi``), so it is given the
+    watched GPUs the Host reports, to read their counters only ("utility": no compute)."""
+    gpus = [] if plan.spec.telemetry.dcgmUrl is not None else list(plan.host_gpus)
+    return ContainerRequest(
+        name=name, image=image_id, labels=labels, environment={},
+        mounts=[(socket_path, DOCKER_SOCKET, False), *host_reads(plan)],
+        volumes=[(name, str(jobs.JOB_DIR))], gpu_ids=gpus, gpu_capabilities=GPU_READ_ONLY,
+        command=["-m", "controllers.experiments.runner.job"], network_mode="host",
+        stdin_open=True, init=True, stop_timeout=plan.spec.cleanupSeconds + STOP_MARGIN_S)
 
 
 def host_reads(plan: RunPlan) -> list[tuple[str, str, bool]]:
