@@ -236,7 +236,13 @@ def mark_paths(model: type[BaseModel]) -> tuple[tuple[tuple[str, ...], str], ...
 def read_paths(resource: BaseModel, categories: tuple[str, ...]) -> list[str]:
     """Every absolute path ``resource`` reads in ``categories`` (what a run executing as a job
     on its Host must find there: its media, its harness checkout)."""
-    return [value for pattern, mark in mark_paths(type(resource)) if mark in categories
+    return [path for _, path in read_marks(resource, categories)]
+
+
+def read_marks(resource: BaseModel, categories: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(category, path) for every absolute path ``resource`` reads in ``categories``: what a
+    container that binds them asks the policy again where and when it is created."""
+    return [(mark, value) for pattern, mark in mark_paths(type(resource)) if mark in categories
             for _, value in _follow(resource, pattern, ())
             if isinstance(value, str) and value.startswith("/")]
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import secrets
 import tarfile
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ import docker.types
 import requests.exceptions
 
 from controllers.errors import ControllerError, HostUnreachable, PermanentError, TemporaryError
+from specs.trust import R_TRUST, enforced
 
 API_TIMEOUT_S = 30
 CHANGING_CALLS = frozenset({"container create", "container start", "container rename",
@@ -103,15 +105,30 @@ class ContainerRequest:
     entrypoint: list[str] | None = None  # None: the image's
     workdir: str | None = None  # None: the image's
     stop_signal: str | None = None  # None: the image's (SIGTERM)
+    # (trust category, bind source) of every mount a spec named: the operator's policy is
+    # asked again on the Host when the container is created (``DockerEngine.create``).
+    reads: list[tuple[str, str]] = field(default_factory=list)
+
+
+Resolver = Callable[[list[str]], list[str]]
+"""Paths as a Host resolves them: symlinks followed there, a missing tail kept (what a bind
+mount of each would reach)."""
+
+
+def resolve_here(paths: list[str]) -> list[str]:
+    """This machine's resolution: right for an engine on this machine."""
+    return [os.path.realpath(path) for path in paths]
 
 
 class DockerEngine:
     """One Docker engine. Thread-safe (docker-py's client is used under a pool)."""
 
     def __init__(self, url: str, host_name: str,
-                 probe_sweep_age_s: float = PROBE_SWEEP_AGE_S) -> None:
+                 probe_sweep_age_s: float = PROBE_SWEEP_AGE_S,
+                 resolver: Resolver = resolve_here) -> None:
         self.url = url
         self.host_name = host_name
+        self.resolver = resolver  # where bind sources are resolved: on the engine's Host
         self.probe_sweep_age_s = probe_sweep_age_s
         self._calls = 0
         self._generation = 0
@@ -276,6 +293,7 @@ class DockerEngine:
                     self.remove(str(item["Id"]))
 
     def create(self, req: ContainerRequest) -> str:
+        self._judge_reads(req)
         api = self._client.api
         host_config = api.create_host_config(
             port_bindings={p: addr for p, addr in req.ports.items()},
@@ -297,6 +315,23 @@ class DockerEngine:
             stop_signal=req.stop_signal,
         )
         return str(created["Id"])
+
+    def _judge_reads(self, req: ContainerRequest) -> None:
+        """The operator's trust policy, asked again where and when a bind is made: a spec's
+        path was judged at load on this machine, but Docker follows the path on the Host at
+        create time, so a symlink planted there since (or one only the remote Host has) must
+        not carry a bind out of its folders. Skipped where no policy is enforced (a library
+        caller, a job whose binds its reconciler judged)."""
+        policy = enforced()
+        if policy is None or not req.reads:
+            return
+        real = self.resolver([path for _, path in req.reads])
+        for (category, path), found in zip(req.reads, real, strict=True):
+            if not policy.holds(category, found):
+                raise PermanentError(
+                    f"container {req.name} not created: {path!r} leads to {found!r} on Host "
+                    f"{self.host_name}, outside the folders {category} may be read from "
+                    f"({R_TRUST})")
 
     def start(self, container_id: str) -> None:
         self._call("container start", self._client.api.start, container_id)

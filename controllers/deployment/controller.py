@@ -423,6 +423,7 @@ def container_request(desired: Desired, name: str, secret_env: dict[str, str],
         ports={} if spec.network == "host" else {
             f"{spec.port.container}/tcp": (spec.port.address, spec.port.host)},
         mounts=[(m.source, m.target, m.readOnly) for m in spec.mounts],
+        reads=[("mounts", m.source) for m in spec.mounts],
         gpu_ids=gpu_ids,
         stop_timeout=spec.stopGraceSeconds,
         network_mode="host" if spec.network == "host" else None,

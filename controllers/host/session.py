@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from controllers.clients.docker_client import DockerEngine
 from controllers.clients.http_api import service_url
-from controllers.errors import HostUnreachable, PermanentError
+from controllers.errors import HostUnreachable, PermanentError, TemporaryError
 from controllers.host import gpus as host_probe
 from controllers.host.gputelemetry import (
     DcgmTelemetry,
@@ -31,6 +31,8 @@ from specs.models import Host
 
 if TYPE_CHECKING:  # asyncssh costs ~0.1 s at start-up; only SSH Hosts need it
     from controllers.clients.ssh import SshTunnel
+
+REALPATH = "realpath"  # coreutils, on the Host's PATH
 
 
 class HostSession:
@@ -64,8 +66,24 @@ class HostSession:
             if self._tunnel is not None and not self._tunnel.connected:
                 self._drop_engine()
             if self._engine is None:
-                self._engine = DockerEngine(self._docker_url(), self.name)
+                url = self._docker_url()
+                self._engine = DockerEngine(url, self.name) if self._tunnel is None else \
+                    DockerEngine(url, self.name, resolver=self._resolve_there)
             return self._engine
+
+    def _resolve_there(self, paths: list[str]) -> list[str]:
+        """Paths as the remote Host resolves them (``realpath -m`` over its SSH connection):
+        its symlinks, not this machine's, decide where a bind there leads."""
+        tunnel = self._tunnel
+        if tunnel is None:
+            raise HostUnreachable(f"Host {self.name}: no SSH connection to resolve paths")
+        status, out, err = tunnel.run([REALPATH, "-m", "--", *paths])
+        found = out.splitlines()
+        if status != 0 or len(found) != len(paths):
+            said = (err.strip().splitlines() or ["no answer"])[-1]
+            raise TemporaryError(f"Host {self.name}: cannot resolve bind sources with "
+                                 f"{REALPATH} -m (exit {status}): {said[:200]}")
+        return found
 
     def _docker_url(self) -> str:
         if not self.host.is_ssh:

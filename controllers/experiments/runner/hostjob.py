@@ -45,7 +45,7 @@ from controllers.experiments.runner.image import ensure_runner_image
 from controllers.streamset.publisher.image import ensure_publisher_image
 from controllers.waiting import Stopped, until
 from specs.models import Host
-from specs.trust import read_paths
+from specs.trust import read_marks, read_paths
 from state.evidence import MANIFEST, Evidence, EvidenceError, Verdict, verify
 from state.keys import Key
 from state.models import ResourceStatus
@@ -138,7 +138,12 @@ def runner_request(plan: RunPlan, name: str, image_id: str, labels: dict[str, st
     exporter it reads GPU telemetry itself (NVML, else ``nvidia-smi``), so it is given the
     watched GPUs the Host reports, to read their counters only ("utility": no compute)."""
     gpus = [] if plan.spec.telemetry.dcgmUrl is not None else list(plan.host_gpus)
+    # Judged on the Host as it is created: its own binds, and what the job will bind there
+    # (the service's mounts); the job itself enforces no policy.
+    reads = [*read_marks(plan.spec, JOB_READS),
+             *(("mounts", m.source) for m in plan.desired.deployment.spec.mounts)]
     return ContainerRequest(
+        reads=reads,
         name=name, image=image_id, labels=labels, environment={},
         mounts=[(socket_path, DOCKER_SOCKET, False), *host_reads(plan)],
         volumes=[(name, str(jobs.JOB_DIR))], gpu_ids=gpus, gpu_capabilities=GPU_READ_ONLY,

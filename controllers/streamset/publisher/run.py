@@ -93,6 +93,7 @@ def publisher_request(instance: str, resource: str, spec_hash: str, source: Publ
     return ContainerRequest(
         name=publisher_name(instance, resource, source.name), image=image_id, labels=labels,
         environment=source.environment(), ports={PORT_KEY: (LOOPBACK, host_port)}, mounts=mounts,
+        reads=[("media", source_path) for source_path, _, _ in mounts],
         init=True, stop_timeout=STOP_TIMEOUT_S,
     )
 
