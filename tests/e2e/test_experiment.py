@@ -26,10 +26,15 @@ RESOURCE = "Experiment/canary"
 
 
 def canary(run_id: str, port: int, telemetry: dict[str, Any] | None = None,
-           cleanup_s: int = 10, **canary_spec: Any) -> dict[str, Any]:
+           cleanup_s: int = 10, executor: str | None = None, **canary_spec: Any
+           ) -> dict[str, Any]:
+    """``executor``: None for the default (a job on its Host); ``reconciler`` where a test is
+    about a run in the reconciler's process, which ends with it."""
     body = {"streams": 4, "chunkDurationSeconds": 1, "performanceSeconds": 5,
             "freshFrameSeconds": 15, **canary_spec}
-    more = {"telemetry": telemetry} if telemetry is not None else {}
+    more: dict[str, Any] = {"telemetry": telemetry} if telemetry is not None else {}
+    if executor is not None:
+        more["executor"] = executor
     return {"apiVersion": "rtvi.reconciler/v1", "kind": "Experiment",
             "metadata": {"name": "canary"},
             "spec": {"type": "canary", "runId": run_id, "template": "vlm",
@@ -41,11 +46,11 @@ def canary(run_id: str, port: int, telemetry: dict[str, Any] | None = None,
 
 def specs_with(tmp_path: Path, image: str, run_id: str, faults: list[dict[str, Any]] | None = None,
                telemetry: dict[str, Any] | None = None, cleanup_s: int = 10,
-               **canary_spec: Any) -> Path:
+               executor: str | None = None, **canary_spec: Any) -> Path:
     env = {"RTVI_EMU_FAULTS": json.dumps(faults)} if faults else {}
     specs = tmp_path / "specs"
     write(specs, rtvi_deployment(image, free_port(), **env),
-          canary(run_id, free_port(), telemetry, cleanup_s, **canary_spec))
+          canary(run_id, free_port(), telemetry, cleanup_s, executor, **canary_spec))
     return specs
 
 
@@ -270,8 +275,9 @@ def test_a_foreign_container_with_the_runs_name_is_a_conflict_left_untouched(
 def test_kill_9_during_running_gives_inconclusive_and_cleanup_leaves_nothing(
         cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
         tmp_path: Path) -> None:
-    run_id = "killed-1"
-    specs = specs_with(tmp_path, emulator_image, run_id, streams=2, performanceSeconds=60)
+    run_id = "killed-1"  # a run in the reconciler's process dies with it (a job would not)
+    specs = specs_with(tmp_path, emulator_image, run_id, streams=2, performanceSeconds=60,
+                       executor="reconciler")
     daemon = DaemonProcess(cli, ["--specs", str(specs), "--resync", "3600"],
                            tmp_path / "daemon.log")
     try:
@@ -307,7 +313,9 @@ def test_the_daemon_stops_runs_on_sigterm_and_on_spec_removal_and_cleans_up_afte
         tmp_path: Path) -> None:
     template = rtvi_deployment(emulator_image, free_port())
     specs = tmp_path / "specs"
-    write(specs, template, canary("daemon-1", free_port(), streams=2, performanceSeconds=120))
+    # Runs in the reconciler's process: SIGTERM ends them (a job would run on).
+    write(specs, template, canary("daemon-1", free_port(), streams=2, performanceSeconds=120,
+                                  executor="reconciler"))
     args = ["--specs", str(specs), "--resync", "3600", "--shutdown-timeout", "10"]
     first = DaemonProcess(cli, args, tmp_path / "daemon-1.log")
     wait_for("run daemon-1 to reach its performance part",
@@ -326,7 +334,8 @@ def test_the_daemon_stops_runs_on_sigterm_and_on_spec_removal_and_cleans_up_afte
         # A new run; then its spec goes away mid-run: the run is stopped and cleaned up, the
         # record pruned, the evidence kept.
         write(specs, template, canary("daemon-2", free_port(), streams=2,
-                                      performanceSeconds=120), host=True)
+                                      performanceSeconds=120, executor="reconciler"),
+              host=True)
         wait_for("run daemon-2 to reach its performance part",
                  lambda: _phase_reached(cli, "daemon-2", "performance"), 180, 0.2)
         write(specs, template)

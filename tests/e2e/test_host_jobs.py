@@ -127,14 +127,16 @@ def test_a_canary_runs_as_a_job_on_its_host_and_its_bundle_comes_home_verified(
 
 
 def test_kill_9_or_sigterm_of_the_daemon_mid_run_leaves_the_job_running_and_it_attaches(
-        cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
-        tmp_path: Path) -> None:
+        cli: Cli, emulator_image: str, remote: RemoteEngine, tmp_path: Path) -> None:
+    """On the SSH Host: the daemon killed mid-measurement, restarted, stopped cleanly and
+    restarted again; the one run goes on there and ends PASS with a verified bundle."""
     specs = tmp_path / "specs"
     template, token = with_token(emulator_image, tmp_path)
-    write(specs, template, measured("job-k9", 25))
+    on_edge(remote, template, measured("job-k9", 25, streams=1), specs)
+    docker_client = remote.client
     first = daemon_for(cli, specs, tmp_path / "daemon1.log")
     try:
-        wait_measuring(cli)
+        wait_measuring(cli, 240)
     finally:
         first.kill9()
     (runner,) = runners(docker_client, cli.instance)
@@ -172,14 +174,14 @@ def test_kill_9_or_sigterm_of_the_daemon_mid_run_leaves_the_job_running_and_it_a
 
 
 def test_a_runner_killed_mid_run_ends_inconclusive_with_its_cleanup_proven(
-        cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
-        tmp_path: Path) -> None:
+        cli: Cli, emulator_image: str, remote: RemoteEngine, tmp_path: Path) -> None:
     specs = tmp_path / "specs"
-    write(specs, rtvi_deployment(emulator_image, free_port()),
-          measured("job-dead", 30))
+    on_edge(remote, rtvi_deployment(emulator_image, free_port()),
+            measured("job-dead", 30, streams=1), specs)
+    docker_client = remote.client
     daemon = daemon_for(cli, specs, tmp_path / "daemon.log")
     try:
-        wait_measuring(cli)
+        wait_measuring(cli, 240)
         (runner,) = runners(docker_client, cli.instance)
         runner.kill()
         assert wait_verdict(cli, "the verdict after the runner died", 120) == "INCONCLUSIVE"
@@ -262,15 +264,15 @@ def test_a_canary_job_on_an_ssh_host_runs_through_a_lost_connection(
 
 
 def test_removing_the_spec_mid_run_stops_the_job_and_cleans_up(
-        cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
-        tmp_path: Path) -> None:
+        cli: Cli, emulator_image: str, remote: RemoteEngine, tmp_path: Path) -> None:
     specs = tmp_path / "specs"
     template = rtvi_deployment(emulator_image, free_port())
-    write(specs, template, measured("job-gone", 60))
+    on_edge(remote, template, measured("job-gone", 60, streams=1), specs)
+    docker_client = remote.client
     daemon = daemon_for(cli, specs, tmp_path / "daemon.log")
     try:
-        wait_measuring(cli)
-        write(specs, template)
+        wait_measuring(cli, 240)
+        write(specs, remote.host_document("edge"), template)
         wait_for("the Experiment to be pruned", lambda: status_of(cli, RESOURCE) is None, 120,
                  0.2)
     finally:
