@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
+import structlog
 
 from controllers.clients import httpclients
 from controllers.errors import ControllerError, TemporaryError
@@ -45,6 +46,7 @@ STREAM_IDLE_SAMPLES, STREAM_IDLE_MIN_S = 10, 30.0
 STREAM_MIN_MS = 100
 NOT_REPORTED = ("[N/A]", "N/A", "[Not Supported]", "")
 Runner = Callable[[list[str]], tuple[int, str, str]]
+log = structlog.get_logger("controllers.host.gputelemetry")
 
 
 class TelemetryUnavailable(TemporaryError):
@@ -196,6 +198,7 @@ class SmiStream:
         self._samples = SmiSamples(0)
         self._newest: Snapshot | None = None
         self._read_at = 0.0  # monotonic
+        self._said_why = False
 
     def read(self) -> Snapshot:
         with self._lock:
@@ -206,6 +209,9 @@ class SmiStream:
                     return newest  # the stream's, or the one-shot's while it warms up
                 stream.close()  # it prints nothing (a hung nvidia-smi): start afresh
                 self._stream = None
+            elif stream is not None and not self._said_why:  # it ended by itself: say why
+                log.warning("telemetry.stream_ended", where=self.where, why=stream.why_ended())
+                self._said_why = True  # once; each read starts it again
         snap = self._once.read()  # raises TelemetryUnavailable in nvidia-smi's own words
         with self._lock:
             if self._stream is None or self._stream.ended:

@@ -8,8 +8,10 @@ only test our assumptions about them.
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -18,6 +20,7 @@ from pathlib import Path
 import docker.errors
 import httpx
 import pytest
+import structlog.testing
 
 from controllers.clients.docker_client import DockerEngine
 from controllers.clients.ssh import SshTunnel
@@ -181,10 +184,20 @@ def test_gpu_telemetry_over_ssh_is_one_stream_not_a_command_per_sample(
     def gone() -> bool | None:
         return None if Path(f"/proc/{pid}").exists() else True
     assert until(gone, timeout_s=WAIT_S, pace=POLL_S), f"the loop {pid} still runs"
-    # The next read starts it again (the same as after a dropped connection).
+    # The next read starts it again.
     assert source.read().gpus == first.gpus
     assert until(lambda: True if len(pids.read_text().split()) == 2 else None,
                  timeout_s=WAIT_S, pace=POLL_S)
+    # A loop that dies on the Host (killed here: the "remote" is this machine) is said once,
+    # with its end, and started again by the next read that finds its samples stale.
+    os.kill(int(pids.read_text().split()[1]), signal.SIGKILL)
+    with structlog.testing.capture_logs() as logs:
+        def restarted() -> bool | None:
+            source.read()
+            return True if len(pids.read_text().split()) == 3 else None
+        assert until(restarted, timeout_s=WAIT_S, pace=POLL_S), pids.read_text()
+    (ended,) = [e for e in logs if e["event"] == "telemetry.stream_ended"]
+    assert ended["why"] == "exited -9", ended  # killed by SIGKILL
     source.close()
 
 
