@@ -109,6 +109,12 @@ def evidence_root(ctx: PassContext, exp: Experiment) -> Path:
     return Path(root) if root else ctx.services.store.root / EVIDENCE_DIR
 
 
+def _recorded_root(known: ExperimentStatusFacts, state_root: Path) -> Path:
+    """The evidence root a run's record names (its bundle's folder's parent); a record that
+    names none had the default, as ``evidence_root`` gives it."""
+    return Path(known.evidence).parent if known.evidence else state_root / EVIDENCE_DIR
+
+
 ExperimentPlan = ResourcePlan[ExperimentDesired, RunPlanView]
 
 
@@ -307,7 +313,7 @@ class ExperimentKind:
             record = services.store.load(key)
             assert record is not None
             known = ExperimentStatusFacts.of(record)
-            root = Path(known.evidence).parent if known.evidence else services.store.root
+            root = _recorded_root(known, services.store.root)
             return runs.recover(services.store, record, session.engine(), services.instance,
                                 root, stop, _recorded_token(record),
                                 session.telemetry(_recorded_dcgm_url(record)))
@@ -342,7 +348,7 @@ class ExperimentKind:
         def work(stop: threading.Event) -> str:
             record = services.store.load(key)
             known, frozen = ExperimentStatusFacts.of(record), FrozenRun.frozen(record)
-            root = Path(known.evidence).parent if known.evidence else services.store.root
+            root = _recorded_root(known, services.store.root)
             try:
                 return hostjob.follow(
                     session.engine, job, services.store, key, root, known.run_id or "", stop,
