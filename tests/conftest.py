@@ -53,7 +53,7 @@ def _pid_alive(pid: int) -> bool:
 # Fixtures that reach the Docker engine (every other Docker fixture depends on one of them).
 DOCKER_FIXTURES = frozenset({"docker_client", "docker_engine", "emulator_image",
                              "remote_engine"})
-SERVICE_FIXTURES = frozenset({"start_emulator", "rtsp_server", "rtsp_source"})
+SERVICE_FIXTURES = frozenset({"start_emulator", "rtsp_server", "rtsp_source", "etcd_cluster"})
 
 
 def _remove_test_containers(client: docker.DockerClient, at_exit: bool) -> None:

@@ -1,0 +1,272 @@
+"""A small, typed etcd v3 client over etcd's JSON gateway (issue 28's state backend below it).
+
+Why the gateway with httpx instead of a client library: every etcd since 3.4 serves the v3 API
+as JSON over HTTP on its client port (``/v3/kv/range``, ``/v3/kv/txn``, ``/v3/lease/grant``...),
+so the calls a state backend needs (a read, a prefix scan, a transaction that compares a key's
+revisions, a lease and its keep-alive) are plain POSTs. httpx is a dependency already and is
+typed; ``aetcd`` brings grpcio and asyncio to a synchronous store, and ``etcd3gw`` brings
+``requests`` and no types. What the gateway's JSON means (checked against etcd 3.4 here):
+keys and values are base64; 64-bit integers are strings; fields at their zero value are left
+out (a transaction that failed has no ``succeeded``, an empty range no ``kvs``); an error is
+an HTTP error with ``{"error", "message", "code"}`` (gRPC codes: 14 "request timed out" when
+the member has no quorum).
+
+Endpoints: the client asks the member that answered last, and the next one when a member
+cannot be reached, so one dead member costs one failed connection, not every call. A member
+without quorum answers after its own request timeout (about 6 s on etcd 3.4); ``timeout_s``
+bounds how long a call waits for one member.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+
+from state.errors import StateError
+
+DEFAULT_TIMEOUT_S = 3.0
+GRPC_NOT_FOUND = 5
+Target = Literal["CREATE", "MOD", "VERSION", "VALUE", "LEASE"]
+Result = Literal["EQUAL", "NOT_EQUAL", "GREATER", "LESS"]
+
+
+class EtcdUnavailable(StateError):
+    """No member answered (each one's reason in the message): retry later, change nothing."""
+
+
+class EtcdRefused(StateError):
+    """A member answered with an error (its gRPC code and message)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _b64(data: bytes | str) -> str:
+    raw = data.encode() if isinstance(data, str) else data
+    return base64.b64encode(raw).decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.b64decode(text)
+
+
+def prefix_end(prefix: str) -> bytes:
+    """The ``range_end`` that makes a range every key starting with ``prefix`` (the prefix
+    with its last byte plus one, as etcd defines it)."""
+    raw = bytearray(prefix.encode())
+    while raw:
+        if raw[-1] < 0xFF:
+            raw[-1] += 1
+            return bytes(raw)
+        raw.pop()
+    return b"\x00"  # every key
+
+
+@dataclass(frozen=True)
+class KeyValue:
+    key: str
+    value: bytes
+    create_revision: int
+    mod_revision: int
+    lease: int = 0
+
+    @classmethod
+    def of(cls, kv: dict[str, Any]) -> KeyValue:
+        return cls(_unb64(kv["key"]).decode(), _unb64(kv.get("value", "")),
+                   int(kv.get("create_revision", 0)), int(kv.get("mod_revision", 0)),
+                   int(kv.get("lease", 0)))
+
+
+@dataclass(frozen=True)
+class Compare:
+    """One condition of a transaction: the key's ``target`` compared with ``value``."""
+
+    key: str
+    target: Target
+    value: int | bytes
+    result: Result = "EQUAL"
+
+    def json(self) -> dict[str, Any]:
+        field_name = {"CREATE": "create_revision", "MOD": "mod_revision",
+                      "VERSION": "version", "VALUE": "value", "LEASE": "lease"}[self.target]
+        value = _b64(self.value) if isinstance(self.value, bytes) else str(self.value)
+        return {"key": _b64(self.key), "target": self.target, "result": self.result,
+                field_name: value}
+
+    @classmethod
+    def absent(cls, key: str) -> Compare:
+        """The key does not exist (it was never created, or was deleted)."""
+        return cls(key, "CREATE", 0)
+
+    @classmethod
+    def unchanged(cls, key: str, mod_revision: int) -> Compare:
+        """The key was last written at ``mod_revision`` (0: it does not exist)."""
+        return cls(key, "MOD", mod_revision)
+
+
+@dataclass(frozen=True)
+class Put:
+    key: str
+    value: bytes
+    lease: int = 0
+
+    def json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"key": _b64(self.key), "value": _b64(self.value)}
+        if self.lease:
+            body["lease"] = str(self.lease)
+        return {"request_put": body}
+
+
+@dataclass(frozen=True)
+class Delete:
+    key: str
+    prefix: bool = False
+
+    def json(self) -> dict[str, Any]:
+        body = {"key": _b64(self.key)}
+        if self.prefix:
+            body["range_end"] = _b64(prefix_end(self.key))
+        return {"request_delete_range": body}
+
+
+@dataclass(frozen=True)
+class Get:
+    key: str
+
+    def json(self) -> dict[str, Any]:
+        return {"request_range": {"key": _b64(self.key)}}
+
+
+Op = Put | Delete | Get
+
+
+@dataclass(frozen=True)
+class TxnResult:
+    succeeded: bool
+    revision: int
+    # What each Get of the branch that ran found (None: the key was absent), in order.
+    found: list[KeyValue | None] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Lease:
+    id: int
+    ttl_s: int
+
+
+class EtcdGateway:
+    """Synchronous and thread-safe; ``close()`` when done."""
+
+    def __init__(self, endpoints: Sequence[str], timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        if not endpoints:
+            raise ValueError("no etcd endpoint")
+        self.endpoints = [e.rstrip("/") for e in endpoints]
+        self._http = httpx.Client(timeout=timeout_s, trust_env=False)
+        self._lock = threading.Lock()
+        self._current = 0
+
+    def close(self) -> None:
+        self._http.close()
+
+    # --- keys ------------------------------------------------------------------------------
+
+    def get(self, key: str) -> KeyValue | None:
+        kvs = self._call("/v3/kv/range", {"key": _b64(key)}).get("kvs") or []
+        return KeyValue.of(kvs[0]) if kvs else None
+
+    def scan(self, prefix: str) -> list[KeyValue]:
+        """Every key under ``prefix``, in key order."""
+        body = {"key": _b64(prefix), "range_end": _b64(prefix_end(prefix))}
+        return [KeyValue.of(kv) for kv in self._call("/v3/kv/range", body).get("kvs") or []]
+
+    def put(self, key: str, value: bytes, lease: int = 0) -> int:
+        """Write ``key``; the cluster's revision after it."""
+        body = Put(key, value, lease).json()["request_put"]
+        return int(self._call("/v3/kv/put", body)["header"].get("revision", 0))
+
+    def delete(self, key: str, prefix: bool = False) -> int:
+        """Delete ``key`` (or every key under it); how many were deleted."""
+        body = Delete(key, prefix).json()["request_delete_range"]
+        return int(self._call("/v3/kv/deleterange", body).get("deleted", 0))
+
+    def txn(self, compare: Sequence[Compare], success: Sequence[Op],
+            failure: Sequence[Op] = ()) -> TxnResult:
+        """All of ``success`` if every comparison holds, else all of ``failure``: at once."""
+        answer = self._call("/v3/kv/txn", {
+            "compare": [c.json() for c in compare], "success": [op.json() for op in success],
+            "failure": [op.json() for op in failure]})
+        succeeded = bool(answer.get("succeeded", False))
+        ran = success if succeeded else failure
+        found: list[KeyValue | None] = []
+        for op, response in zip(ran, answer.get("responses") or [], strict=False):
+            if isinstance(op, Get):
+                kvs = (response.get("response_range") or {}).get("kvs") or []
+                found.append(KeyValue.of(kvs[0]) if kvs else None)
+        return TxnResult(succeeded, int(answer["header"].get("revision", 0)), found)
+
+    # --- leases ----------------------------------------------------------------------------
+
+    def grant(self, ttl_s: int) -> Lease:
+        answer = self._call("/v3/lease/grant", {"TTL": str(ttl_s)})
+        return Lease(int(answer["ID"]), int(answer.get("TTL", 0)))
+
+    def keepalive(self, lease_id: int) -> int:
+        """Renew the lease; its TTL again, or 0 when it has expired (its keys are gone)."""
+        answer = self._call("/v3/lease/keepalive", {"ID": str(lease_id)})
+        return int((answer.get("result") or {}).get("TTL", 0))
+
+    def time_to_live(self, lease_id: int) -> int:
+        """Seconds the lease has left; -1 once it has expired or was revoked."""
+        return int(self._call("/v3/lease/timetolive", {"ID": str(lease_id)}).get("TTL", -1))
+
+    def revoke(self, lease_id: int) -> None:
+        """End the lease now: its keys are deleted. An unknown lease is no error."""
+        try:
+            self._call("/v3/lease/revoke", {"ID": str(lease_id)})
+        except EtcdRefused as exc:
+            if exc.code != GRPC_NOT_FOUND:
+                raise
+
+    # --- transport -------------------------------------------------------------------------
+
+    def _call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            first = self._current
+        reasons: list[str] = []
+        for step in range(len(self.endpoints)):
+            index = (first + step) % len(self.endpoints)
+            endpoint = self.endpoints[index]
+            try:
+                response = self._http.post(endpoint + path, json=body)
+            except httpx.TimeoutException:
+                reasons.append(f"{endpoint}: no answer within {self._http.timeout.read}s")
+                continue
+            except httpx.TransportError as exc:
+                reasons.append(f"{endpoint}: {type(exc).__name__}: {exc}")
+                continue
+            answer = _json(response)
+            if response.status_code != httpx.codes.OK:
+                code = int(answer.get("code", 0))
+                message = str(answer.get("message") or answer.get("error") or response.text)
+                if code == 14:  # unavailable (no quorum, no leader): another member may do
+                    reasons.append(f"{endpoint}: {message[:200]}")
+                    continue
+                raise EtcdRefused(f"etcd at {endpoint} refused {path}: {message[:300]}", code)
+            with self._lock:
+                self._current = index
+            return answer
+        raise EtcdUnavailable(f"no etcd member answered {path}: " + "; ".join(reasons))
+
+
+def _json(response: httpx.Response) -> dict[str, Any]:
+    try:
+        answer = response.json()
+    except ValueError:
+        return {"message": response.text[:300]}
+    return answer if isinstance(answer, dict) else {"message": str(answer)[:300]}
