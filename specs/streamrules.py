@@ -7,11 +7,10 @@ must be one a caption can name -- otherwise "the caption names its own colour" i
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from specs.models import SourceSpec, StreamSet, StreamSetSpec
-from specs.rules import Finding
+from specs.rules import URL_USERINFO_RE, Finding
 
 R_SOURCE = "StreamSet rule: each source is exactly one of url, synthetic, file"
 R_SOURCE_NAME = "StreamSet rule: source names are unique"
@@ -19,7 +18,6 @@ R_COLOUR = "StreamSet rule: synthetic colours are palette names or #RRGGBB"
 R_IDENTITY = "StreamSet rule: one source identity per stream"
 R_TEARDOWN = "StreamSet rule: drain timeout fits the teardown deadline"
 R_CREDENTIALS = "Deployment rule 12: secrets are references"
-USERINFO_RE = re.compile(r"^[a-z]+://[^/@\s]+@")
 # Colour names a caption can carry back (the emulator and the frame probe use the same RGB).
 PALETTE_NAMES = frozenset({"BLACK", "WHITE", "RED", "GREEN", "BLUE", "YELLOW", "CYAN", "MAGENTA",
                            "ORANGE", "PURPLE", "GRAY"})
@@ -47,7 +45,7 @@ def _sources(spec: StreamSetSpec) -> Iterator[Finding]:
                           R_SOURCE_NAME)
         names.add(source.name)
         yield from _colours(i, source)
-        if source.url is not None and USERINFO_RE.match(source.url):
+        if source.url is not None and URL_USERINFO_RE.search(source.url):
             yield Finding(("sources", i, "url"), f"source {source.name!r} carries credentials "
                           "in its URL; a spec must not hold secret values", R_CREDENTIALS)
         if source.url is not None:
@@ -72,7 +70,7 @@ def _colours(i: int, source: SourceSpec) -> Iterator[Finding]:
 
 
 def _vst(spec: StreamSetSpec) -> Iterator[Finding]:
-    if spec.vst is not None and USERINFO_RE.match(spec.vst.url):
+    if spec.vst is not None and URL_USERINFO_RE.search(spec.vst.url):
         yield Finding(("vst", "url"), "the VST URL carries credentials; a spec must not hold "
                       "secret values", R_CREDENTIALS)
 
