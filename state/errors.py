@@ -10,6 +10,7 @@ Tree::
                         instance mismatch, a resource name that would escape the directory)
     +-- LockHeld        another live process holds the single-writer lock
     +-- CorruptState    a file in the state directory cannot be parsed
+    +-- StateFenced     a replica's write without its lease (etcd): refused, nothing written
 """
 
 from __future__ import annotations
@@ -51,3 +52,8 @@ class CorruptState(StateError):
         self.path = path
         self.reason = reason
         super().__init__(f"corrupt state file {path}: {reason}")
+
+
+class StateFenced(StateError):
+    """A replica acted without its lease (expired, or a share now held by another): nothing
+    was written, and it must not act until it holds the share again."""
