@@ -143,9 +143,8 @@ def runner_request(plan: RunPlan, name: str, image_id: str, labels: dict[str, st
     reads = [*read_marks(plan.spec, JOB_READS),
              *(("mounts", m.source) for m in plan.desired.deployment.spec.mounts)]
     return ContainerRequest(
-        reads=reads,
         name=name, image=image_id, labels=labels, environment={},
-        mounts=[(socket_path, DOCKER_SOCKET, False), *host_reads(plan)],
+        mounts=[(socket_path, DOCKER_SOCKET, False), *host_reads(plan)], reads=reads,
         volumes=[(name, str(jobs.JOB_DIR))], gpu_ids=gpus, gpu_capabilities=GPU_READ_ONLY,
         command=["-m", "controllers.experiments.runner.job"], network_mode="host",
         stdin_open=True, init=True, stop_timeout=plan.spec.cleanupSeconds + STOP_MARGIN_S)
