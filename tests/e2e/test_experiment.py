@@ -26,10 +26,12 @@ RESOURCE = "Experiment/canary"
 
 
 def canary(run_id: str, port: int, telemetry: dict[str, Any] | None = None,
-           cleanup_s: int = 10, executor: str | None = None, **canary_spec: Any
+           cleanup_s: int = 10, executor: str | None = "reconciler", **canary_spec: Any
            ) -> dict[str, Any]:
-    """``executor``: None for the default (a job on its Host); ``reconciler`` where a test is
-    about a run in the reconciler's process, which ends with it."""
+    """``executor``: these tests are about the canary's gates, which are the same code in a
+    job and in the reconciler's process, so they run in the process (no runner to start and
+    follow: seconds per run); None gives the default, a job on its Host, as the four-colour
+    canary here and ``test_host_jobs`` run it."""
     body = {"streams": 4, "chunkDurationSeconds": 1, "performanceSeconds": 5,
             "freshFrameSeconds": 15, **canary_spec}
     more: dict[str, Any] = {"telemetry": telemetry} if telemetry is not None else {}
@@ -46,7 +48,7 @@ def canary(run_id: str, port: int, telemetry: dict[str, Any] | None = None,
 
 def specs_with(tmp_path: Path, image: str, run_id: str, faults: list[dict[str, Any]] | None = None,
                telemetry: dict[str, Any] | None = None, cleanup_s: int = 10,
-               executor: str | None = None, **canary_spec: Any) -> Path:
+               executor: str | None = "reconciler", **canary_spec: Any) -> Path:
     env = {"RTVI_EMU_FAULTS": json.dumps(faults)} if faults else {}
     specs = tmp_path / "specs"
     write(specs, rtvi_deployment(image, free_port(), **env),
@@ -77,7 +79,7 @@ def evidence_dir(cli: Cli, run_id: str) -> Path:
 def test_a_four_colour_canary_passes_once_with_evidence_that_verifies(
         cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
         tmp_path: Path) -> None:
-    specs = specs_with(tmp_path, emulator_image, "four-1", smoke=True)
+    specs = specs_with(tmp_path, emulator_image, "four-1", smoke=True, executor=None)
     planned = cli("plan", str(specs))
     assert f"create container {project_name('four-1')}" in planned.stdout, planned.stdout
     assert "publish 4 source(s)" in planned.stdout

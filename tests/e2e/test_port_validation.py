@@ -32,7 +32,10 @@ def media(path: Path, source: str, frames: int) -> dict[str, Any]:
     return {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
 
 
-def port_spec(tmp_path: Path, run_id: str, port: int) -> dict[str, Any]:
+def port_spec(tmp_path: Path, run_id: str, port: int, executor: str = "reconciler"
+              ) -> dict[str, Any]:
+    """The gates run in the reconciler's process here (the same code as in a job: the job on
+    an SSH Host is ``test_host_jobs``'s)."""
     image = {**media(tmp_path / "red.png", "red", 1), "mediaType": "image", "facts": ["red"],
              "absent": ["green"]}
     clip = {**media(tmp_path / "blue.mp4", "blue", 10), "mediaType": "video",
@@ -50,7 +53,8 @@ def port_spec(tmp_path: Path, run_id: str, port: int) -> dict[str, Any]:
             "spec": {"type": "portValidation", "runId": run_id, "template": "vlm",
                      "service": {"hostPort": port, "env": {"RTVI_EMU_PORT": str(port)}},
                      "measurement": {"claim": "tiny-vlm answers legibly and grounded"},
-                     "budgetSeconds": 600, "cleanupSeconds": 20, "portValidation": body}}
+                     "budgetSeconds": 600, "cleanupSeconds": 20, "portValidation": body,
+                     "executor": executor}}
 
 
 def specs_for(tmp_path: Path, image: str, run_id: str, token_file: Path | None = None,
