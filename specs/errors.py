@@ -34,9 +34,13 @@ class Location:
 INVISIBLE = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
 """Bidi marks, embeddings, overrides and isolates (they reorder the rest of the line) and the
 Unicode line/paragraph separators (some viewers break lines at them)."""
-UNSAFE_IN_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f{INVISIBLE}]")
-"""C0 (newline and tab too), DEL, C1 (``\\x9b`` is a one-byte CSI) and the invisible
-reorderers: what one line of output must never carry raw."""
+ZERO_WIDTH = "\u200b-\u200d\u2060\ufeff"
+"""Zero-width space, joiners, word joiner and a stray byte-order mark: a path, URL or name
+that holds one looks the same as one that does not. Free text may hold them (an emoji's
+joiner); one line of text may not."""
+UNSAFE_IN_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f{INVISIBLE}{ZERO_WIDTH}]")
+"""C0 (newline and tab too), DEL, C1 (``\\x9b`` is a one-byte CSI), the invisible reorderers
+and the zero-width characters: what one line of output must never carry raw."""
 NAMED_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\x1b": "\\x1b"}
 
 

@@ -10,7 +10,9 @@ item, a map's key or value), is judged by ``string_findings``, which walks the v
 a field added later is judged without anyone remembering to. Only a field declared free text
 (``free_text()``: a prompt, a reason, an environment value) may hold tab, newline and
 carriage return; nothing may hold other C0/C1 controls, DEL, bidi controls or the Unicode
-line and paragraph separators. A refusal names the characters, never quotes the value.
+line and paragraph separators, and nothing but free text a zero-width character (a path that
+holds one looks like one that does not). A refusal names the characters, never quotes the
+value.
 
 Numbers: every model refuses infinity and NaN (``Strict``'s ``allow_inf_nan=False``) and every
 field states its bounds; what bounds cannot say, this walk refuses: a subnormal float
@@ -92,7 +94,7 @@ def _judge(value: Any, path: PathKey, text: bool) -> Iterator[tuple[PathKey, str
     elif isinstance(value, dict):
         for key, item in value.items():
             if isinstance(key, str) and REFUSED_IN_LINE.search(key):
-                yield (*path, key), (f"the key contains control or bidi character(s) "
+                yield (*path, key), (f"the key contains control, bidi or zero-width character(s) "
                                      f"{named(set(REFUSED_IN_LINE.findall(key)))}; a key is "
                                      "one line of text"), R_STRING
             yield from _judge(item, (*path, key), text)
@@ -110,7 +112,7 @@ def _judge_text(value: str, path: PathKey, text: bool) -> Iterator[tuple[PathKey
     if found:
         allowed = ("only tab, newline and carriage return are allowed in this free text"
                    if text else "this field is one line of text")
-        yield path, (f"contains control or bidi character(s) {named(set(found))} "
+        yield path, (f"contains control, bidi or zero-width character(s) {named(set(found))} "
                      f"({len(value)} characters long); {allowed}"), R_STRING
 
 

@@ -100,6 +100,10 @@ CASES += [
     Case("model-path-nul", body(model='    use: vllm-compatible\n'
          '    path: "ngc:nim/nvidia/m:1\\0"  # <-\n'),
          "strings carry no control or bidi characters", "spec.model.path"),
+    # A zero-width space makes a second path that looks like the first.
+    Case("model-path-zero-width", body(model='    use: vllm-compatible\n'
+         '    path: "ngc:nim/nvidia/m\\u200b:1"  # <-\n'),
+         "strings carry no control or bidi characters", "spec.model.path"),
 ]
 
 CASES += [
