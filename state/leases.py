@@ -118,11 +118,12 @@ class Replica:
         def once() -> bool | None:
             if self._stop.is_set() or self._lost.is_set():
                 return True
+            sent_at = time.monotonic()  # the lease's new TTL counts from no later than this
             with contextlib.suppress(StateError):  # unanswered: the TTL check decides
                 if self.gateway.keepalive(self.lease) <= 0:
                     self._lost.set()
                     return True
-                self._renewed_at = time.monotonic()
+                self._renewed_at = sent_at
             return None
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_result(lambda result: result is None),
