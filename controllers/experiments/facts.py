@@ -41,12 +41,13 @@ class ExperimentStatusFacts(Facts):
 
     def where(self, now: datetime | None = None) -> str:
         """``job on <Host>, reported 4s ago``; under way and not looked at for more than
-        ``UNFOLLOWED_S``: ``not followed for 12m`` too (no reconciler follows it now)."""
+        ``UNFOLLOWED_S``: ``not followed for 12m`` too (no reconciler follows it now). A run
+        with its verdict says only where it ran: its last report is its end."""
         if not self.runner:
             return ""
         said = [f"job on {self.host}" if self.host else "job"]
         reported = seconds_since(self.reported_at, now)
-        if reported is not None:
+        if reported is not None and self.result is None:
             said.append(f"reported {_age(reported)} ago")
         followed = seconds_since(self.followed_at, now)
         if self.result is None and followed is not None and followed > UNFOLLOWED_S:

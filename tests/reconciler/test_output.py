@@ -61,8 +61,8 @@ def test_a_run_executing_as_a_job_says_where_and_how_recently_it_was_seen() -> N
     later = datetime(2026, 12, 3, 10, 20, 9, tzinfo=UTC)
     assert status_rows([st], later)[0]["where"] == ("job on edge, reported 20m ago, not "
                                                     "followed for 20m")
-    st.facts["result"] = "PASS"  # done: nothing left to follow
-    assert status_rows([st], later)[0]["where"] == "job on edge, reported 20m ago"
+    st.facts["result"] = "PASS"  # done: nothing left to follow, its last report its end
+    assert status_rows([st], later)[0]["where"] == "job on edge"
     in_process = ResourceStatus(resource="Experiment/old", kind="Experiment", name="old")
     in_process.facts.update({"phase": "Running", "host": "local"})
     assert status_rows([in_process], now)[0]["where"] == ""
