@@ -28,7 +28,7 @@ start_member() {  # DIR NAME
   if [ -f "$dir/$name.pid" ] && kill -0 "$(cat "$dir/$name.pid")" 2>/dev/null; then
     return 0
   fi
-  # shellcheck disable=SC2046  # the saved command is one word per line
+  # The saved command is one word per line: read back as words, never split by the shell.
   (mapfile -t cmd < "$dir/$name.cmd"; exec "${cmd[@]}" >>"$dir/$name.log" 2>&1) &
   echo $! > "$dir/$name.pid"
 }

@@ -31,6 +31,7 @@ from state.errors import StateError
 
 DEFAULT_TIMEOUT_S = 3.0
 GRPC_NOT_FOUND = 5
+GRPC_UNAVAILABLE = 14  # no quorum or no leader: another member may answer
 Target = Literal["CREATE", "MOD", "VERSION", "VALUE", "LEASE"]
 Result = Literal["EQUAL", "NOT_EQUAL", "GREATER", "LESS"]
 
@@ -254,7 +255,7 @@ class EtcdGateway:
             if response.status_code != httpx.codes.OK:
                 code = int(answer.get("code", 0))
                 message = str(answer.get("message") or answer.get("error") or response.text)
-                if code == 14:  # unavailable (no quorum, no leader): another member may do
+                if code == GRPC_UNAVAILABLE:
                     reasons.append(f"{endpoint}: {message[:200]}")
                     continue
                 raise EtcdRefused(f"etcd at {endpoint} refused {path}: {message[:300]}", code)

@@ -45,7 +45,7 @@ from controllers.experiments.runner.image import ensure_runner_image
 from controllers.streamset.publisher.image import ensure_publisher_image
 from controllers.waiting import Stopped, until
 from specs.models import Host
-from specs.trust import read_marks, read_paths
+from specs.trust import read_marks
 from state.evidence import MANIFEST, Evidence, EvidenceError, Verdict, verify
 from state.keys import Key
 from state.models import ResourceStatus
@@ -133,27 +133,23 @@ def start(engine: DockerEngine, plan: RunPlan, instance: str, socket_path: str,
 
 def runner_request(plan: RunPlan, name: str, image_id: str, labels: dict[str, str],
                    socket_path: str) -> ContainerRequest:
-    """The runner container: the Host's Docker socket, the spec's media and harness reads
-    (read-only, at the paths the spec names), its own volume at ``/job``. Without a DCGM
-    exporter it reads GPU telemetry itself (NVML, else ``nvidia-smi``), so it is given the
-    watched GPUs the Host reports, to read their counters only ("utility": no compute)."""
+    """The runner container: the Host's Docker socket; what the run reads on its Host (the
+    media its spec names, port-validation media and smoke clips, and the harness checkout),
+    bound read-only at the same paths; its own volume at ``/job``. Without a DCGM exporter
+    it reads GPU telemetry itself (NVML, else ``nvidia-smi``), so it is given the watched
+    GPUs the Host reports, to read their counters only ("utility": no compute)."""
     gpus = [] if plan.spec.telemetry.dcgmUrl is not None else list(plan.host_gpus)
+    marks = read_marks(plan.spec, JOB_READS)
+    binds = read_only_binds([path for _, path in marks], str(jobs.JOB_DIR))
     # Judged on the Host as it is created: its own binds, and what the job will bind there
     # (the service's mounts); the job itself enforces no policy.
-    reads = [*read_marks(plan.spec, JOB_READS),
-             *(("mounts", m.source) for m in plan.desired.deployment.spec.mounts)]
+    reads = [*marks, *(("mounts", m.source) for m in plan.desired.deployment.spec.mounts)]
     return ContainerRequest(
         name=name, image=image_id, labels=labels, environment={},
-        mounts=[(socket_path, DOCKER_SOCKET, False), *host_reads(plan)], reads=reads,
+        mounts=[(socket_path, DOCKER_SOCKET, False), *binds], reads=reads,
         volumes=[(name, str(jobs.JOB_DIR))], gpu_ids=gpus, gpu_capabilities=GPU_READ_ONLY,
         command=["-m", "controllers.experiments.runner.job"], network_mode="host",
         stdin_open=True, init=True, stop_timeout=plan.spec.cleanupSeconds + STOP_MARGIN_S)
-
-
-def host_reads(plan: RunPlan) -> list[tuple[str, str, bool]]:
-    """What the run reads on its Host, bound read-only into the runner at the same paths: the
-    media its spec names (port-validation media, smoke clips) and the harness checkout."""
-    return read_only_binds(read_paths(plan.spec, JOB_READS), str(jobs.JOB_DIR))
 
 
 def earlier_evidence(plan: RunPlan) -> list[tuple[str, bytes]]:
