@@ -63,10 +63,14 @@ class TrustPolicy:
     folders: dict[str, tuple[str, ...]] = field(default_factory=dict)
     commands: tuple[str, ...] = ()
     origin: str = "the default, which allows nothing"
+    named: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """The folders as the operator wrote them (normalised, links not followed): a machine
+    where a folder's link leads elsewhere, or is missing (a job's runner, which has only
+    what it binds), still holds a path under the name the operator gave."""
 
     def with_cli(self, allow_read: tuple[str, ...], allow_run: tuple[str, ...]) -> TrustPolicy:
         """This policy plus ``CATEGORY=DIR`` folders and commands given as options."""
-        folders = {k: list(v) for k, v in self.folders.items()}
+        folders = {k: list(v) for k, v in (self.named or self.folders).items()}
         for item in allow_read:
             category, sep, folder = item.partition("=")
             if not sep:
@@ -88,7 +92,8 @@ class TrustPolicy:
 
     def holds(self, category: str, real: str) -> bool:
         """Whether the resolved path ``real`` lies in one of ``category``'s folders."""
-        return any(inside(real, root) for root in self.folders.get(category, ()))
+        roots = (*self.folders.get(category, ()), *self.named.get(category, ()))
+        return any(inside(real, root) for root in roots)
 
     def findings(self, resource: BaseModel) -> Iterator[tuple[PathKey, str, str]]:
         """(path, message, rule) for every read or run of ``resource`` outside the policy."""
@@ -144,6 +149,7 @@ def policy(folders: dict[str, tuple[str, ...]], commands: tuple[str, ...],
            origin: str) -> TrustPolicy:
     """A policy whose folders are checked (known category, absolute) and resolved."""
     resolved: dict[str, tuple[str, ...]] = {}
+    named: dict[str, tuple[str, ...]] = {}
     for category, roots in folders.items():
         if category not in CATEGORIES:
             raise TrustError(f"{origin}: unknown category {category!r} (known: "
@@ -152,7 +158,8 @@ def policy(folders: dict[str, tuple[str, ...]], commands: tuple[str, ...],
             if not isinstance(root, str) or not root.startswith("/"):
                 raise TrustError(f"{origin}: {category} folder {root!r} must be an absolute "
                                  "path")
-        resolved[category] = tuple(os.path.realpath(posixpath.normpath(r)) for r in roots)
+        named[category] = tuple(posixpath.normpath(r) for r in roots)
+        resolved[category] = tuple(os.path.realpath(r) for r in named[category])
     for command in commands:
         try:
             words = shlex.split(command) if isinstance(command, str) else []
@@ -161,7 +168,7 @@ def policy(folders: dict[str, tuple[str, ...]], commands: tuple[str, ...],
         if not words:
             raise TrustError(f"{origin}: a command is a program and, optionally, its first "
                              f"arguments (shell words), got {command!r}")
-    return TrustPolicy(resolved, tuple(commands), origin)
+    return TrustPolicy(resolved, tuple(commands), origin, named)
 
 
 def load_policy(path: Path) -> TrustPolicy:

@@ -186,8 +186,11 @@ class Store:
     @staticmethod
     def _load_path(path: Path, resource: str) -> ResourceStatus | None:
         data = read_file(path, MAX_STATUS_BYTES)
-        if data is None:
-            return None
+        return None if data is None else Store._parse_status(data, path, resource)
+
+    @staticmethod
+    def _parse_status(data: bytes, path: Path, resource: str) -> ResourceStatus:
+        """A record's bytes as ``resource``'s status (``path``: where they came from)."""
         try:
             status = ResourceStatus.model_validate_json(data)
         except ValidationError as exc:
@@ -284,15 +287,19 @@ class Store:
                 f"kind {status.kind!r} and name {status.name!r}"
             )
         with self._mutex(status.resource):
-            status.updated_at = utc_now()
-            payload = self.redactor.scrub(status.model_dump(mode="json"))
-            data = json.dumps(payload, indent=2, ensure_ascii=False).encode("utf-8") + b"\n"
+            data = self._encode(status)
             self._check_tree(path)
             try:
                 ensure_dir(path.parent, DIR_MODE)
                 write_atomic(path, data)
             except OSError as exc:
                 raise StateError(f"cannot write state file {path}: {os_reason(exc)}") from None
+
+    def _encode(self, status: ResourceStatus) -> bytes:
+        """Stamp ``updated_at`` and scrub: the bytes a save writes."""
+        status.updated_at = utc_now()
+        payload = self.redactor.scrub(status.model_dump(mode="json"))
+        return json.dumps(payload, indent=2, ensure_ascii=False).encode("utf-8") + b"\n"
 
     def update(
         self,
@@ -481,8 +488,12 @@ class Store:
     def _read_instance(path: Path) -> tuple[str, str | None, dict[str, object], bytes] | None:
         """(instance name, owner ID or None, the whole record, its bytes), or None if absent."""
         raw = read_file(path, MAX_STATUS_BYTES)
-        if raw is None:
-            return None
+        return None if raw is None else Store._parse_instance(raw, path)
+
+    @staticmethod
+    def _parse_instance(raw: bytes, path: Path) -> tuple[str, str | None, dict[str, object],
+                                                          bytes]:
+        """``_read_instance`` of the record's bytes (``path``: where they came from)."""
         try:
             info = json.loads(raw)
         except ValueError as exc:  # also invalid UTF-8

@@ -65,6 +65,7 @@ class CleanupEvidence(Document):
     containersLeft: list[str] | None = None
     gpuMemory: GpuMemoryProof | str | None = None
     problems: list[str] = Field(default_factory=list)
+    seconds: dict[str, float] = Field(default_factory=dict)  # per step: where the time went
 
 
 @dataclass
@@ -86,19 +87,24 @@ def clean(engine: DockerEngine, instance: str, resource: str,
     may have created."""
     report = CleanupReport()
     deadline = time.monotonic() + deadline_s
+    step = _Steps(report.evidence.seconds)
     ended = [why for name in process_names if (why := processes.end(name))]
     report.problems += ended
     report.evidence.processesLeft = ended
+    step.done("processes")
     if make_client is not None:
         service_residue(report, make_client, stream_ids, deadline, stop)
     else:
         report.evidence.streams = ("no service of the run is running (none started, or each "
                                       "was retired after proving its own streams gone)")
+    step.done("service")
     left = remove_containers(engine, instance, resource, containers, grace_s)
+    step.done("containers")
     try:
         remaining = [c.name for c in owned_containers(engine, instance, resource)]
     except ControllerError as exc:
         remaining = [f"(cannot list containers: {exc})"]
+    step.done("listing")
     report.problems += left + [f"container {name} still exists" for name in remaining
                                if not any(name in line for line in left)]
     report.evidence.containersLeft = remaining
@@ -110,10 +116,27 @@ def clean(engine: DockerEngine, instance: str, resource: str,
         report.evidence.gpuMemory = GpuMemoryProof(baseline=gpu.baseline.as_evidence(),
                                                    after=now.as_evidence())
         report.problems += over
+    step.done("gpuMemory")
     if time.monotonic() > deadline:
-        report.problems.append(f"cleanup took longer than its {deadline_s:g}s deadline")
+        slowest = max(step.seconds, key=step.seconds.__getitem__)
+        report.problems.append(f"cleanup took longer than its {deadline_s:g}s deadline "
+                               f"({slowest}: {step.seconds[slowest]:.1f}s)")
     report.evidence.problems = report.problems
     return report
+
+
+@dataclass
+class _Steps:
+    """Each cleanup step's seconds, kept in the evidence: a cleanup past its deadline says
+    which step took the time (a container slow to stop, a listing that hung)."""
+
+    seconds: dict[str, float]
+    _mark: float = field(default_factory=time.monotonic)
+
+    def done(self, name: str) -> None:
+        now = time.monotonic()
+        self.seconds[name] = round(now - self._mark, 3)
+        self._mark = now
 
 
 def service_residue(report: CleanupReport, make_client: Callable[[], RtviClient],

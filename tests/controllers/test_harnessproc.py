@@ -5,9 +5,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controllers.experiments.benchmark.runtype import harness_reads
-from controllers.experiments.harnessproc import host_mounts, interpreter_root, read_only_binds
+import pytest
+import yaml
+from pydantic import TypeAdapter
+
+from controllers.experiments.benchmark.runtype import harness_reads, trusted_config
+from controllers.experiments.harnessproc import (
+    HarnessError,
+    host_mounts,
+    interpreter_root,
+    read_only_binds,
+)
+from controllers.experiments.runner.job import JobPlan
 from specs.experiments.benchmark import BenchmarkSpec
+from specs.trust import TrustPolicy, enforce, policy
 
 
 def test_binds_are_read_only_at_their_own_path_normalised_and_never_nested() -> None:
@@ -42,10 +53,56 @@ def test_the_harness_reads_its_checkout_config_interpreter_and_the_scenarios_fil
                     "workdir": "/opt/vss/rt-vlm", "config": "perf/benchmark/c.yaml"},
         "scenario": "burst", "mode": "file_burst"})
     config = {"test_scenarios": {
-        "burst": {"videos": [{"filepath": "/srv/media/a.mp4"}, {"filepath": "rel.mp4"},
+        "burst": {"videos": [{"filepath": "/srv/media/a.mp4"}, {"filepath": "../up.mp4"},
                              {"rtsp_urls_file": "/srv/urls.txt"}, "not a mapping"]},
         "other": {"videos": [{"filepath": "/elsewhere/b.mp4"}]}}}
     assert harness_reads(bench, config) == [
         "/opt/vss/rt-vlm", "/opt/vss/rt-vlm/perf/benchmark", "/home/u/env", "/opt/bench",
-        "/srv/media/a.mp4", "/srv/urls.txt"]  # only the scenario that runs
+        "/srv/media/a.mp4", "/opt/vss/up.mp4", "/srv/urls.txt"]  # only the scenario that runs
     assert harness_reads(bench, None)[:4] == harness_reads(bench, config)[:4]
+
+
+def _config_naming(tmp_path: Path, *named: str) -> BenchmarkSpec:
+    harness = tmp_path / "vss"
+    harness.mkdir(exist_ok=True)
+    (harness / "c.yaml").write_text(yaml.safe_dump({"test_scenarios": {"burst": {
+        "videos": [{"filepath": n} for n in named]}}}))
+    return BenchmarkSpec.model_validate({
+        "harness": {"argv": ["python3", "run.py"], "workdir": str(harness), "config": "c.yaml"},
+        "scenario": "burst", "mode": "file_burst"})
+
+
+def test_files_the_harness_config_names_are_judged_by_the_operators_trust(
+        tmp_path: Path) -> None:
+    media = tmp_path / "media"
+    media.mkdir()
+    (media / "a.mp4").write_bytes(b"x")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("s3cret")
+    (tmp_path / "vss").mkdir()
+    (tmp_path / "vss" / "link.mp4").symlink_to(secret)  # planted inside, leading out
+    chosen = policy({"harness": (str(tmp_path / "vss"),), "media": (str(media),)}, (), "test")
+    enforce(chosen)
+    try:
+        assert trusted_config(_config_naming(tmp_path, str(media / "a.mp4"), "local.mp4"))
+        for outside in (str(secret), "../secret.txt", "link.mp4"):
+            with pytest.raises(HarnessError, match=r"outside the folders harness and media "
+                                                   r"may be read from \(trust boundary"):
+                trusted_config(_config_naming(tmp_path, str(media / "a.mp4"), outside))
+    finally:
+        enforce(None)
+    assert trusted_config(_config_naming(tmp_path, str(secret)))  # no policy: a library call
+
+
+def test_a_jobs_plan_carries_the_operators_trust_under_the_names_it_gave(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "named").symlink_to(real)
+    chosen = policy({"media": (str(tmp_path / "named") + "/",)}, ("python3",), "test")
+    back = TypeAdapter(TrustPolicy).validate_json(TypeAdapter(TrustPolicy).dump_json(chosen))
+    assert back == chosen
+    # In the job's runner the operator's link may be missing: the name it gave still holds.
+    assert back.holds("media", str(tmp_path / "named" / "a.mp4"))
+    assert back.holds("media", str(real / "a.mp4"))
+    assert not back.holds("media", str(tmp_path / "a.mp4"))
+    assert "trust" in JobPlan.model_fields

@@ -87,6 +87,8 @@ def test_gpu_memory_must_come_back_to_its_baseline_after_cleanup(
         assert record["facts"]["result"] == "PASS", record["facts"]
         assert cleanup["passed"], cleanup
         assert cleanup["evidence"]["gpuMemory"]["after"] == {UUID: 600}
+        assert set(cleanup["evidence"]["seconds"]) == {  # where a slow cleanup's time went
+            "processes", "service", "containers", "listing", "gpuMemory"}, cleanup
 
 
 @pytest.mark.parametrize("leak_mib", [0, 2048])

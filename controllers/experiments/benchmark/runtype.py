@@ -68,6 +68,7 @@ from controllers.experiments.service import RunService
 from controllers.waiting import Stopped, until
 from specs.experiments.base import ExperimentSpecBase
 from specs.experiments.benchmark import BenchmarkExperimentSpec, BenchmarkSpec
+from specs.trust import R_TRUST, enforced
 from state.evidence import Evidence, Verdict
 
 GATE_SCENARIO = "scenario"
@@ -115,21 +116,47 @@ def harness_reads(bench: BenchmarkSpec, data: dict[str, Any] | None) -> list[str
     """The Host folders and files the harness reads, for a harness that runs in a container
     (``harnessproc.host_mounts``): its working directory, its config's folder, its
     interpreter's virtual environment, the folders of absolute argv items, and the files the
-    scenario's videos name (``filepath``, ``rtsp_urls_file``) when ``data`` (the config) is
-    given. Relative paths are the working directory's, already in it."""
+    scenario's videos name (``scenario_files``) when ``data`` (the config) is given."""
     harness = bench.harness
-    reads = [harness.workdir, str(harness_config_path(bench).parent),
-             *interpreter_root(harness.argv),
-             *(posixpath.dirname(a) for a in harness.argv[1:] if a.startswith("/"))]
+    return [harness.workdir, str(harness_config_path(bench).parent),
+            *interpreter_root(harness.argv),
+            *(posixpath.dirname(a) for a in harness.argv[1:] if a.startswith("/")),
+            *(path for _, path in scenario_files(bench, data))]
+
+
+def scenario_files(bench: BenchmarkSpec, data: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """(key, absolute normalised path) of each file the scenario's videos name
+    (``filepath``, ``rtsp_urls_file``; a relative one is the working directory's)."""
     scenarios = data.get("test_scenarios") if data is not None else None
     scenario = scenarios.get(bench.scenario) if isinstance(scenarios, dict) else None
     videos = scenario.get("videos") if isinstance(scenario, dict) else None
+    found = []
     for video in videos if isinstance(videos, list) else []:
         for key in SCENARIO_FILES:
             named = video.get(key) if isinstance(video, dict) else None
-            if isinstance(named, str) and named.startswith("/"):
-                reads.append(named)
-    return reads
+            if isinstance(named, str) and named:
+                found.append((key, posixpath.normpath(
+                    posixpath.join(bench.harness.workdir, named))))
+    return found
+
+
+def trusted_config(bench: BenchmarkSpec) -> dict[str, Any]:
+    """The user's harness config (``user_config``), refused (HarnessError) when a file its
+    scenario names lies outside the folders the operator lets the harness and media be read
+    from: the spec's own paths were judged at load, but the config is a file, and what it
+    names is read (and, on a Host, bound into the harness's container) only here."""
+    data = user_config(bench)
+    policy = enforced()
+    if policy is None:
+        return data
+    outside = [f"{key} {path!r}" for key, path in scenario_files(bench, data)
+               if not policy.allowed("harness", path) and not policy.allowed("media", path)]
+    if outside:
+        raise HarnessError(
+            f"the harness config {harness_config_path(bench)} names {', '.join(outside[:3])}"
+            f"{f' and {len(outside) - 3} more' if len(outside) > 3 else ''}, outside the "
+            f"folders harness and media may be read from ({R_TRUST}; set by {policy.origin})")
+    return data
 
 
 def scenario_problem(bench: BenchmarkSpec, listed: dict[str, str] | None, why: str) -> str:
@@ -318,6 +345,11 @@ class Benchmark:
         ctx.progress(f"checking scenario {bench.scenario} with --list-scenarios")
         listed, why = list_scenarios(bench, ctx.launcher)
         problem = scenario_problem(bench, listed, why)
+        if not problem:
+            try:
+                trusted_config(bench)
+            except HarnessError as exc:
+                problem = str(exc)
         ctx.evidence.gate(GATE_SCENARIO, not problem, problem or (
             f"{bench.scenario} is a {bench.mode} scenario"), {
             "listed": listed, "why": why, "config": str(harness_config_path(bench))})
@@ -360,7 +392,7 @@ class Benchmark:
     def run_harness(self, service: RunService) -> tuple[harnessreport.Outcome, dict[str, str]]:
         ctx, bench = self.ctx, self.bench
         evidence = ctx.evidence
-        data = user_config(bench)
+        data = trusted_config(bench)
         report_dir = evidence.path(REPORT_HANDLE + bcd_suffix(bench, data))
         report_dir.mkdir(parents=True, exist_ok=True)
         name = Path(bench.harness.config).name  # kept: the BCD guard reads the file name

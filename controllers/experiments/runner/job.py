@@ -62,6 +62,7 @@ from controllers.streamset import publishing
 from controllers.waiting import Stopped
 from specs.experiment import ExperimentSpec
 from specs.models import Deployment
+from specs.trust import TrustPolicy, enforce, enforced
 from state import logchain
 from state.errors import StateError
 from state.evidence import Evidence, EvidenceError, Verdict
@@ -114,6 +115,7 @@ class JobPlan(BaseModel):
     code_revision: str = "unknown"
     runner_image: str | None = None  # the harness container's skeleton (``harnessproc``)
     volume: str | None = None  # the job's volume, at ``JOB_DIR`` here and in the harness
+    trust: TrustPolicy | None = None  # the reconciler's, judged again here at each use
 
 
 def freeze(plan: runs.RunPlan, instance: str, publisher_image: str | None = None,
@@ -136,7 +138,8 @@ def freeze(plan: runs.RunPlan, instance: str, publisher_image: str | None = None
         revision=plan.revision, dcgm_url=plan.spec.telemetry.dcgmUrl,
         secrets=[ref.name for ref in desired.deployment.spec.secrets],
         publisher_image=publisher_image, code_version=code.version,
-        code_revision=code.revision, runner_image=runner_image, volume=volume)
+        code_revision=code.revision, runner_image=runner_image, volume=volume,
+        trust=enforced())
 
 
 def _as_env_refs(deployment: dict[str, Any]) -> dict[str, Any]:
@@ -253,6 +256,7 @@ def run_job(job_dir: Path, stdin: Any, stop: threading.Event, docker_url: str = 
         job = JobPlan.model_validate_json((job_dir / PLAN_FILE).read_bytes())
         take_secrets(job, stdin)
         plan = thaw(job, job_dir / EVIDENCE_DIR, job_dir / RUNNER_LOG)
+        enforce(job.trust)  # what the harness config names is read here, not where it was
     except (OSError, ValidationError, ValueError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         log.error("runner.unusable", reason=DEFAULT_REDACTOR.scrub(message))
