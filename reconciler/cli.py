@@ -39,6 +39,7 @@ EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
 ENV_STATE_DIR = "RECONCILER_STATE_DIR"
 ENV_INSTANCE = "RECONCILER_INSTANCE"
 ENV_TRUST_FILE = "RECONCILER_TRUST"
+ENV_STATE = "RECONCILER_STATE"
 PIPE_WIDTH = 240
 
 
@@ -50,8 +51,9 @@ def default_state_dir() -> Path:
 class Context:
     def __init__(self, state_dir: Path, instance: str | None, verbose: bool,
                  trust_file: Path | None = None, allow_read: tuple[str, ...] = (),
-                 allow_run: tuple[str, ...] = ()) -> None:
+                 allow_run: tuple[str, ...] = (), state: str = "files") -> None:
         self.state_dir = state_dir
+        self.state = state
         self.requested_instance = instance
         self.verbose = verbose
         self.trust_file = trust_file
@@ -89,12 +91,19 @@ class Context:
         return Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
     def store(self) -> Store:
-        """The store of ``--state-dir``; fails (exit 1) unless the directory is private to us."""
+        """The store ``--state`` names: files in ``--state-dir`` (the default), or etcd keys
+        (``--state-dir`` then keeps only this machine's logs, socket and evidence); fails
+        (exit 1) unless the directory is private to us."""
         from state.errors import StateError
         from state.store import Store
 
-        store = Store(self.state_dir)
         try:
+            if self.state == "files":
+                store = Store(self.state_dir)
+            else:
+                from state.etcdstore import EtcdStore
+
+                store = EtcdStore.open(self.state, self.state_dir)
             store.check_root()
         except StateError as exc:
             self.fail(str(exc))
@@ -122,6 +131,11 @@ PATHS = click.argument("paths", nargs=-1, required=True,
 @click.option("--state-dir", type=click.Path(path_type=Path), envvar=ENV_STATE_DIR,
               default=default_state_dir, show_default="$XDG_STATE_HOME/rtvi-reconciler",
               help=f"Where status, history, inventory and events live (env {ENV_STATE_DIR}).")
+@click.option("--state", "state", envvar=ENV_STATE, default="files", metavar="files|etcd://...",
+              help="Where the records live: 'files' in --state-dir (one machine, nothing to "
+                   "run), or etcd://HOST:PORT[,HOST:PORT...][/NAMESPACE] (any machine that "
+                   "reaches the cluster reads status and events; see the README's 'More than "
+                   f"one machine') (env {ENV_STATE}).")
 @click.option("--instance", envvar=ENV_INSTANCE, default=None,
               help="Name of this reconciler instance; recorded in the state dir on first use "
                    f"and in every label (env {ENV_INSTANCE}, default 'default').")
@@ -139,9 +153,9 @@ PATHS = click.argument("paths", nargs=-1, required=True,
 @click.option("--allow-run", multiple=True, metavar="COMMAND",
               help="Also let a benchmark's harness.argv start with COMMAND. Repeatable.")
 @click.pass_context
-def main(ctx: click.Context, state_dir: Path, instance: str | None, verbose: bool,
-         trust_file: Path | None, allow_read: tuple[str, ...], allow_run: tuple[str, ...]
-         ) -> None:
+def main(ctx: click.Context, state_dir: Path, state: str, instance: str | None,
+         verbose: bool, trust_file: Path | None, allow_read: tuple[str, ...],
+         allow_run: tuple[str, ...]) -> None:
     """Declarative reconciler for NVIDIA VSS real-time VLM (RT-VLM) fleets.
 
     Desired state lives in YAML specs (Host, Deployment, StreamSet, Experiment). Typical use:
@@ -154,7 +168,7 @@ def main(ctx: click.Context, state_dir: Path, instance: str | None, verbose: boo
       reconciler delete Deployment/NAME     # remove what we created, nothing else
       reconciler evidence RUN_ID --verify   # an experiment run's verdict, its files re-checked
     """
-    ctx.obj = Context(state_dir, instance, verbose, trust_file, allow_read, allow_run)
+    ctx.obj = Context(state_dir, instance, verbose, trust_file, allow_read, allow_run, state)
 
 
 def _names(resource: str, name: str) -> bool:

@@ -181,9 +181,16 @@ class EtcdGateway:
         kvs = self._call("/v3/kv/range", {"key": _b64(key)}).get("kvs") or []
         return KeyValue.of(kvs[0]) if kvs else None
 
-    def scan(self, prefix: str) -> list[KeyValue]:
-        """Every key under ``prefix``, in key order."""
-        body = {"key": _b64(prefix), "range_end": _b64(prefix_end(prefix))}
+    def scan(self, prefix: str, after: str | None = None, limit: int = 0,
+             newest_first: bool = False) -> list[KeyValue]:
+        """Keys under ``prefix`` (those after the key ``after``, when given), in key order
+        (reversed with ``newest_first``), at most ``limit`` of them (0: all)."""
+        start = prefix if after is None else after + "\0"
+        body: dict[str, Any] = {"key": _b64(start), "range_end": _b64(prefix_end(prefix))}
+        if limit:
+            body["limit"] = str(limit)
+        if newest_first:
+            body |= {"sort_order": "DESCEND", "sort_target": "KEY"}
         return [KeyValue.of(kv) for kv in self._call("/v3/kv/range", body).get("kvs") or []]
 
     def put(self, key: str, value: bytes, lease: int = 0) -> int:
@@ -194,6 +201,11 @@ class EtcdGateway:
     def delete(self, key: str, prefix: bool = False) -> int:
         """Delete ``key`` (or every key under it); how many were deleted."""
         body = Delete(key, prefix).json()["request_delete_range"]
+        return int(self._call("/v3/kv/deleterange", body).get("deleted", 0))
+
+    def delete_below(self, prefix: str, end: str) -> int:
+        """Delete the keys under ``prefix`` that sort before ``end``; how many."""
+        body = {"key": _b64(prefix), "range_end": _b64(end)}
         return int(self._call("/v3/kv/deleterange", body).get("deleted", 0))
 
     def txn(self, compare: Sequence[Compare], success: Sequence[Op],

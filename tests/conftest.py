@@ -24,6 +24,7 @@ import docker.errors
 import pytest
 
 from emulators.image import build_emulator_image
+from tests.etcd_cluster import etcd_cluster  # noqa: F401  (a fixture for every test module)
 
 TEST_INSTANCE_PREFIX = "t"
 TEST_IMAGE_TAG = "rtvi-emulator:test"

@@ -19,13 +19,13 @@ from state.etcdgw import (
     Put,
     prefix_end,
 )
-from tests.etcd_cluster import EtcdCluster, etcd_cluster  # noqa: F401
+from tests.etcd_cluster import EtcdCluster
 
 ODD = "odd \u202e \n bytes \x00 é".encode() + bytes(range(256))
 
 
 @pytest.fixture
-def gateway(etcd_cluster: EtcdCluster) -> Iterator[EtcdGateway]:  # noqa: F811
+def gateway(etcd_cluster: EtcdCluster) -> Iterator[EtcdGateway]:
     client = EtcdGateway(etcd_cluster.endpoints, timeout_s=1.0)
     yield client
     client.close()
@@ -101,7 +101,7 @@ def test_a_key_bound_to_a_lease_goes_with_it(gateway: EtcdGateway) -> None:
 
 
 def test_one_dead_member_changes_nothing_and_a_lost_quorum_is_said_per_member(
-        etcd_cluster: EtcdCluster, gateway: EtcdGateway) -> None:  # noqa: F811
+        etcd_cluster: EtcdCluster, gateway: EtcdGateway) -> None:
     gateway.put("/r/a", b"1")
     etcd_cluster.kill("m1")  # the member the client asks first
     assert gateway.put("/r/a", b"2") > 0  # the next member answers

@@ -12,13 +12,13 @@ from controllers.waiting import until
 from state.errors import StateFenced
 from state.etcdgw import Compare, EtcdGateway, Put
 from state.leases import Replica
-from tests.etcd_cluster import EtcdCluster, etcd_cluster  # noqa: F401
+from tests.etcd_cluster import EtcdCluster
 
 PREFIX = "/rtvi-reconciler/test/"
 
 
 @pytest.fixture
-def gateway(etcd_cluster: EtcdCluster) -> Iterator[EtcdGateway]:  # noqa: F811
+def gateway(etcd_cluster: EtcdCluster) -> Iterator[EtcdGateway]:
     client = EtcdGateway(etcd_cluster.endpoints, timeout_s=1.0)
     yield client
     client.close()

@@ -1,0 +1,103 @@
+"""The event log as etcd keys (``EtcdStore``): ``<prefix><seq, 20 digits>``, one event each.
+
+An append creates the next sequence number's key only if it is absent, in one transaction:
+two processes appending at once never write the same number (the loser takes the next one),
+and a reader in key order sees events in sequence order. The log keeps its newest
+``KEEP`` events; older keys are deleted every ``TRIM_EVERY`` appends (the file log rotates
+for the same reason). ``follow`` reads what came after the last event it yielded, every
+``poll_s``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Generator
+
+from pydantic import ValidationError
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random
+
+from state.errors import StateError
+from state.etcdgw import Compare, EtcdGateway, KeyValue, Put
+from state.events import DEFAULT_POLL_S, EventType
+from state.models import Event, utc_now
+from state.redaction import Redactor
+
+KEEP = 50_000
+TRIM_EVERY = 1_000
+APPEND_ATTEMPTS = 16  # each lost race is another appender's success
+
+
+class _Taken(StateError):
+    """The next sequence number was taken by another appender."""
+
+
+def _key(prefix: str, seq: int) -> str:
+    return f"{prefix}{seq:020d}"
+
+
+class EtcdEventLog:
+    """``state.events.EventLog``'s ``append``/``read``/``follow`` on etcd; thread-safe."""
+
+    def __init__(self, gateway: EtcdGateway, prefix: str, redactor: Redactor) -> None:
+        self.gateway = gateway
+        self.prefix = prefix
+        self._redactor = redactor
+        self._lock = threading.Lock()
+        self._last: int | None = None
+
+    def _newest(self) -> int:
+        found = self.gateway.scan(self.prefix, limit=1, newest_first=True)
+        return int(found[0].key[len(self.prefix):]) if found else 0
+
+    def append(self, resource: str, type: EventType, reason: str, message: str) -> Event:
+        """Record one event (scrubbed) once a quorum has it, and return it."""
+        scrub = self._redactor.scrub_text
+        with self._lock:
+            for attempt in Retrying(retry=retry_if_exception_type(_Taken),
+                                    stop=stop_after_attempt(APPEND_ATTEMPTS),
+                                    wait=wait_random(0, 0.02), reraise=True):
+                with attempt:
+                    seq = (self._newest() if self._last is None else self._last) + 1
+                    event = Event(seq=seq, time=utc_now(), resource=scrub(resource), type=type,
+                                  reason=scrub(reason), message=scrub(message))
+                    key = _key(self.prefix, seq)
+                    done = self.gateway.txn([Compare.absent(key)],
+                                            [Put(key, event.model_dump_json().encode())])
+                    if not done.succeeded:
+                        self._last = None  # read the newest again
+                        raise _Taken(f"event {seq} was appended by another writer")
+            self._last = event.seq
+        if event.seq % TRIM_EVERY == 0 and event.seq > KEEP:
+            self.gateway.delete_below(self.prefix, _key(self.prefix, event.seq - KEEP + 1))
+        return event
+
+    def read(self, resource: str | None = None, since_seq: int = 0, limit: int | None = None
+             ) -> list[Event]:
+        """``EventLog.read``: events after ``since_seq`` (of ``resource``), oldest first; with
+        ``limit``, the newest ``limit`` of them."""
+        if limit is not None and limit <= 0:
+            return []
+        after = _key(self.prefix, since_seq) if since_seq else None
+        events = [e for kv in self.gateway.scan(self.prefix, after=after)
+                  if (e := _parse(kv)) is not None
+                  and (resource is None or e.resource == resource)]
+        return events[-limit:] if limit is not None else events
+
+    def follow(self, resource: str | None = None, since_seq: int = 0,
+               poll_s: float = DEFAULT_POLL_S) -> Generator[Event, None, None]:
+        """``EventLog.follow``: what is there, then what comes, forever."""
+        last = since_seq
+        while True:
+            for event in self.read(None, last):
+                last = event.seq
+                if resource is None or event.resource == resource:
+                    yield event
+            time.sleep(poll_s)
+
+
+def _parse(kv: KeyValue) -> Event | None:
+    try:
+        return Event.model_validate_json(kv.value)
+    except (ValidationError, ValueError):
+        return None  # not one of ours: skipped, as the file log skips a torn line
