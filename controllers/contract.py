@@ -240,6 +240,11 @@ class Runtime(Protocol):
         """Look now at everything that depends on ``key``."""
         ...
 
+    def mine(self, key: Key) -> bool:
+        """Whether this daemon acts on ``key``: one replica among others acts on its shares
+        only (``reconciler.sharing``); background work skips what another replica holds."""
+        ...
+
 
 @dataclass(frozen=True)
 class PassContext:

@@ -27,10 +27,12 @@ from reconciler.textsafe import safe, safe_block, safe_json
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from reconciler.daemon import Daemon
     from reconciler.engine import Engine
     from specs.trust import TrustPolicy
     from specs.validate import SpecSet
     from state.errors import CorruptState
+    from state.etcdstore import EtcdStore
     from state.keys import Key
     from state.models import ResourceStatus
     from state.store import Store
@@ -357,11 +359,21 @@ def apply(ctx: Context, paths: tuple[Path, ...], timeout: float | None) -> None:
 @click.option("--max-prune-share", type=click.FloatRange(min=0, max=1), default=0.5,
               show_default=True, metavar="SHARE",
               help="Share of owned resources one revision may delete without an opt-in.")
+@click.option("--replica", default=None, metavar="NAME",
+              help="Run as one replica among others on the same etcd --state (each with its "
+                   "own NAME, e.g. the machine's): each works the Hosts it holds a lease on, "
+                   "and takes over a dead replica's Hosts within --lease-ttl. Without it, "
+                   "one daemon holds the whole namespace.")
+@click.option("--lease-ttl", type=click.IntRange(min=2, max=300), default=15,
+              show_default=True, metavar="SECONDS",
+              help="A replica's lease: a dead, paused or cut-off replica's Hosts are taken "
+                   "over this long after its last renewal (renewed every third of it).")
 @pass_ctx
 def run(ctx: Context, specs_dir: Path | None, git_url: str | None, branch: str,
         git_path: str | None, interval: float, resync: float, workers: int,
         metrics_address: str, quiet_period: float, shutdown_timeout: float, allow_empty: bool,
-        allow_mass_prune: bool, max_prune_share: float) -> None:
+        allow_mass_prune: bool, max_prune_share: float, replica: str | None,
+        lease_ttl: int) -> None:
     """Run the reconciler daemon: watch a folder or follow a Git branch, converge every
     revision, repair drift, until SIGTERM.
 
@@ -373,9 +385,11 @@ def run(ctx: Context, specs_dir: Path | None, git_url: str | None, branch: str,
     written, a spec over a loader limit (file size: env RECONCILER_MAX_SPEC_BYTES, default
     1 MiB) or a revision that would delete most of what is owned is held, with the source
     Stalled and the reason in `reconciler status Source/specs`; the last good revision stays
-    in force. Exit status: 0 after SIGTERM/SIGINT, 1 on a start-up error, 3 when a daemon
-    thread kept dying. SIGUSR1 prints every thread's stack on standard error (what a daemon
-    that seems stuck is waiting on) and changes nothing.
+    in force. With --state etcd://... and --replica NAME, several daemons (on several
+    machines) share the fleet, one lease per Host. Exit status: 0 after SIGTERM/SIGINT, 1
+    on a start-up error, 3 when a daemon thread kept dying. SIGUSR1 prints every thread's
+    stack on standard error (what a daemon that seems stuck is waiting on) and changes
+    nothing.
     """
     from reconciler import logsetup
     from reconciler.daemon import Daemon, DaemonOptions
@@ -416,6 +430,9 @@ def run(ctx: Context, specs_dir: Path | None, git_url: str | None, branch: str,
     try:
         logsetup.configure(ctx.state_dir, ctx.verbose)
         instance = store.instance(ctx.requested_instance)
+        if replica is not None:
+            raise SystemExit(_replica(ctx, store, replica, lease_ttl,
+                                      Daemon(store, instance, source, options, ctx.say)))
         with store.lock():
             daemon = Daemon(store, instance, source, options, ctx.say)
             raise SystemExit(daemon.run())
@@ -423,6 +440,21 @@ def run(ctx: Context, specs_dir: Path | None, git_url: str | None, branch: str,
         ctx.fail(str(exc))
     except OSError as exc:
         ctx.fail(f"cannot start: {exc}")
+
+
+def _replica(ctx: Context, store: Store, name: str, ttl_s: int, daemon: Daemon) -> int:
+    """Run ``daemon`` as replica ``name`` (``reconciler.sharing``): etcd state only."""
+    from controllers.clients.docker_client import fence_calls
+    from reconciler.sharing import Sharing
+    from state.etcdstore import EtcdStore
+
+    if not isinstance(store, EtcdStore):
+        ctx.fail("--replica shares the fleet through etcd: give --state etcd://HOST:PORT,...")
+    daemon.sharing = Sharing(store, name, ttl_s, daemon.share_of, daemon.shares,
+                             daemon.resume, ctx.say)
+    fence_calls(daemon.sharing.fence)
+    ctx.say(f"replica {name}: lease {daemon.sharing.replica.lease:x}, TTL {ttl_s}s")
+    return daemon.run()
 
 
 def _address(ctx: Context, text: str) -> tuple[str, int] | None:
@@ -539,7 +571,12 @@ def _live_records(ctx: Context) -> tuple[list[ResourceStatus], list[CorruptState
     from reconciler.control import ControlUnavailable, request
     from state.models import ResourceStatus
 
-    ctx.store()  # the same checks of the state directory as without --live
+    store = ctx.store()  # the same checks of the state directory as without --live
+    from state.etcdstore import EtcdStore
+
+    if isinstance(store, EtcdStore):  # the replicas and their leases, as etcd has them
+        _print_replicas(ctx, store)
+        return _stored_records(ctx)
     try:
         answer = request(ctx.state_dir, "GET", "/status")
     except ControlUnavailable as exc:
@@ -549,6 +586,33 @@ def _live_records(ctx: Context) -> tuple[list[ResourceStatus], list[CorruptState
                        f"at revision {summary['revision']}, queue {summary['queue']}"),
                   markup=False)
     return [ResourceStatus.model_validate(r) for r in answer["resources"]], []
+
+
+def _print_replicas(ctx: Context, store: EtcdStore) -> None:
+    """Each replica present in etcd: the shares (Hosts) it holds and its lease's time left."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from reconciler.sharing import replicas
+    from state.errors import StateError
+
+    try:
+        found = replicas(store)
+    except StateError as exc:
+        ctx.fail(f"cannot read the replicas: {exc}")
+    if not found:
+        ctx.out.print(f"no replica holds a lease in {safe(store.where)} (one daemon without "
+                      "--replica holds it whole, or none runs)", markup=False)
+        return
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for col in ("REPLICA", "HOLDS", "LEASE", "EXPIRES IN"):
+        table.add_column(col, overflow="fold")
+    for view in found:
+        left = f"{view.ttl_left_s}s" if view.ttl_left_s >= 0 else "expired"
+        table.add_row(*(Text(safe(c)) for c in (view.name, ", ".join(view.shares) or "-",
+                                                 f"{view.lease:x}", left)))
+    ctx.out.print(table)
+    ctx.out.print()
 
 
 def _named_record(ctx: Context, records: list[ResourceStatus], name: str,

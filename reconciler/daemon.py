@@ -53,6 +53,7 @@ from reconciler.kinds import (
 )
 from reconciler.metrics import Metrics
 from reconciler.pruneguard import PrunePolicy, judge
+from reconciler.sharing import FLEET, Sharing
 from reconciler.sources import Snapshot, Source, SourceError
 from reconciler.sources.record import SourceRecord
 from reconciler.supervisor import RestartPolicy, Supervisor
@@ -92,6 +93,7 @@ class Daemon:
     def __init__(self, store: Store, instance: str, source: Source, options: DaemonOptions,
                  say: Callable[[str], None]) -> None:
         self.store = store
+        self.sharing: Sharing | None = None  # one replica of many: it acts on its shares
         self.instance = instance
         self.source = source
         self.options = options
@@ -104,8 +106,9 @@ class Daemon:
                                max_backoff_s=options.max_backoff_s)
         self.engine = Engine(store, instance, self._progress, stop=self.stop)
         self.snapshot: Snapshot | None = None
-        self.source_record = SourceRecord(store, source.name, self._quarantine)
+        self.source_record = SourceRecord(store, source.name, self._quarantine, self.mine)
         self._hashes: dict[Key, str] = {}
+        self._shares: dict[Key, tuple[Snapshot | None, str]] = {}
         self._snapshot_lock = threading.Lock()
         self.supervisor = Supervisor(self.stop, options.restart_policy, self._thread_died)
         self._inflight: dict[Key, threading.Event] = {}  # each running pass's own stop
@@ -127,6 +130,9 @@ class Daemon:
         self._load_source(first=True)
         self.supervisor.spawn("source", lambda: self.source.watch(self.stop, self._source_changed))
         self.supervisor.spawn("resync", self._resync_loop)
+        if self.sharing is not None:
+            sharing = self.sharing
+            self.supervisor.spawn("shares", lambda: sharing.run(self.stop))
         for kind in REGISTRY:  # each kind's own watches and workers
             kind.background(self.engine.services, self)
         for i in range(self.options.workers + 2):
@@ -181,6 +187,8 @@ class Daemon:
                      "picks them up")
         self.metrics.close()
         self.engine.close()
+        if self.sharing is not None:
+            self.sharing.close()  # the others take its shares now, not after the TTL
         if self.supervisor.fatal is not None:
             self.say(f"reconciler stopped: {self.supervisor.fatal}")
             return EXIT_THREAD_DIED
@@ -192,7 +200,8 @@ class Daemon:
                                  f"thread {name} died ({why}); restarting it")
 
     def healthy(self) -> bool:
-        return self.supervisor.healthy() and WRITES.failing is None
+        stalled = self.sharing is not None and self.sharing.why_not is not None
+        return self.supervisor.healthy() and WRITES.failing is None and not stalled
 
     def _progress(self, resource: str, message: str) -> None:
         log.info("progress", resource=resource, message=message)
@@ -321,6 +330,13 @@ class Daemon:
         for key in list(self._hashes):
             self.queue.add(key, Priority.CHANGE)
 
+    def resume(self) -> None:
+        """Shares were taken over: look at everything, pruning included (what the last holder
+        left undone is this replica's now)."""
+        self.sync()
+        with contextlib.suppress(StateError):
+            self._enqueue_recorded()
+
     def _resync_loop(self) -> None:
         rng = random.Random()
         while not self.stop.wait(jittered(self.options.resync_s, self.options.resync_jitter,
@@ -339,10 +355,13 @@ class Daemon:
                 self.queue.done(key)
 
     def _work(self, key: Key) -> None:
+        if not self.mine(key):
+            return  # another replica's: its holder works it (a takeover re-checks all)
         started = time.monotonic()
         kind = key.kind
         try:
-            result = self.reconcile(key)
+            with self.sharing.acting(key) if self.sharing else contextlib.nullcontext():
+                result = self.reconcile(key)
         except CorruptState as exc:
             result = retry(key, str(exc), "CorruptState")
             self._quarantine(key, exc)
@@ -445,6 +464,34 @@ class Daemon:
     def spawn(self, name: str, run: Callable[[], None], forever: bool = True) -> None:
         self.supervisor.spawn(name, run, forever=forever)
 
+    def mine(self, key: Key) -> bool:
+        """Whether this daemon acts on ``key`` (always, unless it is one replica of many)."""
+        return self.sharing is None or self.sharing.mine(key)
+
+    # --- shares among replicas (reconciler.sharing) -------------------------------------------
+
+    def share_of(self, key: Key) -> str:
+        """The share ``key`` belongs to: its Host's (``Registry.root_of``), else the
+        Host-less share. Kept per revision: every guarded write asks."""
+        with self._snapshot_lock:
+            snapshot = self.snapshot
+            known = self._shares.get(key)
+        if known is not None and known[0] is snapshot:
+            return known[1]
+        root = REGISTRY.root_of(key, snapshot.spec_set if snapshot else None, self.store)
+        share = f"{root.kind}/{root.name}" if root is not None else FLEET
+        with self._snapshot_lock:
+            self._shares[key] = (snapshot, share)
+        return share
+
+    def shares(self) -> set[str]:
+        """Every share there is work for: the revision's and the recorded resources'."""
+        with self._snapshot_lock:
+            keys = set(self._hashes)
+        with contextlib.suppress(StateError):  # unreadable: the revision's shares only
+            keys.update(self._recorded())
+        return {FLEET, *(self.share_of(k) for k in keys)}
+
     # --- introspection (control socket) ------------------------------------------------------
 
     def records(self) -> list[ResourceStatus]:
@@ -479,6 +526,7 @@ class Daemon:
             "threadDeaths": sum(self.supervisor.deaths.values()),
             "fatal": self.supervisor.fatal,
             **_write_health(),
+            **({"replica": self.sharing.describe()} if self.sharing is not None else {}),
         }
 
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 
 from pydantic import ValidationError
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random
 
-from state.errors import StateError
+from state.errors import StateError, StateFenced
 from state.etcdgw import Compare, EtcdGateway, KeyValue, Put
 from state.events import DEFAULT_POLL_S, EventType
 from state.models import Event, utc_now
@@ -45,6 +45,9 @@ class EtcdEventLog:
         self._redactor = redactor
         self._lock = threading.Lock()
         self._last: int | None = None
+        self.guards: Callable[[], list[Compare]] = list
+        """Comparisons every append carries (a replica's presence: a woken one writes no
+        event)."""
 
     def _newest(self) -> int:
         found = self.gateway.scan(self.prefix, limit=1, newest_first=True)
@@ -62,9 +65,11 @@ class EtcdEventLog:
                     event = Event(seq=seq, time=utc_now(), resource=scrub(resource), type=type,
                                   reason=scrub(reason), message=scrub(message))
                     key = _key(self.prefix, seq)
-                    done = self.gateway.txn([Compare.absent(key)],
+                    guards = self.guards()
+                    done = self.gateway.txn([*guards, Compare.absent(key)],
                                             [Put(key, event.model_dump_json().encode())])
                     if not done.succeeded:
+                        fenced(self.gateway, guards, "an event")
                         self._last = None  # read the newest again
                         raise _Taken(f"event {seq} was appended by another writer")
             self._last = event.seq
@@ -94,6 +99,14 @@ class EtcdEventLog:
                 if resource is None or event.resource == resource:
                     yield event
             time.sleep(poll_s)
+
+
+def fenced(gateway: EtcdGateway, guards: list[Compare], what: str) -> None:
+    """After a transaction failed: StateFenced when its ``guards`` alone fail (the writer no
+    longer holds what they compare), so the caller does not mistake it for a lost race."""
+    if guards and not gateway.txn(guards, []).succeeded:
+        raise StateFenced(f"{what} was not written: this replica no longer holds the lease "
+                          "its write is guarded by")
 
 
 def _parse(kv: KeyValue) -> Event | None:

@@ -41,7 +41,7 @@ from urllib.parse import urlsplit
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random
 
 from state.errors import CorruptState, StateError
-from state.etcdevents import EtcdEventLog
+from state.etcdevents import EtcdEventLog, fenced
 from state.etcdgw import Compare, Delete, EtcdGateway, Get, KeyValue, Op, Put
 from state.etcdlock import EtcdLock
 from state.keys import KIND_RE, Key
@@ -105,7 +105,8 @@ class EtcdStore(Store):
         self.gateway = gateway
         self.prefix = f"{ROOT}{namespace}/"
         self.where = f"etcd {','.join(gateway.endpoints)} {self.prefix}"
-        self._events = EtcdEventLog(gateway, self.prefix + "events/", redactor)  # type: ignore[assignment]
+        self.etcd_events = EtcdEventLog(gateway, self.prefix + "events/", redactor)
+        self._events = self.etcd_events  # type: ignore[assignment]  # the same three calls
         self.guards: Callable[[str], list[Compare]] = lambda _resource: []
         """Comparisons every write of ``resource`` carries (a replica's fence)."""
 
@@ -187,9 +188,12 @@ class EtcdStore(Store):
 
     def _commit(self, resource: str, compare: builtins.list[Compare], ops: builtins.list[Op]
                 ) -> None:
-        """One transaction with the resource's guards; Conflict when a comparison fails."""
-        result = self.gateway.txn([*self.guards(resource), *compare], ops)
-        if not result.succeeded:
+        """One transaction with the resource's guards: StateFenced when they fail (nothing
+        written: this replica no longer holds the share), else Conflict when ``compare``
+        does."""
+        guards = self.guards(resource)
+        if not self.gateway.txn([*guards, *compare], ops).succeeded:
+            fenced(self.gateway, guards, f"the record of {resource}")
             raise Conflict(f"the record of {resource} changed while being written")
 
     def update(self, resource: Key, fn: Callable[[ResourceStatus], object],

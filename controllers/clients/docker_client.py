@@ -38,6 +38,14 @@ MIN_API_VERSION = "1.41"
 
 HTTP_CONFLICT = 409
 REMOVAL_IN_PROGRESS = "already in progress"  # Docker's 409 while another removal runs
+_FENCE: list[Callable[[str], None] | None] = [None]
+
+
+def fence_calls(check: Callable[[str], None] | None) -> None:
+    """Ask ``check(host name)`` before every Docker call of this process; it raises (a
+    ControllerError) to refuse the call. A replica sets it (``reconciler.sharing``): one that
+    may have lost its lease, or no longer holds a pass's share, calls no engine at all."""
+    _FENCE[0] = check
 
 @dataclass(frozen=True)
 class ContainerInfo:
@@ -150,6 +158,9 @@ class DockerEngine:
         return self._generation
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        fence = _FENCE[0]
+        if fence is not None:
+            fence(self.host_name)  # a replica that does not hold this work: no call made
         with self._lock:
             self._calls += 1
             if what in CHANGING_CALLS:

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from controllers.errors import ControllerError
 from controllers.streamset.facts import SourceFacts, StreamSetStatusFacts
 from controllers.streamset.frames import ProbeSlotsBusy, probe_many
+from state.errors import StateFenced
 from state.keys import Key
 from state.models import ResourceStatus, utc_now
 from state.store import Store
@@ -85,8 +86,9 @@ def due(records: list[ResourceStatus], now: float) -> list[tuple[str, str, str]]
 class FrameWatch:
     """Runs in the daemon (``run`` until ``stop``); ``wake`` re-queues a StreamSet."""
 
-    def __init__(self, store: Store, wake: Callable[[Key], None]) -> None:
-        self.store, self.wake = store, wake
+    def __init__(self, store: Store, wake: Callable[[Key], None],
+                 mine: Callable[[Key], bool] = lambda _key: True) -> None:
+        self.store, self.wake, self.mine = store, wake, mine
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -100,6 +102,7 @@ class FrameWatch:
         after its sources, and a StreamSet with a stopped source is woken. Returns how long
         to rest before the next round (0: go on at once)."""
         records, _ = self.store.scan("StreamSet")  # a broken record is the pass's to report
+        records = [r for r in records if self.mine(r.key)]  # another replica's: its own watch
         batch = due(records, time.time())
         if not batch:
             return idle_s(records, time.time())
@@ -122,8 +125,11 @@ class FrameWatch:
                                           if isinstance(sample, ControllerError) else
                                           SourceFacts(last_frame_at=utc_now(),
                                                       frame=sample.description))
-            if self._record(resource, found):
-                self.wake(resource)
+            try:
+                if self._record(resource, found):
+                    self.wake(resource)
+            except StateFenced:  # its share moved to another replica mid-round: theirs now
+                continue
         return 0.0
 
     def _record(self, resource: Key, found: dict[tuple[str, str], SourceFacts]) -> bool:

@@ -100,7 +100,7 @@ class StreamSetKind:
         """The frame watch: every source's frames re-proven in the background, so that a
         steady-state pass trusts the recorded proof instead of decoding every source."""
         Streaming.of(services).frames_watched = True
-        watch = FrameWatch(services.store, runtime.wake)
+        watch = FrameWatch(services.store, runtime.wake, runtime.mine)
         runtime.spawn("frames", lambda: watch.run(runtime.stop))
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from controllers.contract import AnyKind, key_of
 from specs import kinds as spec_kinds
+from state.errors import StateError
 from state.keys import Key
 
 if TYPE_CHECKING:
@@ -104,6 +105,34 @@ class Registry:
         users = [k for k in self._kinds.values() if key.kind in k.spec.depends_on]
         return sorted(record.key for k in users for record in store.list(k.name)
                       if key in k.recorded_references(record))
+
+    def root_of(self, key: Key, spec_set: SpecSet | None, store: Store) -> Key | None:
+        """The resource of a kind that depends on no kind (a Host) that ``key`` leads to by
+        its first reference, and that one's first, and so on: what it runs on. From its spec
+        when ``spec_set`` has it, else from its record (a resource being pruned); None where
+        the chain breaks (no spec and no readable record). Replicas share the fleet by it
+        (``reconciler.sharing``): a resource is acted on by whoever holds its root."""
+        seen: set[Key] = set()
+        while key not in seen:
+            seen.add(key)
+            kind = self._kinds.get(key.kind)
+            if kind is None:
+                return None
+            if self.level(key.kind) == 0:
+                return key
+            wanted = spec_set.get(key.kind, key.name) if spec_set is not None else None
+            if wanted is not None:
+                refs = kind.references(wanted)
+            else:
+                try:
+                    record = store.load(key)
+                except StateError:  # a broken record: its own pass reports it
+                    return None
+                refs = kind.recorded_references(record) if record is not None else []
+            if not refs:
+                return None
+            key = refs[0]
+        return None
 
     def owning(self) -> list[str]:
         """Kinds whose records stand for things we created."""

@@ -29,13 +29,18 @@ class SourceRecordFacts(Facts):
 
 class SourceRecord:
     def __init__(self, store: Store, source_name: str,
-                 quarantine: Callable[[Key, CorruptState], None]) -> None:
+                 quarantine: Callable[[Key, CorruptState], None],
+                 mine: Callable[[Key], bool] = lambda _key: True) -> None:
         self.store = store
         self.source_name = source_name
         self._quarantine = quarantine
+        self._mine = mine  # among replicas, the record is the Host-less share's holder's
 
     def loaded(self, snapshot: Snapshot, old_revision: str | None) -> None:
         """``snapshot`` is in force (an event when it is a new revision)."""
+        if not self._mine(SOURCE_RESOURCE):
+            return
+
         def mutate(st: ResourceStatus) -> None:
             st.applied_revision = snapshot.revision
             known = SourceRecordFacts.of(st)
@@ -52,6 +57,8 @@ class SourceRecord:
     def refused(self, exc: SourceError, keep: str) -> None:
         """A revision was refused and ``keep`` stays in force: Stalled, with one event per
         new refusal (the same one again adds nothing to the log)."""
+        if not self._mine(SOURCE_RESOURCE):
+            return
         message = str(exc)
         reason = exc.reason_code
 
