@@ -527,6 +527,7 @@ class Daemon:
             "fatal": self.supervisor.fatal,
             **_write_health(),
             **({"replica": self.sharing.describe()} if self.sharing is not None else {}),
+            "dockerCalls": sum(n for what, n in self.api_calls() if what.startswith("docker:")),
         }
 
 

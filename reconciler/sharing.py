@@ -165,7 +165,7 @@ class Sharing:
         try:
             self.rebalance()
         except StateError as exc:  # no quorum, a member gone: the lease decides
-            self._stalled(f"etcd does not answer: {exc}")
+            self._stalled(str(exc))
 
     def _stalled(self, why: str) -> None:
         if self.why_not != why:
@@ -207,7 +207,8 @@ class Sharing:
     def describe(self) -> dict[str, object]:
         """For ``health`` and ``status --live`` of this daemon."""
         return {"name": self.name, "lease": f"{self.replica.lease:x}",
-                "holds": sorted(self.held()), "actsOnNothing": self.why_not}
+                "holds": sorted(self.held()), "actsOnNothing": self.why_not,
+                "etcdWrites": self.store.gateway.writes}
 
     def close(self) -> None:
         """Let every share go now (a clean shutdown): the others take them at their next

@@ -171,6 +171,7 @@ class EtcdGateway:
         self._http = httpx.Client(timeout=timeout_s, trust_env=False)
         self._lock = threading.Lock()
         self._current = 0
+        self.writes = 0  # puts, deletes and transactions that changed something
 
     def close(self) -> None:
         self._http.close()
@@ -196,17 +197,23 @@ class EtcdGateway:
     def put(self, key: str, value: bytes, lease: int = 0) -> int:
         """Write ``key``; the cluster's revision after it."""
         body = Put(key, value, lease).json()["request_put"]
-        return int(self._call("/v3/kv/put", body)["header"].get("revision", 0))
+        revision = int(self._call("/v3/kv/put", body)["header"].get("revision", 0))
+        self._wrote()
+        return revision
 
     def delete(self, key: str, prefix: bool = False) -> int:
         """Delete ``key`` (or every key under it); how many were deleted."""
         body = Delete(key, prefix).json()["request_delete_range"]
-        return int(self._call("/v3/kv/deleterange", body).get("deleted", 0))
+        deleted = int(self._call("/v3/kv/deleterange", body).get("deleted", 0))
+        self._wrote(deleted)
+        return deleted
 
     def delete_below(self, prefix: str, end: str) -> int:
         """Delete the keys under ``prefix`` that sort before ``end``; how many."""
         body = {"key": _b64(prefix), "range_end": _b64(end)}
-        return int(self._call("/v3/kv/deleterange", body).get("deleted", 0))
+        deleted = int(self._call("/v3/kv/deleterange", body).get("deleted", 0))
+        self._wrote(deleted)
+        return deleted
 
     def txn(self, compare: Sequence[Compare], success: Sequence[Op],
             failure: Sequence[Op] = ()) -> TxnResult:
@@ -216,6 +223,7 @@ class EtcdGateway:
             "failure": [op.json() for op in failure]})
         succeeded = bool(answer.get("succeeded", False))
         ran = success if succeeded else failure
+        self._wrote(sum(not isinstance(op, Get) for op in ran))
         found: list[KeyValue | None] = []
         for op, response in zip(ran, answer.get("responses") or [], strict=False):
             if isinstance(op, Get):
@@ -245,6 +253,11 @@ class EtcdGateway:
         except EtcdRefused as exc:
             if exc.code != GRPC_NOT_FOUND:
                 raise
+
+    def _wrote(self, count: int = 1) -> None:
+        if count:
+            with self._lock:
+                self.writes += 1
 
     # --- transport -------------------------------------------------------------------------
 
