@@ -60,7 +60,7 @@ from specs.validate import load_spec_set  # noqa: E402
 from state.models import ResourceStatus  # noqa: E402
 from state.store import Store  # noqa: E402
 from tests.emulators import rtsp_source  # noqa: E402
-from tests.emulators.helpers import free_port  # noqa: E402
+from tests.ports import free_port  # noqa: E402
 
 IMAGE_TAG = "rtvi-emulator:bench"
 LABEL = "rtvi.bench"

@@ -500,6 +500,11 @@ class Daemon:
     def queue_stats(self) -> QueueStats:
         return self.queue.stats()
 
+    def replica_state(self) -> tuple[int, bool] | None:
+        if self.sharing is None:
+            return None
+        return len(self.sharing.held()), self.sharing.why_not is None
+
     def api_calls(self) -> Iterable[tuple[str, float]]:
         services = self.engine.services
         for part in services.parts():

@@ -31,6 +31,10 @@ class Scraped(Protocol):
         """(target, calls so far): ``docker:<host>`` and ``http:<call>``."""
         ...
 
+    def replica_state(self) -> tuple[int, bool] | None:
+        """(shares held, acting) of a replica among others; None for a lone daemon."""
+        ...
+
 
 class _ApiCalls(Collector):
     def __init__(self, daemon: Scraped) -> None:
@@ -62,6 +66,14 @@ class Metrics:
                         "1 while writes to the state directory fail (a full or read-only "
                         "disk), else 0", registry=self.registry)
         failing.set_function(lambda: 0 if WRITES.failing is None else 1)
+        shares = Gauge("rtvi_reconciler_replica_shares",
+                       "Shares (Hosts, and 'fleet' for Host-less work) this replica holds; "
+                       "0 for a lone daemon", registry=self.registry)
+        shares.set_function(lambda: (daemon.replica_state() or (0, True))[0])
+        acting = Gauge("rtvi_reconciler_replica_acting",
+                       "0 while this replica acts on nothing (its lease lost, no etcd "
+                       "quorum), else 1", registry=self.registry)
+        acting.set_function(lambda: int((daemon.replica_state() or (0, True))[1]))
         self.registry.register(_ApiCalls(daemon))
         self._server: WSGIServer | None = None
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import docker
+import httpx
 
 from reconciler.sharing import replicas
 from state.etcdgw import EtcdGateway
@@ -60,14 +61,18 @@ class Replicas:
         self.daemons: dict[str, DaemonProcess] = {}
         self.clis: dict[str, Cli] = {}
 
-    def start(self, name: str, replica: str | None = None) -> DaemonProcess:
-        """A daemon ``name`` (its folder), replica ``replica`` (default: ``name``)."""
+    def start(self, name: str, replica: str | None = None, metrics: int | None = None
+              ) -> DaemonProcess:
+        """A daemon ``name`` (its folder), replica ``replica`` (default: ``name``), serving
+        its metrics on ``metrics`` (default: none)."""
         folder = self.root / name
         folder.mkdir(mode=0o700, exist_ok=True)
         self.clis[name] = Cli(folder, self.cli.instance, {"RECONCILER_STATE": self.url})
         daemon = DaemonProcess(self.clis[name], [
             "--specs", str(self.specs), "--replica", replica or name, "--lease-ttl",
-            str(TTL_S), "--resync", "3600"], self.root / f"{name}.log")
+            str(TTL_S), "--resync", "3600",
+            *(["--metrics-address", f"127.0.0.1:{metrics}"] if metrics else [])],
+            self.root / f"{name}.log")
         self.daemons[name] = daemon
         return daemon
 
@@ -108,9 +113,10 @@ def test_replicas_share_four_hosts_and_a_killed_ones_hosts_and_canary_are_taken_
           canary)
     group = Replicas(cli, etcd_cluster, specs, tmp_path)
     deployments = ["Deployment/vlm", "Deployment/d2", "Deployment/d3", "Deployment/d-edge"]
+    metrics_port = free_port()
     try:
         for name in ("r1", "r2", "r3"):
-            group.start(name)
+            group.start(name, metrics=metrics_port if name == "r1" else None)
         wait_for("every Deployment Ready", lambda: group.ready(*deployments), 180, 0.2)
         wait_for("the canary measuring", lambda: "performance" in group.conditions(
             "Experiment/canary"), 180, 0.2)
@@ -119,6 +125,10 @@ def test_replicas_share_four_hosts_and_a_killed_ones_hosts_and_canary_are_taken_
         held = sorted(s for v in views for s in v.shares)
         assert held == ["Host/edge", "Host/h2", "Host/h3", "Host/local", "fleet"]  # once each
         assert max(len(v.shares) for v in views) == 2  # even: 5 shares on 3 replicas
+        scraped = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).text
+        r1 = next(v for v in views if v.name == "r1")
+        assert f"rtvi_reconciler_replica_shares {len(r1.shares)}.0" in scraped, scraped
+        assert "rtvi_reconciler_replica_acting 1.0" in scraped
         ids = {d: [c.id for c in run_containers(_client(d, docker_client, remote),
                                                 cli.instance, d)] for d in deployments}
         assert all(len(found) == 1 for found in ids.values()), ids
