@@ -37,12 +37,14 @@ import tenacity
 from controllers.errors import TemporaryError
 from state.errors import StateError
 from state.etcdgw import Compare
+from state.etcdlock import REPLICAS
+from state.etcdlock import SHARE as WRITER
 from state.etcdstore import EtcdStore
 from state.keys import Key
 from state.leases import Held, Replica
 
 FLEET = "fleet"
-MEMBER = "replica:"
+MEMBER = REPLICAS  # a replica's presence key: holders/replica:<name>
 DEFAULT_TTL_S = 15
 log = structlog.get_logger("reconciler.sharing")
 
@@ -53,10 +55,12 @@ class NotHeld(TemporaryError):
 
 def assign(shares: set[str], members: list[str]) -> dict[str, str]:
     """Who should hold each share: every replica computes the same answer from the same
-    shares and members. Each share goes to the member that ranks highest for it (rendezvous
-    hashing: a member's arrival or departure moves few shares) among those still under the
-    even load, ceil(shares / members): with a handful of Hosts, pure rendezvous can leave a
-    replica idle while another holds three."""
+    shares and members. Each share, in name order, goes to the member that ranks highest for
+    it (rendezvous hashing) among those still under the even load, ceil(shares / members):
+    with a handful of Hosts, pure rendezvous left one replica of three idle and another
+    holding three. The price: a member's arrival or departure may move more shares than
+    the fewest possible (a takeover adopts what runs, so a move costs a pass, not a
+    restart)."""
     if not members:
         return {}
     cap = -(-len(shares) // len(members))
@@ -99,6 +103,12 @@ class Sharing:
 
     def _join(self) -> Replica:
         replica = Replica(self.store.gateway, self.store.prefix, self.name, self.ttl_s)
+        writer = self.store.gateway.get(replica.key(WRITER))
+        if writer is not None:
+            replica.close()
+            raise StateError(f"a daemon or apply without --replica holds {self.store.where} "
+                             f"({writer.value.decode(errors='replace')[:120]}): replicas "
+                             "start once it ends")
         if not replica.claim(MEMBER + self.name):
             replica.close()
             raise StateError(f"replica name {self.name!r} is in use by a live replica of "

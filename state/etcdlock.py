@@ -18,9 +18,11 @@ from types import TracebackType
 from state.errors import LockHeld, StateError
 from state.etcdgw import Compare, Delete, EtcdGateway
 from state.leases import Replica
+from state.lock import pid_alive
 from state.models import utc_now
 
 SHARE = "writer"
+REPLICAS = "replica:"  # reconciler.sharing's presence keys
 TTL_S = 10
 
 
@@ -49,6 +51,12 @@ class EtcdLock:
                 info = _info(holder.value if holder else b"")
                 raise LockHeld(Path(replica.key(SHARE)), _pid(info),
                                f"{info.get('since')} on {info.get('host')}")
+            present = [h.share for h in replica.holders() if h.share.startswith(REPLICAS)]
+            if present:
+                raise StateError(
+                    f"{len(present)} replica(s) share {self.where} "
+                    f"({', '.join(p[len(REPLICAS):] for p in present)}): they reconcile what "
+                    "its source holds; commit the change there, or stop them first")
         except BaseException:
             replica.close()
             raise
@@ -62,7 +70,7 @@ class EtcdLock:
             return True
         info = _info(holder.value)
         pid = _pid(info)
-        if info.get("host") != socket.gethostname() or pid is None or _alive(pid):
+        if info.get("host") != socket.gethostname() or pid is None or pid_alive(pid):
             return False
         return self.gateway.txn([Compare(key, "LEASE", holder.lease)], [Delete(key)]).succeeded
 
@@ -91,13 +99,3 @@ def _info(raw: bytes) -> dict[str, object]:
 def _pid(info: dict[str, object]) -> int | None:
     pid = info.get("pid")
     return pid if isinstance(pid, int) and pid > 0 else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -46,6 +46,17 @@ def _read_holder(fd: int) -> tuple[int | None, str | None]:
     )
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this machine (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class StateLock:
     """Exclusive, non-blocking lock on a state directory; use as a context manager."""
 

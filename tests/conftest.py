@@ -24,6 +24,7 @@ import docker.errors
 import pytest
 
 from emulators.image import build_emulator_image
+from state.lock import pid_alive
 from tests.etcd_cluster import etcd_cluster  # noqa: F401  (a fixture for every test module)
 
 TEST_INSTANCE_PREFIX = "t"
@@ -41,16 +42,6 @@ def _session_pid(instance: str) -> int | None:
     return None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 # Fixtures that reach the Docker engine (every other Docker fixture depends on one of them).
 DOCKER_FIXTURES = frozenset({"docker_client", "docker_engine", "emulator_image",
                              "remote_engine"})
@@ -65,7 +56,7 @@ def _remove_test_containers(client: docker.DockerClient, at_exit: bool) -> None:
         instance = labels.get(LABEL_INSTANCE, "")
         pid = _session_pid(instance)
         if pid is not None:
-            doomed = pid == os.getpid() if at_exit else not _pid_alive(pid)
+            doomed = pid == os.getpid() if at_exit else not pid_alive(pid)
         elif instance.startswith(TEST_INSTANCE_PREFIX + "-"):
             doomed = not at_exit  # an older naming scheme: nobody runs it any more
         else:

@@ -106,7 +106,7 @@ def test_replicas_share_four_hosts_and_a_killed_ones_hosts_and_canary_are_taken_
         cli: Cli, etcd_cluster: EtcdCluster, emulator_image: str, remote: RemoteEngine,
         docker_client: docker.DockerClient, tmp_path: Path) -> None:
     specs = tmp_path / "specs"
-    canary = measured("rep-canary", 25, streams=1)
+    canary = measured("rep-canary", 15, streams=1)
     write(specs, alias("h2"), alias("h3"), remote.host_document("edge"),
           service("vlm", "local", emulator_image), service("d2", "h2", emulator_image),
           service("d3", "h3", emulator_image), service("d-edge", "edge", emulator_image),

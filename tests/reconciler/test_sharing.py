@@ -1,0 +1,63 @@
+"""How replicas divide the shares (``reconciler.sharing``): the assignment every replica
+computes alike, and claims, releases and exclusions against a real 3-member etcd cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reconciler.sharing import FLEET, Sharing, assign, replicas
+from state.errors import StateError
+from state.etcdgw import EtcdGateway
+from state.etcdstore import EtcdStore
+from state.keys import Key
+from tests.etcd_cluster import EtcdCluster
+
+HOSTS = {f"Host/h{i}" for i in range(7)} | {FLEET}
+
+
+def test_every_replica_computes_the_same_even_assignment() -> None:
+    members = ["a", "b", "c"]
+    chosen = assign(HOSTS, members)
+    assert chosen == assign(set(sorted(HOSTS)), list(reversed(members)))  # order-free
+    loads = sorted(list(chosen.values()).count(m) for m in members)
+    assert loads == [2, 3, 3]  # 8 shares, at most ceil(8/3) each
+    without_c = assign(HOSTS, ["a", "b"])
+    assert set(without_c) == HOSTS  # a leaver's shares all go to the others, evenly
+    assert sorted(list(without_c.values()).count(m) for m in ("a", "b")) == [4, 4]
+    assert assign(HOSTS, []) == {}
+
+
+def _sharing(cluster: EtcdCluster, root: Path, name: str) -> Sharing:
+    store = EtcdStore(root, EtcdGateway(cluster.endpoints), "t")
+    return Sharing(store, name, 6, lambda key: f"Host/{key.name}", lambda: set(HOSTS),
+                   lambda: None, lambda _said: None)
+
+
+def test_replicas_split_the_shares_and_a_leavers_go_to_the_others(
+        etcd_cluster: EtcdCluster, tmp_path: Path) -> None:
+    a, b = _sharing(etcd_cluster, tmp_path, "a"), _sharing(etcd_cluster, tmp_path, "b")
+    try:
+        for _ in range(2):  # a claims what is free; b's arrival makes a let go of b's part
+            a.rebalance()
+            b.rebalance()
+        held_a, held_b = a.held(), b.held()
+        assert held_a | held_b == HOSTS
+        assert not held_a & held_b
+        assert {len(held_a), len(held_b)} == {4}
+        assert a.mine(Key("Host", next(iter(held_a)).removeprefix("Host/")))
+        views = {v.name: v.shares for v in replicas(a.store)}
+        assert set(views["a"]) == held_a
+        with pytest.raises(StateError, match="replica name 'a' is in use"):
+            _sharing(etcd_cluster, tmp_path, "a")
+        with pytest.raises(StateError, match=r"2 replica\(s\) share"):
+            a.store.lock().acquire()  # an apply without --replica would act beside them
+        b.close()
+        a.rebalance()
+        assert a.held() == HOSTS
+    finally:
+        a.close()
+    # No replica left: one writer may take the namespace, and then no replica may join.
+    with a.store.lock(), pytest.raises(StateError, match="without --replica holds"):
+        _sharing(etcd_cluster, tmp_path, "c")
