@@ -61,7 +61,7 @@ from reconciler.workqueue import DEFAULT_MAX_BACKOFF_S, Priority, QueueStats, Wo
 from specs.validate import spec_hash
 from state.atomic import write_atomic
 from state.diskhealth import PROBE_EVERY_S, PROBE_FILE, WRITES
-from state.errors import CorruptState, StateError
+from state.errors import CorruptState, StateError, StateFenced
 from state.keys import InvalidKey, Key
 from state.models import ResourceStatus
 from state.store import RESOURCES_DIR, Store
@@ -365,6 +365,9 @@ class Daemon:
         except CorruptState as exc:
             result = retry(key, str(exc), "CorruptState")
             self._quarantine(key, exc)
+        except StateFenced as exc:  # its share moved to another replica mid-pass: theirs now
+            log.info("reconcile.fenced", key=key, reason=str(exc))
+            return
         except Exception as exc:  # guarded() already turns a kind's errors into results
             log.exception("reconcile.crashed", key=key)
             result = retry(key, f"{type(exc).__name__}: {exc}", type(exc).__name__)
