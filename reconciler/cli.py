@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from specs.validate import SpecSet
     from state.errors import CorruptState
     from state.etcdstore import EtcdStore
+    from state.evidence import Evidence
     from state.keys import Key
     from state.models import ResourceStatus
     from state.store import Store
@@ -745,7 +746,9 @@ def evidence(ctx: Context, run_id: str, root: Path | None, verify: bool, output:
     try:
         found = Evidence.open(root or default_root(ctx.state_dir), run_id)
     except EvidenceError as exc:
-        ctx.fail(str(exc))
+        if root is not None:
+            ctx.fail(str(exc))
+        found = _stored_bundle(ctx, run_id, str(exc))  # not here: the store's copy (etcd)
     data = summary(found)
     problems = verify_folder(found.folder) if verify else []
     if output == "json":
@@ -758,6 +761,22 @@ def evidence(ctx: Context, run_id: str, root: Path | None, verify: bool, output:
         ctx.out.print("  verified: every file matches checksums.sha256", markup=False)
     if problems:
         raise SystemExit(EXIT_ERROR)
+
+
+def _stored_bundle(ctx: Context, run_id: str, missing: str) -> Evidence:
+    """Run ``run_id``'s evidence as the store keeps it (records in etcd: the bundle the
+    replica that finished it stored), unpacked under ``--state-dir``; fails with ``missing``
+    (why the local folder would not do) when the store keeps none."""
+    from state.errors import StateError
+    from state.evidence import Evidence, EvidenceError
+
+    try:
+        copy = ctx.store().bundle(run_id, ctx.state_dir / "evidence-copies")
+        if copy is None:
+            ctx.fail(missing)
+        return Evidence.open(copy.parent, run_id)
+    except (StateError, EvidenceError) as exc:
+        ctx.fail(str(exc))
 
 
 if __name__ == "__main__":

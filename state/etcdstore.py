@@ -40,6 +40,7 @@ from urllib.parse import urlsplit
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random
 
+from state import etcdbundles
 from state.errors import CorruptState, StateError
 from state.etcdevents import EtcdEventLog, fenced
 from state.etcdgw import Compare, Delete, EtcdGateway, Get, KeyValue, Op, Put
@@ -278,6 +279,15 @@ class EtcdStore(Store):
             self.events.append(resource, "Warning", "HistoryUnreadable",
                                f"archived history {path} cannot be read; starting anew")
             return []
+
+    # -- evidence bundles (state.etcdbundles) ------------------------------------------------
+
+    def keep_bundle(self, run_id: str, folder: Path) -> bool:
+        return etcdbundles.publish(self.gateway, self.prefix, run_id, folder,
+                                   self.etcd_events.guards())
+
+    def bundle(self, run_id: str, cache: Path) -> Path | None:
+        return etcdbundles.fetch(self.gateway, self.prefix, run_id, cache)
 
     # -- lock, instance ----------------------------------------------------------------------
 

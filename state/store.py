@@ -421,6 +421,18 @@ class Store:
         ensure_dir(path.parent, DIR_MODE)
         write_atomic(path, json.dumps(payload, indent=2, ensure_ascii=False).encode() + b"\n")
 
+    # -- evidence bundles --------------------------------------------------------------------
+
+    def keep_bundle(self, run_id: str, folder: Path) -> bool:
+        """Keep a terminal run's evidence ``folder`` where every reader of this store finds
+        it. Files: it is already (the folder is on this machine); True when stored now."""
+        return False
+
+    def bundle(self, run_id: str, cache: Path) -> Path | None:
+        """A copy of run ``run_id``'s evidence kept by the store, unpacked under ``cache``
+        (None: the store keeps none; files read the evidence folder itself)."""
+        return None
+
     # -- events, lock, instance --------------------------------------------------------------
 
     @property

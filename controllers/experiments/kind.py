@@ -67,6 +67,7 @@ from specs.kinds import EXPERIMENT
 from specs.models import DeploymentSpec
 from specs.rules import Finding, check_deployment
 from specs.validate import spec_hash
+from state.errors import StateError
 from state.keys import Key
 from state.models import ResourceStatus
 from state.store import Store
@@ -107,6 +108,17 @@ class ExperimentDesired:
 def evidence_root(ctx: PassContext, exp: Experiment) -> Path:
     root = exp.spec.evidenceRoot
     return Path(root) if root else ctx.services.store.root / EVIDENCE_DIR
+
+
+def _keep_bundle(store: Store, run_id: str, folder: Path) -> None:
+    """A terminal run's evidence, kept where every reader of the store finds it (with the
+    records in etcd: there, for ``evidence`` on any machine). Never fails the pass: the
+    bundle stays in its folder, and the next pass tries again."""
+    try:
+        if store.keep_bundle(run_id, folder):
+            log.info("experiment.bundle_kept", run_id=run_id, folder=str(folder))
+    except (StateError, OSError) as exc:
+        log.warning("experiment.bundle_not_kept", run_id=run_id, reason=str(exc))
 
 
 def _recorded_root(known: ExperimentStatusFacts, state_root: Path) -> Path:
@@ -251,7 +263,7 @@ class ExperimentKind:
             return self._under_way(ctx, record)  # a new runId starts once this one is done
         if desired.refused is not None or desired.launch is None:
             if record is not None and known.run_id == desired.experiment.spec.runId:
-                return self._verdict(key, record, desired)
+                return self._verdict(key, record, desired, services.store)
             return unplanned(rp)
         conflict = rp.plan.conflict if rp.plan is not None else None
         host = desired.launch.host
@@ -375,20 +387,22 @@ class ExperimentKind:
             launched = desired is not None  # not itself a recovery: no loop
             if launched and record is not None and ExperimentStatusFacts.of(record).result is None:
                 return self._under_way(ctx, record)  # stopped (over budget): recover now
-            return self._verdict(key, record, desired)
+            return self._verdict(key, record, desired, store)
         if not board.start(run_id, work, budget_s, on_overrun,
                            on_end=lambda: ctx.hooks.wake(key)):
             return stopped(key, f"run {run_id} cannot start now (shutting down)")
         return recheck(key, f"run {run_id} started", "Running", RUN_POLL_S, changed=True)
 
     def _verdict(self, key: Key, record: ResourceStatus | None,
-                 desired: ExperimentDesired | None) -> Result:
+                 desired: ExperimentDesired | None, store: Store) -> Result:
         known = ExperimentStatusFacts.of(record)
         if desired is not None and desired.refused is not None:
             return terminal(key, f"RunIdReused: {desired.refused}", "RunIdReused")
         if known.result is None:
             return recheck(key, f"{known.phase}: run {known.run_id} under way",
                            known.phase or "Running", RUN_POLL_S)
+        if known.evidence and known.run_id:
+            _keep_bundle(store, known.run_id, Path(known.evidence))
         message = f"{known.result}: run {known.run_id} ({known.reason}); evidence in " \
                   f"{known.evidence}"
         return (done if known.result == "PASS" else terminal)(key, message, known.result)

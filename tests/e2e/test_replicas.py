@@ -152,6 +152,16 @@ def test_replicas_share_four_hosts_and_a_killed_ones_hosts_and_canary_are_taken_
         assert {d: [c.id for c in run_containers(_client(d, docker_client, remote),
                                                  cli.instance, d)]
                 for d in deployments} == ids  # adopted: none recreated, none doubled
+        # Its evidence, from a machine that ran nothing: kept in etcd by its follower.
+        wait_for("the canary's evidence kept in etcd", lambda: group.store.gateway.get(
+            f"{group.store.prefix}bundles/rep-canary/meta"), 60, 0.2)
+        laptop = tmp_path / "laptop"
+        laptop.mkdir(mode=0o700)
+        shown = Cli(laptop, cli.instance, {"RECONCILER_STATE": group.url})(
+            "evidence", "rep-canary", "--verify")
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        assert "PASS" in shown.stdout
+        assert "verified: every file matches checksums.sha256" in shown.stdout
     finally:
         group.stop()
 

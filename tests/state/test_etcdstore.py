@@ -5,6 +5,7 @@ one writer, events in order, a broken record named and moved aside), by etcd's m
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -160,3 +161,28 @@ def test_an_unreachable_cluster_is_a_state_error_naming_each_member(tmp_path: Pa
         store.check_layout()
     with pytest.raises(StateError):
         store.update(Key("Host", "h"), lambda st: None)
+
+
+def test_a_finished_runs_evidence_is_kept_for_every_machine_and_checked_when_read(
+        etcd_cluster: EtcdCluster, tmp_path: Path) -> None:
+    here = _store(etcd_cluster, tmp_path / "here")
+    folder = tmp_path / "evidence" / "run-1"
+    (folder / "gates").mkdir(parents=True)
+    (folder / "gates" / "cleanup.json").write_text('{"passed": true}')
+    (folder / "big.log").write_bytes(os.urandom(2 * 1024 * 1024))  # several chunks
+    (folder / "link").symlink_to("/etc/passwd")  # left out: never followed, never kept
+    assert here.keep_bundle("run-1", folder)
+    assert not here.keep_bundle("run-1", folder)  # once
+    assert not here.keep_bundle("run-2", tmp_path / "nothing")
+    there = _store(etcd_cluster, tmp_path / "there")
+    copy = there.bundle("run-1", tmp_path / "there" / "copies")
+    assert copy is not None
+    assert (copy / "big.log").read_bytes() == (folder / "big.log").read_bytes()
+    assert (copy / "gates" / "cleanup.json").read_text() == '{"passed": true}'
+    assert not (copy / "link").is_symlink()
+    assert there.bundle("run-9", tmp_path / "copies") is None
+    chunk = f"{here.prefix}bundles/run-1/000001"
+    here.gateway.put(chunk, b"tampered")
+    with pytest.raises(StateError, match="damaged"):
+        there.bundle("run-1", tmp_path / "again")
+    assert not (tmp_path / "again" / "run-1").exists()  # nothing unpacked
