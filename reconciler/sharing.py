@@ -16,14 +16,15 @@ what runs is adopted by its labels (same instance and owner ID), a run's job is 
 again. Fencing: every record write carries the share's holder key compared with the
 replica's lease, every event the presence key's, so etcd refuses a woken replica's write;
 every Docker call first asks :meth:`Sharing.fence` (no call once the lease may have expired,
-none for a pass whose share it no longer holds). Without quorum nothing can be renewed or
-written: the lease runs out, the replica stops acting and says why; it joins again with a new
-lease when the cluster answers.
+none for a pass, or a run a pass started, whose share it no longer holds). Without quorum
+nothing can be renewed or written: the lease runs out, the replica stops acting and says why;
+it joins again with a new lease when the cluster answers.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import os
 import socket
@@ -44,6 +45,8 @@ from state.keys import Key
 from state.leases import Held, Replica
 
 FLEET = "fleet"
+ACTING: contextvars.ContextVar[str | None] = contextvars.ContextVar("acting", default=None)
+"""The share the running pass (or the run it started) works for."""
 MEMBER = REPLICAS  # a replica's presence key: holders/replica:<name>
 DEFAULT_TTL_S = 15
 log = structlog.get_logger("reconciler.sharing")
@@ -95,7 +98,6 @@ class Sharing:
         self.share_of, self.shares, self.gained, self.say = share_of, shares, gained, say
         self._held: set[str] = set()
         self._lock = threading.Lock()
-        self._acting = threading.local()
         self.why_not: str | None = None  # why this replica acts on nothing now
         self.replica = self._join()
         store.guards = self._guards
@@ -127,12 +129,13 @@ class Sharing:
 
     @contextlib.contextmanager
     def acting(self, key: Key) -> Iterator[None]:
-        """Docker calls in this block are for ``key``'s share (``fence``)."""
-        self._acting.share = self.share_of(key)
+        """Docker calls in this block, and in work it starts in its context (an Experiment
+        run on the board), are for ``key``'s share (``fence``)."""
+        token = ACTING.set(self.share_of(key))
         try:
             yield
         finally:
-            self._acting.share = None
+            ACTING.reset(token)
 
     def fence(self, host: str) -> None:
         """Before a Docker call on ``host``: NotHeld unless the lease is live and (within a
@@ -140,7 +143,7 @@ class Sharing:
         if self.replica.lost:
             raise NotHeld(f"replica {self.name} lost its lease: no Docker call on Host {host} "
                           "until it holds a share again")
-        share = getattr(self._acting, "share", None)
+        share = ACTING.get()
         if share is not None and share not in self.held():
             raise NotHeld(f"replica {self.name} no longer holds {share}: no Docker call on "
                           f"Host {host}")

@@ -14,6 +14,7 @@ cleaned up by the recovery that follows (``controllers.experiments.run.recover``
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -61,7 +62,11 @@ class RunBoard(Part):
                 return False
             self._follow_stop()
             stop = self._stops[run_id] = threading.Event()
-            future = self._pool.submit(self._timed, run_id, work, stop, budget_s, on_overrun)
+            # In the starting pass's context: a replica fences the run's Docker calls by the
+            # pass's share (reconciler.sharing), so a run whose Host moved to another replica
+            # stops touching it.
+            future = self._pool.submit(contextvars.copy_context().run, self._timed, run_id,
+                                       work, stop, budget_s, on_overrun)
             if on_end is not None:
                 future.add_done_callback(lambda done: _ended(done, on_end))
             self._runs[run_id] = future

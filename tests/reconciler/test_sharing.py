@@ -3,11 +3,14 @@ computes alike, and claims, releases and exclusions against a real 3-member etcd
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 
-from reconciler.sharing import FLEET, Sharing, assign, replicas
+from controllers.experiments.board import RunBoard
+from controllers.waiting import until
+from reconciler.sharing import FLEET, NotHeld, Sharing, assign, replicas
 from state.errors import StateError
 from state.etcdgw import EtcdGateway
 from state.etcdstore import EtcdStore
@@ -61,3 +64,44 @@ def test_replicas_split_the_shares_and_a_leavers_go_to_the_others(
     # No replica left: one writer may take the namespace, and then no replica may join.
     with a.store.lock(), pytest.raises(StateError, match="without --replica holds"):
         _sharing(etcd_cluster, tmp_path, "c")
+
+
+def test_a_run_started_by_a_pass_is_fenced_once_its_share_moves(
+        etcd_cluster: EtcdCluster, tmp_path: Path) -> None:
+    a = _sharing(etcd_cluster, tmp_path, "a")
+    board = RunBoard()
+    moving = sorted(s for s, m in assign(HOSTS, ["a", "b"]).items()
+                    if m == "b" and s.startswith("Host/"))[0]  # b's once it joins
+    host = moving.removeprefix("Host/")
+    started, go_on, said = threading.Event(), threading.Event(), []
+
+    def work(_stop: threading.Event) -> str:
+        a.fence(host)  # allowed: the share is held
+        started.set()
+        go_on.wait(30)
+        try:
+            a.fence(host)
+        except NotHeld as exc:
+            said.append(str(exc))
+        return "done"
+
+    b = None
+    try:
+        a.rebalance()
+        assert moving in a.held()
+        with a.acting(Key("Host", host)):  # the pass that starts the run on the board
+            assert board.start("run-1", work)
+        assert started.wait(30)
+        b = _sharing(etcd_cluster, tmp_path, "b")
+        a.rebalance()  # b present: a lets its share go
+        assert moving not in a.held()
+        go_on.set()
+        until(lambda: said or None, timeout_s=30, pace=0.05)
+        assert said == [f"replica a no longer holds {moving}: no Docker call on Host {host}"]
+        a.fence(host)  # outside any pass or run: only the lease counts
+    finally:
+        go_on.set()
+        board.close()
+        a.close()
+        if b is not None:
+            b.close()
