@@ -606,12 +606,13 @@ def _print_replicas(ctx: Context, store: EtcdStore) -> None:
                       "--replica holds it whole, or none runs)", markup=False)
         return
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for col in ("REPLICA", "HOLDS", "LEASE", "EXPIRES IN"):
+    for col in ("REPLICA", "HOLDS", "LEASE", "RENEWED", "EXPIRES IN"):
         table.add_column(col, overflow="fold")
     for view in found:
         left = f"{view.ttl_left_s}s" if view.ttl_left_s >= 0 else "expired"
         table.add_row(*(Text(safe(c)) for c in (view.name, ", ".join(view.shares) or "-",
-                                                 f"{view.lease:x}", left)))
+                                                 f"{view.lease:x}", f"{view.renewed_s_ago}s ago",
+                                                 left)))
     ctx.out.print(table)
     ctx.out.print()
 

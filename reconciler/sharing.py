@@ -86,6 +86,7 @@ class ReplicaView:
     lease: int
     ttl_left_s: int
     shares: list[str]
+    renewed_s_ago: int = 0  # the lease's age since its last renewal
 
 
 class Sharing:
@@ -238,8 +239,9 @@ def replicas(store: EtcdStore) -> list[ReplicaView]:
     for member in (h for h in held if h.share.startswith(MEMBER)):
         shares = sorted(h.share for h in held
                         if h.lease == member.lease and not h.share.startswith(MEMBER))
-        views.append(ReplicaView(member.share[len(MEMBER):], member.lease,
-                                 store.gateway.time_to_live(member.lease), shares))
+        left, granted = store.gateway.lease_times(member.lease)
+        views.append(ReplicaView(member.share[len(MEMBER):], member.lease, left, shares,
+                                 max(0, granted - left) if left >= 0 else granted))
     return sorted(views, key=lambda v: v.name)
 
 

@@ -244,7 +244,13 @@ class EtcdGateway:
 
     def time_to_live(self, lease_id: int) -> int:
         """Seconds the lease has left; -1 once it has expired or was revoked."""
-        return int(self._call("/v3/lease/timetolive", {"ID": str(lease_id)}).get("TTL", -1))
+        return self.lease_times(lease_id)[0]
+
+    def lease_times(self, lease_id: int) -> tuple[int, int]:
+        """(seconds left, seconds granted) of the lease; left is -1 once it is gone. Granted
+        minus left is how long ago it was last renewed."""
+        answer = self._call("/v3/lease/timetolive", {"ID": str(lease_id)})
+        return int(answer.get("TTL", -1)), int(answer.get("grantedTTL", 0))
 
     def revoke(self, lease_id: int) -> None:
         """End the lease now: its keys are deleted. An unknown lease is no error."""
