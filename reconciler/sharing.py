@@ -26,8 +26,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
-import os
-import socket
+import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -42,12 +41,13 @@ from state.etcdlock import REPLICAS
 from state.etcdlock import SHARE as WRITER
 from state.etcdstore import EtcdStore
 from state.keys import Key
-from state.leases import Held, Replica
+from state.leases import Replica, holders
 
 FLEET = "fleet"
 ACTING: contextvars.ContextVar[str | None] = contextvars.ContextVar("acting", default=None)
 """The share the running pass (or the run it started) works for."""
 MEMBER = REPLICAS  # a replica's presence key: holders/replica:<name>
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 DEFAULT_TTL_S = 15
 log = structlog.get_logger("reconciler.sharing")
 
@@ -105,6 +105,9 @@ class Sharing:
         store.etcd_events.guards = self._alive
 
     def _join(self) -> Replica:
+        if not NAME_RE.fullmatch(self.name):
+            raise StateError(f"replica name {self.name!r}: use 1-63 letters, digits, '.', "
+                             "'_' and '-', starting with a letter or digit")
         replica = Replica(self.store.gateway, self.store.prefix, self.name, self.ttl_s)
         writer = self.store.gateway.get(replica.key(WRITER))
         if writer is not None:
@@ -232,9 +235,7 @@ class Sharing:
 
 def replicas(store: EtcdStore) -> list[ReplicaView]:
     """Every replica present in ``store``'s namespace, its shares and lease time left."""
-    start = store.prefix + "holders/"
-    held = [Held(kv.key[len(start):], kv.value.decode(errors="replace"), kv.lease)
-            for kv in store.gateway.scan(start)]
+    held = holders(store.gateway, store.prefix)
     views = []
     for member in (h for h in held if h.share.startswith(MEMBER)):
         shares = sorted(h.share for h in held
@@ -243,8 +244,3 @@ def replicas(store: EtcdStore) -> list[ReplicaView]:
         views.append(ReplicaView(member.share[len(MEMBER):], member.lease, left, shares,
                                  max(0, granted - left) if left >= 0 else granted))
     return sorted(views, key=lambda v: v.name)
-
-
-def default_name() -> str:
-    """This machine's name and the daemon's PID: unique among live replicas."""
-    return f"{socket.gethostname()}-{os.getpid()}"[:63]

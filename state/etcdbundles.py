@@ -23,6 +23,7 @@ from pathlib import Path
 
 from state.errors import StateError
 from state.etcdgw import Compare, EtcdGateway, Put
+from state.evidence import RUN_ID_RE
 
 CHUNK_BYTES = 768 * 1024
 MAX_BUNDLE_BYTES = 64 * 1024 * 1024
@@ -30,6 +31,9 @@ META = "meta"
 
 
 def _folder(prefix: str, run_id: str) -> str:
+    """The bundle's keys; StateError for what is not a run ID (it names a folder too)."""
+    if not RUN_ID_RE.fullmatch(run_id):
+        raise StateError(f"{run_id!r} is not a run ID")
     return f"{prefix}bundles/{run_id}/"
 
 

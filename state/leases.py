@@ -39,6 +39,13 @@ class Held:
     lease: int
 
 
+def holders(gateway: EtcdGateway, prefix: str) -> list[Held]:
+    """Every share held under ``prefix`` now, by whom (read by anyone, replica or not)."""
+    start = f"{prefix}{HOLDERS}"
+    return [Held(kv.key[len(start):], kv.value.decode(errors="replace"), kv.lease)
+            for kv in gateway.scan(start)]
+
+
 class Replica:
     """One replica's lease and the shares it holds under ``prefix``."""
 
@@ -76,9 +83,7 @@ class Replica:
 
     def holders(self) -> list[Held]:
         """Every share held now, by whom."""
-        start = f"{self.prefix}{HOLDERS}"
-        return [Held(kv.key[len(start):], kv.value.decode(errors="replace"), kv.lease)
-                for kv in self.gateway.scan(start)]
+        return holders(self.gateway, self.prefix)
 
     def fence(self, share: str) -> Compare:
         """The condition every write for ``share`` carries: its holder key is bound to this

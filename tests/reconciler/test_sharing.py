@@ -54,6 +54,8 @@ def test_replicas_split_the_shares_and_a_leavers_go_to_the_others(
         assert set(views["a"]) == held_a
         with pytest.raises(StateError, match="replica name 'a' is in use"):
             _sharing(etcd_cluster, tmp_path, "a")
+        with pytest.raises(StateError, match="use 1-63 letters"):
+            _sharing(etcd_cluster, tmp_path, "x\nforged line")
         with pytest.raises(StateError, match=r"2 replica\(s\) share"):
             a.store.lock().acquire()  # an apply without --replica would act beside them
         b.close()

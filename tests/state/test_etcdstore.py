@@ -181,6 +181,10 @@ def test_a_finished_runs_evidence_is_kept_for_every_machine_and_checked_when_rea
     assert (copy / "gates" / "cleanup.json").read_text() == '{"passed": true}'
     assert not (copy / "link").is_symlink()
     assert there.bundle("run-9", tmp_path / "copies") is None
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(StateError, match="not a run ID"):  # never a path out of the cache
+        there.bundle("../kept", tmp_path / "copies")
+    assert (tmp_path / "kept").is_dir()
     chunk = f"{here.prefix}bundles/run-1/000001"
     here.gateway.put(chunk, b"tampered")
     with pytest.raises(StateError, match="damaged"):
