@@ -41,6 +41,7 @@ class GpuProof:
 
 
 CLEANUP_FILE = "evidence/cleanup.json"
+STOP_RESERVE_S = 5.0  # of the cleanup's deadline, kept for the steps after stopping containers
 
 
 class GpuMemoryProof(Document):
@@ -63,6 +64,7 @@ class CleanupEvidence(Document):
     assetStats: dict[str, Any] | None = None  # the service's own answer (unpublished shape)
     notMeasured: list[str] | None = None
     containersLeft: list[str] | None = None
+    containersStopped: dict[str, str] | None = None  # per container: stopped in Ns, or killed
     gpuMemory: GpuMemoryProof | str | None = None
     problems: list[str] = Field(default_factory=list)
     seconds: dict[str, float] = Field(default_factory=dict)  # per step: where the time went
@@ -98,7 +100,13 @@ def clean(engine: DockerEngine, instance: str, resource: str,
         report.evidence.streams = ("no service of the run is running (none started, or each "
                                       "was retired after proving its own streams gone)")
     step.done("service")
-    left = remove_containers(engine, instance, resource, containers, grace_s)
+    # One deadline: a container that ignores SIGTERM is killed in time for the listing and
+    # the GPU check to run within it, whatever grace its template allows a service.
+    reserve = min(STOP_RESERVE_S, deadline_s / 4)
+    stop_s = min(grace_s, int(deadline - time.monotonic() - reserve))
+    report.evidence.containersStopped = {}
+    left = remove_containers(engine, instance, resource, containers, stop_s,
+                             report.evidence.containersStopped)
     step.done("containers")
     try:
         remaining = [c.name for c in owned_containers(engine, instance, resource)]

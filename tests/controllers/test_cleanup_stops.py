@@ -1,0 +1,50 @@
+"""A run's cleanup on the real engine: one deadline, whatever grace the template allows.
+
+Two fresh-clone runs failed a canary's cleanup gate with "containers: 30.3s": a run container
+had waited out the template's 30 s stop grace inside a 20 s cleanup. The cleanup now stops its
+containers together, kills what ignores SIGTERM in time for the rest of the deadline, and says
+in the evidence which container needed it.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import docker
+
+from controllers.clients.docker_client import ContainerRequest, DockerEngine
+from controllers.experiments.cleanup import clean
+from controllers.ownership import labels_for
+
+RESOURCE = "Experiment/stubborn"
+DEADLINE_S = 8.0
+TEMPLATE_GRACE_S = 30  # longer than the whole cleanup deadline
+COMMANDS = {
+    "deaf": ["sh", "-c", "trap '' TERM; while :; do sleep 1; done"],  # ignores SIGTERM
+    "polite": ["sleep", "600"],  # ends on SIGTERM (tini forwards it)
+}
+
+
+def test_cleanup_kills_what_ignores_sigterm_within_its_deadline_and_says_which(
+        docker_client: docker.DockerClient, emulator_image: str, instance: str) -> None:
+    engine = DockerEngine("unix:///var/run/docker.sock", "local")
+    names = set()
+    try:
+        for role, command in COMMANDS.items():
+            name = f"rtvi-{instance}-{role}"
+            names.add(name)
+            engine.start(engine.create(ContainerRequest(
+                name=name, image=emulator_image, environment={}, entrypoint=command,
+                init=True,
+                labels=labels_for(instance, RESOURCE, "sha256:0", run_id="stubborn-1"))))
+        report = clean(engine, instance, RESOURCE, None, [], names, DEADLINE_S,
+                       TEMPLATE_GRACE_S, threading.Event())
+        stopped = report.evidence.containersStopped or {}
+        assert report.problems == []  # within the deadline, nothing left
+        assert report.evidence.containersLeft == []
+        assert stopped[f"rtvi-{instance}-deaf"].startswith("killed after")
+        assert "of SIGTERM" in stopped[f"rtvi-{instance}-deaf"]
+        assert stopped[f"rtvi-{instance}-polite"].startswith("stopped in")
+        assert docker_client.containers.list(all=True, filters={"name": instance}) == []
+    finally:
+        engine.close()
