@@ -8,6 +8,7 @@ value (everything passes the redactor) or a raw terminal control character (ever
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -42,6 +43,10 @@ EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
 ENV_STATE_DIR = "RECONCILER_STATE_DIR"
 ENV_INSTANCE = "RECONCILER_INSTANCE"
 ENV_TRUST_FILE = "RECONCILER_TRUST"
+DISK_WRITE_ERRNOS = (errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES)
+STARTING_NEEDS_WRITES = (" (a daemon starts only on a state directory that takes writes: its "
+                         "lock, log and control socket live there; one already running rides a "
+                         "full or read-only disk out as Degraded)")
 ENV_STATE = "RECONCILER_STATE"
 PIPE_WIDTH = 240
 
@@ -437,10 +442,15 @@ def run(ctx: Context, specs_dir: Path | None, git_url: str | None, branch: str,
         with store.lock():
             daemon = Daemon(store, instance, source, options, ctx.say)
             raise SystemExit(daemon.run())
-    except StateError as exc:
-        ctx.fail(str(exc))
-    except OSError as exc:
-        ctx.fail(f"cannot start: {exc}")
+    except (StateError, OSError) as exc:
+        ctx.fail(_cannot_start(exc))
+
+
+def _cannot_start(exc: Exception) -> str:
+    """Why the daemon did not start; a disk that takes no writes says what that means."""
+    cause = exc if isinstance(exc, OSError) else exc.__cause__
+    needs = isinstance(cause, OSError) and cause.errno in DISK_WRITE_ERRNOS
+    return f"cannot start: {exc}{STARTING_NEEDS_WRITES if needs else ''}"
 
 
 def _replica(ctx: Context, store: Store, name: str, ttl_s: int, daemon: Daemon) -> int:

@@ -62,7 +62,7 @@ def test_the_harness_reads_its_checkout_config_interpreter_and_the_scenarios_fil
     assert harness_reads(bench, None)[:4] == harness_reads(bench, config)[:4]
 
 
-def _config_naming(tmp_path: Path, *named: str) -> BenchmarkSpec:
+def config_naming(tmp_path: Path, *named: str) -> BenchmarkSpec:
     harness = tmp_path / "vss"
     harness.mkdir(exist_ok=True)
     (harness / "c.yaml").write_text(yaml.safe_dump({"test_scenarios": {"burst": {
@@ -84,14 +84,14 @@ def test_files_the_harness_config_names_are_judged_by_the_operators_trust(
     chosen = policy({"harness": (str(tmp_path / "vss"),), "media": (str(media),)}, (), "test")
     enforce(chosen)
     try:
-        assert trusted_config(_config_naming(tmp_path, str(media / "a.mp4"), "local.mp4"))
+        assert trusted_config(config_naming(tmp_path, str(media / "a.mp4"), "local.mp4"))
         for outside in (str(secret), "../secret.txt", "link.mp4"):
             with pytest.raises(HarnessError, match=r"outside the folders harness and media "
                                                    r"may be read from \(trust boundary"):
-                trusted_config(_config_naming(tmp_path, str(media / "a.mp4"), outside))
+                trusted_config(config_naming(tmp_path, str(media / "a.mp4"), outside))
     finally:
         enforce(None)
-    assert trusted_config(_config_naming(tmp_path, str(secret)))  # no policy: a library call
+    assert trusted_config(config_naming(tmp_path, str(secret)))  # no policy: a library call
 
 
 def test_a_jobs_plan_carries_the_operators_trust_under_the_names_it_gave(tmp_path: Path) -> None:

@@ -13,12 +13,16 @@ import pytest
 from pydantic import TypeAdapter
 
 from controllers.deployment.plan import Desired
+from controllers.experiments.benchmark.runtype import trusted_config
+from controllers.experiments.harnessproc import HarnessError
 from controllers.experiments.run import RunPlan
 from controllers.experiments.runner import job as jobs
 from specs.experiment import ExperimentSpec
 from specs.models import Deployment
+from specs.trust import enforce, enforced, policy
 from state.keys import Key
 from state.models import Owner
+from tests.controllers.test_harnessproc import config_naming
 from tests.specs_factory import deployment
 
 CANARY = "canary-secret-value-7f3a"
@@ -112,3 +116,27 @@ def test_the_runner_reads_the_gpus_its_host_reports_and_only_without_a_dcgm_expo
     req = hostjob.runner_request(replace(plan, spec=dcgm), "run-job-7", "sha256:img", {},
                                  "/run/docker.sock")
     assert req.gpu_ids == []  # the exporter answers: the runner needs no GPU
+
+
+def test_a_job_judges_what_its_harness_reads_by_the_trust_it_was_given(tmp_path: Path) -> None:
+    """The reconciler's policy travels in the plan and is in force in the runner: a harness
+    config naming a file outside the operator's folders fails there, read by nobody."""
+    media = tmp_path / "media"
+    media.mkdir()
+    outside = tmp_path / "secret.txt"
+    outside.write_text("s3cret")
+    enforce(policy({"media": (str(media),), "harness": (str(tmp_path / "vss"),)}, (), "test"))
+    try:
+        frozen = jobs.freeze(_plan(tmp_path), "default")
+    finally:
+        enforce(None)  # the runner starts with none of its own
+    (tmp_path / jobs.PLAN_FILE).write_text(frozen.model_dump_json())
+    job, _ = jobs.open_job(tmp_path, io.StringIO(json.dumps({"API_TOKEN": CANARY}) + "\n"))
+    try:
+        assert job.trust is not None
+        assert enforced() == job.trust
+        assert trusted_config(config_naming(tmp_path, str(media / "a.mp4")))
+        with pytest.raises(HarnessError, match="outside the folders harness and media"):
+            trusted_config(config_naming(tmp_path, str(outside)))
+    finally:
+        enforce(None)

@@ -189,3 +189,20 @@ def test_sigstop_then_sigcont_is_a_non_event(
         assert cli("health").returncode == 0
     finally:
         daemon.terminate()
+
+
+def test_a_daemon_started_on_a_read_only_state_disk_says_why_and_exits(
+        cli: Cli, small_state_disk: Path, tmp_path: Path) -> None:
+    """A running daemon rides the fault out (above); a starting one cannot take its lock, log
+    and socket, and says so in one line rather than dying with a traceback."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    repair = _read_only(small_state_disk)
+    try:
+        done = cli("run", "--specs", str(specs), timeout=60)
+    finally:
+        repair()
+    assert done.returncode == 1
+    assert "cannot start:" in done.stderr and "Read-only file system" in done.stderr
+    assert "takes writes" in done.stderr  # what it needs, not only what failed
+    assert "Traceback" not in done.stdout + done.stderr

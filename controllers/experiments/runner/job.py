@@ -249,14 +249,23 @@ def _recover_here(plan: runs.RunPlan, store: Store, engine: DockerEngine, instan
         return None
 
 
+def open_job(job_dir: Path, stdin: Any) -> tuple[JobPlan, runs.RunPlan]:
+    """The job's plan, its secrets taken from ``stdin``, thawed; and the operator's trust
+    policy that came with it put in force in this process, so what the harness config names is
+    judged here, on the Host, where it is read (OSError, ValidationError, ValueError: the job
+    is unusable)."""
+    job = JobPlan.model_validate_json((job_dir / PLAN_FILE).read_bytes())
+    take_secrets(job, stdin)
+    plan = thaw(job, job_dir / EVIDENCE_DIR, job_dir / RUNNER_LOG)
+    enforce(job.trust)
+    return job, plan
+
+
 def run_job(job_dir: Path, stdin: Any, stop: threading.Event, docker_url: str = DOCKER_URL
             ) -> int:
     """Execute the job in ``job_dir`` (see the module docstring for the exit codes)."""
     try:
-        job = JobPlan.model_validate_json((job_dir / PLAN_FILE).read_bytes())
-        take_secrets(job, stdin)
-        plan = thaw(job, job_dir / EVIDENCE_DIR, job_dir / RUNNER_LOG)
-        enforce(job.trust)  # what the harness config names is read here, not where it was
+        job, plan = open_job(job_dir, stdin)
     except (OSError, ValidationError, ValueError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         log.error("runner.unusable", reason=DEFAULT_REDACTOR.scrub(message))
