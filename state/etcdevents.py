@@ -4,14 +4,13 @@ An append creates the next sequence number's key only if it is absent, in one tr
 two processes appending at once never write the same number (the loser takes the next one),
 and a reader in key order sees events in sequence order. The log keeps its newest
 ``KEEP`` events; older keys are deleted every ``TRIM_EVERY`` appends (the file log rotates
-for the same reason). ``follow`` reads what came after the last event it yielded, every
-``poll_s``.
+for the same reason). ``follow`` reads what came after the last event it yielded whenever
+etcd's watch says the log changed.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Generator
 
 from pydantic import ValidationError
@@ -25,6 +24,7 @@ from state.redaction import Redactor
 
 KEEP = 50_000
 TRIM_EVERY = 1_000
+WATCH_TICKS = 10  # with a watch, the periodic read is only a backstop
 APPEND_ATTEMPTS = 16  # each lost race is another appender's success
 
 
@@ -91,14 +91,18 @@ class EtcdEventLog:
 
     def follow(self, resource: str | None = None, since_seq: int = 0,
                poll_s: float = DEFAULT_POLL_S) -> Generator[Event, None, None]:
-        """``EventLog.follow``: what is there, then what comes, forever."""
+        """``EventLog.follow``: what is there, then what comes, forever. Woken by etcd's watch
+        on the log's keys as an event is appended (from the revision of the last read, so
+        nothing appended in between is missed), and reads again at least every ``poll_s``
+        times ``WATCH_TICKS`` (a member that went away mid-watch is left for another)."""
         last = since_seq
         while True:
+            revision = self.gateway.revision()
             for event in self.read(None, last):
                 last = event.seq
                 if resource is None or event.resource == resource:
                     yield event
-            time.sleep(poll_s)
+            self.gateway.changed(self.prefix, revision, poll_s * WATCH_TICKS)
 
 
 def fenced(gateway: EtcdGateway, guards: list[Compare], what: str) -> None:

@@ -20,6 +20,7 @@ bounds how long a call waits for one member.
 from __future__ import annotations
 
 import base64
+import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -194,6 +195,37 @@ class EtcdGateway:
             body |= {"sort_order": "DESCEND", "sort_target": "KEY"}
         return [KeyValue.of(kv) for kv in self._call("/v3/kv/range", body).get("kvs") or []]
 
+    def revision(self) -> int:
+        """The cluster's revision now (every change raises it by one)."""
+        answer = self._call("/v3/kv/range", {"key": _b64("\0"), "count_only": True})
+        return int(answer["header"].get("revision", 0))
+
+    def changed(self, prefix: str, after_revision: int, timeout_s: float) -> bool:
+        """Wait, through etcd's watch, until a key under ``prefix`` changes after revision
+        ``after_revision``; True when one did, False when ``timeout_s`` passed first or the
+        member went away (the next call asks another member: a reader then reads again, and
+        an unreachable cluster surfaces there, with every member's reason)."""
+        with self._lock:
+            index = self._current
+        body = {"create_request": {"key": _b64(prefix), "range_end": _b64(prefix_end(prefix)),
+                                   "start_revision": str(after_revision + 1)}}
+        timeout = httpx.Timeout(self._http.timeout.connect, read=timeout_s)
+        try:
+            with self._http.stream("POST", self.endpoints[index] + "/v3/watch", json=body,
+                                   timeout=timeout) as response:
+                if response.status_code != httpx.codes.OK:
+                    return False
+                for line in response.iter_lines():
+                    result = _json_line(line).get("result") or {}
+                    if result.get("events") or result.get("canceled"):
+                        return True  # canceled: compacted past it, so read everything again
+        except httpx.ReadTimeout:
+            return False
+        except httpx.TransportError:
+            with self._lock:
+                self._current = (index + 1) % len(self.endpoints)
+        return False
+
     def put(self, key: str, value: bytes, lease: int = 0) -> int:
         """Write ``key``; the cluster's revision after it."""
         body = Put(key, value, lease).json()["request_put"]
@@ -294,6 +326,15 @@ class EtcdGateway:
                 self._current = index
             return answer
         raise EtcdUnavailable(f"no etcd member answered {path}: " + "; ".join(reasons))
+
+
+def _json_line(line: str) -> dict[str, Any]:
+    """One message of a streamed answer (a watch's), or {} when it is not a JSON object."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return {}
+    return message if isinstance(message, dict) else {}
 
 
 def _json(response: httpx.Response) -> dict[str, Any]:

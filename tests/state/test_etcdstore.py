@@ -19,6 +19,7 @@ from state.etcdgw import EtcdGateway, EtcdUnavailable
 from state.etcdstore import EtcdStore, parse_url
 from state.keys import Key
 from state.models import HistoryEntry, utc_now
+from tests.e2e.daemon_helpers import wait_for
 from tests.etcd_cluster import EtcdCluster
 
 THREADS = 4
@@ -190,3 +191,24 @@ def test_a_finished_runs_evidence_is_kept_for_every_machine_and_checked_when_rea
     with pytest.raises(StateError, match="damaged"):
         there.bundle("run-1", tmp_path / "again")
     assert not (tmp_path / "again" / "run-1").exists()  # nothing unpacked
+
+
+def test_a_follower_is_woken_by_the_watch_not_by_its_poll(etcd_cluster: EtcdCluster,
+                                                          tmp_path: Path) -> None:
+    """``events -f`` on etcd: an event appended by another machine reaches a follower whose
+    periodic read is an hour away; only etcd's watch can have woken it."""
+    follower, writer = _store(etcd_cluster, tmp_path / "f"), _store(etcd_cluster, tmp_path / "w")
+    writer.events.append("Deployment/vlm", "Normal", "Created", "first")
+    got: list[str] = []
+    stream = follower.events.follow(poll_s=3600)
+
+    def take_two() -> None:
+        for _ in range(2):
+            got.append(next(stream).message)
+
+    reader = threading.Thread(target=take_two, daemon=True)
+    reader.start()
+    wait_for("the event already there", lambda: got or None, 30, 0.05)
+    writer.events.append("Deployment/vlm", "Normal", "Updated", "second")
+    reader.join(timeout=30)
+    assert got == ["first", "second"]
