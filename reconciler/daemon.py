@@ -233,11 +233,9 @@ class Daemon:
 
     def _recorded(self) -> list[Key]:
         """Every resource with a status file, readable or not: a record that cannot be parsed
-        still stands for something we may own (it is moved aside when its key is worked)."""
-        records, broken = self.store.scan()
-        keys = [r.key for r in records]
-        keys += [key for b in broken if (key := _record_of(b.path)) is not None]
-        return keys
+        still stands for something we may own (it is moved aside when its key is worked).
+        Names only: a replica asks every TTL/3, and no record need be read for it."""
+        return self.store.keys()
 
     def _owned(self) -> list[Key]:
         """What the guard protects: recorded resources of owning kinds, and those of the

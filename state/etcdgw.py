@@ -184,11 +184,14 @@ class EtcdGateway:
         return KeyValue.of(kvs[0]) if kvs else None
 
     def scan(self, prefix: str, after: str | None = None, limit: int = 0,
-             newest_first: bool = False) -> list[KeyValue]:
+             newest_first: bool = False, keys_only: bool = False) -> list[KeyValue]:
         """Keys under ``prefix`` (those after the key ``after``, when given), in key order
-        (reversed with ``newest_first``), at most ``limit`` of them (0: all)."""
+        (reversed with ``newest_first``), at most ``limit`` of them (0: all); with
+        ``keys_only`` their values are not sent (each value is then empty)."""
         start = prefix if after is None else after + "\0"
         body: dict[str, Any] = {"key": _b64(start), "range_end": _b64(prefix_end(prefix))}
+        if keys_only:
+            body["keys_only"] = True
         if limit:
             body["limit"] = str(limit)
         if newest_first:

@@ -56,6 +56,7 @@ from state.store import (
     RESOURCES_DIR,
     STATUS_SUFFIX,
     Store,
+    key_of_record,
     split_resource,
 )
 
@@ -171,6 +172,11 @@ class EtcdStore(Store):
             except StateError as exc:
                 broken.append(CorruptState(path, f"is not a valid resource key ({exc})"))
         return sorted(found, key=lambda s: s.resource), broken
+
+    def keys(self) -> builtins.list[Key]:
+        base = f"{self.prefix}{RESOURCES_DIR}/"
+        return sorted({key for kv in self.gateway.scan(base, keys_only=True)
+                       if (key := key_of_record(kv.key[len(base):])) is not None})
 
     def check_layout(self, extra_files: Iterable[str] = ()) -> builtins.list[CorruptState]:
         """The local directory's own files, and the cluster answering (StateError, naming

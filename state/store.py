@@ -51,7 +51,7 @@ from state.atomic import (
 )
 from state.errors import CorruptState, StateError
 from state.events import EventLog
-from state.keys import KIND_RE, NAME_RE, Key
+from state.keys import KIND_RE, NAME_RE, InvalidKey, Key
 from state.lock import LOCK_FILE, StateLock
 from state.models import HISTORY_LIMIT, OWNER_ID_RE, HistoryEntry, Owner, ResourceStatus, utc_now
 from state.redaction import DEFAULT_REDACTOR, Redactor
@@ -241,6 +241,16 @@ class Store:
                 if status is not None:
                     found.append(status)
         return sorted(found, key=lambda s: s.resource), broken
+
+    def keys(self) -> builtins.list[Key]:
+        """Every resource with a record, readable or not, sorted, without reading a record: a
+        record that cannot be parsed still stands for something we may own. A name that is no
+        resource's, and a folder that cannot be listed, are left to ``scan`` to report."""
+        base = self.root / RESOURCES_DIR
+        ignored: builtins.list[CorruptState] = []
+        return sorted({key for kind in self._entries(base, ignored)
+                       for name in self._entries(base / kind, ignored)
+                       if (key := key_of_record(f"{kind}/{name}")) is not None})
 
     @staticmethod
     def _entries(folder: Path, broken: builtins.list[CorruptState]) -> builtins.list[str]:
@@ -520,3 +530,15 @@ class Store:
                                      or not re.match(OWNER_ID_RE, owner_id)):
             raise CorruptState(path, "'owner' is not an owner ID (32 lowercase hex digits)")
         return name, owner_id, info, raw
+
+
+def key_of_record(relative: str) -> Key | None:
+    """The resource whose record is ``<Kind>/<name>.json`` (relative to the records' root),
+    or None for anything else."""
+    kind, slash, name = relative.partition("/")
+    if not slash or "/" in name or not name.endswith(STATUS_SUFFIX):
+        return None
+    try:
+        return Key(kind, name[: -len(STATUS_SUFFIX)])
+    except InvalidKey:
+        return None

@@ -119,8 +119,13 @@ def test_a_broken_record_is_named_by_its_key_and_moved_aside(
     store.gateway.put(key, b"{not json")
     store.gateway.put(f"{store.prefix}resources/Deployment/other.json",
                       json.dumps({"resource": "Host/x", "kind": "Host", "name": "x"}).encode())
+    store.gateway.put(f"{store.prefix}resources/Deployment/Not A Name.json", b"{}")
     found, broken = store.scan()
     assert [s.resource for s in found] == ["Host/good"]
+    # Names alone (a replica's rebalance): the broken records still stand for their resources.
+    assert store.keys() == [Key("Deployment", "bad"), Key("Deployment", "other"),
+                            Key("Host", "good")]
+    broken = [b for b in broken if "Not A Name" not in str(b.path)]
     assert sorted(str(b.path) for b in broken) == [key, key.replace("bad", "other")]
     assert "holds resource 'Host/x'" in str(broken[-1])
     with pytest.raises(CorruptState, match=r"resources/Deployment/bad\.json"):

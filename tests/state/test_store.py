@@ -94,6 +94,10 @@ def test_corrupt_file_is_named(tmp_path: Path) -> None:
     assert str(path) in str(err.value)
     with pytest.raises(CorruptState):
         store.list()
+    store.save(_status("Deployment/d"))
+    (path.parent / "not a name.json").write_text("{}")
+    (path.parent / "notes.txt").write_text("x")
+    assert store.keys() == [Key("Deployment", "d"), Key("Host", "h")]  # the corrupt one too
 
 
 def test_leftover_temp_file_is_ignored(tmp_path: Path) -> None:
