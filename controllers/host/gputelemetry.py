@@ -429,19 +429,21 @@ class Sampler:
     def __exit__(self, *_exc: object) -> None:
         self._done.set()
         self._thread.join()
+        self._sample()  # the window's end is read too: a short window is not only its start
+
+    def _sample(self) -> bool | None:
+        if self._stop is not None and self._stop.is_set():
+            return True  # the reconciler is stopping: the window ends with what it has
+        try:
+            self.snapshots.append(self.source.read())
+        except TelemetryUnavailable as exc:
+            self.failures.append(str(exc))
+        return None
 
     def _run(self) -> None:
-        def sample() -> bool | None:
-            if self._stop is not None and self._stop.is_set():
-                return True  # the reconciler is stopping: the window ends with what it has
-            try:
-                self.snapshots.append(self.source.read())
-            except TelemetryUnavailable as exc:
-                self.failures.append(str(exc))
-            return None
         # Paced by tenacity; the window's end (``_done``) cuts the pause short.
         with contextlib.suppress(Stopped):
-            until(sample, timeout_s=math.inf, pace=self.interval_s, stop=self._done)
+            until(self._sample, timeout_s=math.inf, pace=self.interval_s, stop=self._done)
 
     def window(self) -> dict[str, GpuWindow]:
         return summarise(self.snapshots)

@@ -189,6 +189,17 @@ def test_a_sampler_reads_until_the_window_ends(smi_stand_in: Path) -> None:
     assert len(sampler.snapshots) == count  # nothing read after the window ended
 
 
+def test_a_window_shorter_than_its_interval_still_reads_its_end(smi_stand_in: Path) -> None:
+    """A port validation's one request can end between two samples: what the GPU held at the
+    window's end (the service's allocation that landed meanwhile) is read as the window
+    closes, not left to an interval that never came."""
+    with Sampler(SmiTelemetry(), 3600) as sampler:
+        assert until(lambda: True if sampler.snapshots else None, timeout_s=20, pace=0.02)
+        (smi_stand_in / "answer").write_text(f"0, {UUID}, 16600, 143771, 7\n")
+    assert [s.gpus[0].memory_used_mib for s in sampler.snapshots] == [0, 16600]
+    assert sampler.window()[UUID].memory_max_mib == 16600
+
+
 def test_a_failed_read_is_a_reason_not_a_sample(smi_stand_in: Path) -> None:
     (smi_stand_in / "status").write_text("3")
     with Sampler(SmiTelemetry(), 0.05) as sampler:

@@ -203,6 +203,7 @@ def test_a_daemon_started_on_a_read_only_state_disk_says_why_and_exits(
     finally:
         repair()
     assert done.returncode == 1
-    assert "cannot start:" in done.stderr and "Read-only file system" in done.stderr
+    assert "cannot start:" in done.stderr
+    assert "Read-only file system" in done.stderr
     assert "takes writes" in done.stderr  # what it needs, not only what failed
     assert "Traceback" not in done.stdout + done.stderr
