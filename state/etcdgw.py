@@ -219,7 +219,7 @@ class EtcdGateway:
                 if response.status_code != httpx.codes.OK:
                     return False
                 for line in response.iter_lines():
-                    result = _json_line(line).get("result") or {}
+                    result = json_object(line).get("result") or {}
                     if result.get("events") or result.get("canceled"):
                         return True  # canceled: compacted past it, so read everything again
         except httpx.ReadTimeout:
@@ -331,10 +331,11 @@ class EtcdGateway:
         raise EtcdUnavailable(f"no etcd member answered {path}: " + "; ".join(reasons))
 
 
-def _json_line(line: str) -> dict[str, Any]:
-    """One message of a streamed answer (a watch's), or {} when it is not a JSON object."""
+def json_object(text: str | bytes) -> dict[str, Any]:
+    """``text`` as a JSON object (a streamed answer's message, a lock holder's record), or {}
+    when it is not one."""
     try:
-        message = json.loads(line)
+        message = json.loads(text)
     except ValueError:
         return {}
     return message if isinstance(message, dict) else {}

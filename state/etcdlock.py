@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 
 from state.errors import LockHeld, StateError
-from state.etcdgw import Compare, Delete, EtcdGateway
+from state.etcdgw import Compare, Delete, EtcdGateway, json_object
 from state.leases import Replica
 from state.lock import pid_alive
 from state.models import utc_now
@@ -48,7 +48,7 @@ class EtcdLock:
             if not replica.claim(SHARE) and not (self._take_from_dead(replica)
                                                  and replica.claim(SHARE)):
                 holder = self.gateway.get(replica.key(SHARE))
-                info = _info(holder.value if holder else b"")
+                info = json_object(holder.value if holder else b"")
                 raise LockHeld(Path(replica.key(SHARE)), _pid(info),
                                f"{info.get('since')} on {info.get('host')}")
             present = [h.share for h in replica.holders() if h.share.startswith(REPLICAS)]
@@ -68,7 +68,7 @@ class EtcdLock:
         holder = self.gateway.get(key)
         if holder is None:
             return True
-        info = _info(holder.value)
+        info = json_object(holder.value)
         pid = _pid(info)
         if info.get("host") != socket.gethostname() or pid is None or pid_alive(pid):
             return False
@@ -86,14 +86,6 @@ class EtcdLock:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.release()
-
-
-def _info(raw: bytes) -> dict[str, object]:
-    try:
-        info = json.loads(raw)
-    except ValueError:
-        return {}
-    return info if isinstance(info, dict) else {}
 
 
 def _pid(info: dict[str, object]) -> int | None:
