@@ -19,6 +19,7 @@ Needs a running Docker engine; loopback only; containers are removed afterwards.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import signal
@@ -42,9 +43,10 @@ from controllers.host.hostview import VIEW_MAX_AGE_S  # noqa: E402
 from controllers.waiting import until  # noqa: E402
 from emulators.image import build_emulator_image  # noqa: E402
 from reconciler import control  # noqa: E402
+from state.keys import Key  # noqa: E402
 from state.models import ResourceStatus  # noqa: E402
 from state.store import Store  # noqa: E402
-from tests.emulators.helpers import free_port  # noqa: E402
+from tests.ports import free_port  # noqa: E402
 
 IMAGE_TAG = "rtvi-emulator:bench"
 LABEL = "rtvi.bench"
@@ -107,7 +109,7 @@ class Daemon:
                 record.observed_generation == record.desired_generation)  # at the new spec
 
         def all_ready() -> bool | None:
-            records = [store.load(f"Deployment/bench-{i}") for i in range(n)]
+            records = [store.load(Key("Deployment", f"bench-{i}")) for i in range(n)]
             return True if all(converged(r) for r in records) else None
         if until(all_ready, timeout_s=timeout, pace=0.2) is None:
             raise SystemExit(f"{n} Deployments not Ready in {timeout:g}s")
@@ -155,14 +157,17 @@ class Daemon:
         return time.monotonic() - started, code
 
 
+def acted_after(daemon: Daemon, at: float) -> list[float] | None:
+    return daemon.first_actions(at) or None
+
+
 def save_latencies(daemon: Daemon, specs: Path, n: int, image_id: str, saves: range,
                    in_place: bool = False) -> list[float]:
     out = []
     for k in saves:
         saved = time.time()
         write(specs, n, image_id, save=k, in_place=in_place)
-        got = until(lambda at=saved: daemon.first_actions(at) or None, timeout_s=30,
-                    pace=0.01)
+        got = until(functools.partial(acted_after, daemon, saved), timeout_s=30, pace=0.01)
         if got is None:
             raise SystemExit(f"save {k} was not acted on")
         out.append((got[0] - saved) * 1000)

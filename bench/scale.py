@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import io
 import os
 import pstats
@@ -55,8 +56,10 @@ from emulators.image import build_emulator_image  # noqa: E402
 from reconciler import control  # noqa: E402
 from reconciler import logsetup as rlog  # noqa: E402
 from reconciler.engine import Engine  # noqa: E402
+from reconciler.kinds import PassContext  # noqa: E402
 from reconciler.output import shown_condition  # noqa: E402
 from specs.validate import load_spec_set  # noqa: E402
+from state.keys import Key  # noqa: E402
 from state.models import ResourceStatus  # noqa: E402
 from state.store import Store  # noqa: E402
 from tests.emulators import rtsp_source  # noqa: E402
@@ -204,13 +207,13 @@ def ready(record: ResourceStatus | None) -> bool:
         record.observed_generation == record.desired_generation)
 
 
-def reasons(records: dict[str, ResourceStatus | None]) -> str:
+def reasons(records: dict[Key, ResourceStatus | None]) -> str:
     """How many resources are not Ready, by kind and reason (``Deployment Unhealthy x3``)."""
     counts: dict[str, int] = {}
     for key, record in records.items():
         cond = shown_condition(record) if record is not None else None  # as `status` shows it
         if cond is None or cond.status != "True":
-            why = f"{key.split('/')[0]} {cond.reason if cond is not None else 'NoRecord'}"
+            why = f"{key.kind} {cond.reason if cond is not None else 'NoRecord'}"
             counts[why] = counts.get(why, 0) + 1
     return ", ".join(f"{k} x{n}" for k, n in sorted(counts.items())) or "-"
 
@@ -242,8 +245,8 @@ class Daemon:
 
     def converge(self, deployments: int, streams: int) -> float:
         store = Store(self.state)
-        keys = [f"Deployment/bench-{d}" for d in range(deployments)] + [
-            f"StreamSet/cams-{d}" for d in range(deployments)]
+        keys = [Key.parse(f"Deployment/bench-{d}") for d in range(deployments)] + [
+            Key.parse(f"StreamSet/cams-{d}") for d in range(deployments)]
         started = time.monotonic()
         last = 0.0
 
@@ -295,8 +298,8 @@ class Daemon:
         cpu = proc_cpu_s(self.proc.pid) - cpu
         system = proc_cpu_s(self.proc.pid, system_only=True) - system
         store = Store(self.state)
-        keys = [f"Deployment/bench-{d}" for d in range(deployments)] + [
-            f"StreamSet/cams-{d}" for d in range(deployments)]
+        keys = [Key.parse(f"Deployment/bench-{d}") for d in range(deployments)] + [
+            Key.parse(f"StreamSet/cams-{d}") for d in range(deployments)]
         all_ready = all(ready(store.load(k)) for k in keys)
         now = file_stamps(self.state)
         written = sum(1 for p, t in now.items() if stamps.get(p) != t)
@@ -316,6 +319,10 @@ class Daemon:
         return self.proc.returncode
 
 
+def _passes(engine: Engine, ctx: PassContext, key: Key) -> bool | None:
+    return True if engine.reconcile(ctx, key).ok else None
+
+
 def profile(work: Path, keys: list[str], every: list[str], out: Path, top: int) -> None:
     """With the daemon stopped: first a sequential resync in this process (every key once, one
     thread, no profiler: what the passes cost without the daemon's threads, queue and
@@ -325,7 +332,7 @@ def profile(work: Path, keys: list[str], every: list[str], out: Path, top: int) 
     (``python -m pstats``)."""
     store = Store(work / "state")
     rlog.configure(store.root, verbose=False)
-    source = store.load("Source/specs")
+    source = store.load(Key.parse("Source/specs"))
     spec_set = load_spec_set([work / "specs"])
     lock = store.lock()  # the daemon has stopped: this process is the one writer now
     lock.acquire()
@@ -334,28 +341,28 @@ def profile(work: Path, keys: list[str], every: list[str], out: Path, top: int) 
     profiler = cProfile.Profile()
     try:
         ctx = engine.context(source.applied_revision if source else None, spec_set)
-        for key in every:  # warm: sessions, clients, the host view; Ready again if load flipped it
-            until(lambda k=key: True if engine.reconcile(ctx, k).ok else None, timeout_s=120,
-                  pace=1.0)
+        for name in every:  # warm: sessions, clients, the host view; Ready again if load flipped it
+            key = Key.parse(name)
+            until(functools.partial(_passes, engine, ctx, key), timeout_s=120, pace=1.0)
         print()
         for i in range(3):
             time.sleep(VIEW_MAX_AGE_S + 0.5)  # as a periodic resync finds it
             wall, cpu = time.monotonic(), time.process_time()
-            for key in every:
-                engine.reconcile(ctx, key)
+            for name in every:
+                engine.reconcile(ctx, Key.parse(name))
             print(f"sequential resync {i + 1} in-process: {time.monotonic() - wall:.3f} s wall, "
                   f"{time.process_time() - cpu:.3f} s CPU ({len(every)} passes, one thread)")
         print()
         print(f"{'profiled pass':<24} {'seconds':>8} {'Docker calls':>12}  result")
-        for key in keys:
+        for name in keys:
             calls = sum(x.api_calls for x in Hosts.of(engine.services).sessions.values())
             started = time.monotonic()
             profiler.enable()
-            result = engine.reconcile(ctx, key)
+            result = engine.reconcile(ctx, Key.parse(name))
             profiler.disable()
             took = time.monotonic() - started
             calls = sum(x.api_calls for x in Hosts.of(engine.services).sessions.values()) - calls
-            print(f"{key:<24} {took:>8.2f} {calls:>12}  {result.message[:60]}")
+            print(f"{name:<24} {took:>8.2f} {calls:>12}  {result.message[:60]}")
     finally:
         engine.close()
         lock.release()
