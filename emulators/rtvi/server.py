@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import faulthandler
 import hmac
 import http
 import os
@@ -42,6 +43,7 @@ from emulators.rtvi.routing import (
 )
 from emulators.rtvi.state import ServiceState
 
+SHUTDOWN_REPORT_S = 5.0  # every thread's stack to stderr if shutting down takes longer
 POLL_INTERVAL_S = 0.05  # bounds how long shutdown() waits for serve_forever to notice
 LISTEN_BACKLOG = 128
 MAX_BODY_BYTES = 64 * 1024 * 1024  # bodies are JSON for now; uploads come with the files issue
@@ -424,6 +426,8 @@ def main() -> int:
     lifecycle = Lifecycle(state, sink, latch.request, (settings.host, server.server_port))
     lifecycle.start()
     code = latch.wait()
+    # A shutdown that hangs past a stop's grace is killed without a word; this says where.
+    faulthandler.dump_traceback_later(SHUTDOWN_REPORT_S, exit=False)
     lifecycle.stop()
     app.shutdown()  # ends caption loops (their SSE connections close) and kills every decoder
     gpu.release(settings, sink)
