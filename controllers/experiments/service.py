@@ -36,6 +36,7 @@ from state.keys import Key
 STOP_GRACE_CAP_S = 30  # a run's cleanup has one deadline: never wait longer than this per stop
 STOP_WORKERS = 8  # containers stopped at once (each stop mostly waits on the engine)
 KILLED_EXIT = 137  # 128 + SIGKILL: the engine killed it once its stop timeout ran out
+KILLED_LOG_LINES = 40  # of a killed container's log, kept in the cleanup's evidence
 
 
 def run_deployment(template: Deployment, spec: ExperimentSpec) -> Deployment:
@@ -177,9 +178,12 @@ def _stop_and_remove(engine: DockerEngine, info: ContainerInfo, timeout: int) ->
         engine.stop(info.id, timeout)
         took = time.monotonic() - began
         after = engine.container(info.id)
+        killed = after is not None and after.exit_code == KILLED_EXIT and took >= timeout
+        last = engine.logs(info.id, tail=KILLED_LOG_LINES) if killed else ""
         engine.remove(info.id)
     except ControllerError as exc:
         return f"not removed: {exc}", str(exc)
-    if after is not None and after.exit_code == KILLED_EXIT and took >= timeout:
-        return f"killed after {took:.1f}s: did not stop within {timeout}s of SIGTERM", ""
+    if killed:  # what it printed last says where it hung (the emulator dumps its stacks)
+        return (f"killed after {took:.1f}s: did not stop within {timeout}s of SIGTERM; its "
+                f"last lines:\n{last}"), ""
     return f"stopped in {took:.1f}s", ""

@@ -20,7 +20,7 @@ RESOURCE = "Experiment/stubborn"
 DEADLINE_S = 8.0
 TEMPLATE_GRACE_S = 30  # longer than the whole cleanup deadline
 COMMANDS = {
-    "deaf": ["sh", "-c", "trap '' TERM; while :; do sleep 1; done"],  # ignores SIGTERM
+    "deaf": ["sh", "-c", "trap '' TERM; echo still here; while :; do sleep 1; done"],
     "polite": ["sleep", "600"],  # ends on SIGTERM (tini forwards it)
 }
 
@@ -43,7 +43,7 @@ def test_cleanup_kills_what_ignores_sigterm_within_its_deadline_and_says_which(
         assert report.problems == []  # within the deadline, nothing left
         assert report.evidence.containersLeft == []
         assert stopped[f"rtvi-{instance}-deaf"].startswith("killed after")
-        assert "of SIGTERM" in stopped[f"rtvi-{instance}-deaf"]
+        assert "of SIGTERM; its last lines:\nstill here" in stopped[f"rtvi-{instance}-deaf"]
         assert stopped[f"rtvi-{instance}-polite"].startswith("stopped in")
         assert docker_client.containers.list(all=True, filters={"name": instance}) == []
     finally:
