@@ -41,9 +41,17 @@ R_TRUST = "trust boundary: the operator's folders and commands"
 PathKey = tuple[str | int, ...]
 
 
-def reads(category: str, **kwargs: Any) -> Any:
-    """A pydantic ``Field`` (same arguments) whose path the reconciler reads, in ``category``."""
-    return Field(json_schema_extra={READS: category}, **kwargs)
+RELATIVE_TO = "x-relative-to"
+
+
+def reads(category: str, relative_to: str | None = None, **kwargs: Any) -> Any:
+    """A pydantic ``Field`` (same arguments) whose path the reconciler reads, in ``category``;
+    a relative value is joined to the sibling field ``relative_to`` (a harness config to its
+    checkout), and judged there like an absolute one."""
+    extra: dict[str, Any] = {READS: category}
+    if relative_to is not None:
+        extra[RELATIVE_TO] = relative_to
+    return Field(json_schema_extra=extra, **kwargs)
 
 
 def runs(**kwargs: Any) -> Any:
@@ -101,11 +109,14 @@ class TrustPolicy:
             for where, value in _follow(resource, pattern, ()):
                 if mark == RUNS:
                     yield from self._run(where, value)
-                elif isinstance(value, str) and value.startswith("/") and not self.allowed(
-                        mark, value):
+                    continue
+                value = absolute(resource, where, value)
+                if value is not None and not self.allowed(mark, value):
                     roots = ", ".join(self.folders.get(mark, ())) or "none"
-                    yield where, (f"{value!r} is outside the folders {mark} may be read from "
-                                  f"({roots}; set by {self.origin}): add one with "
+                    real = os.path.realpath(value)
+                    leads = f" (it leads to {real!r})" if real != value else ""
+                    yield where, (f"{value!r}{leads} is outside the folders {mark} may be "
+                                  f"read from ({roots}; set by {self.origin}): add one with "
                                   f"--allow-read {mark}=DIR or in the trust file"), R_TRUST
 
     def _run(self, where: PathKey, argv: Any) -> Iterator[tuple[PathKey, str, str]]:
@@ -249,9 +260,29 @@ def read_paths(resource: BaseModel, categories: tuple[str, ...]) -> list[str]:
 def read_marks(resource: BaseModel, categories: tuple[str, ...]) -> list[tuple[str, str]]:
     """(category, path) for every absolute path ``resource`` reads in ``categories``: what a
     container that binds them asks the policy again where and when it is created."""
-    return [(mark, value) for pattern, mark in mark_paths(type(resource)) if mark in categories
-            for _, value in _follow(resource, pattern, ())
-            if isinstance(value, str) and value.startswith("/")]
+    return [(mark, path) for pattern, mark in mark_paths(type(resource)) if mark in categories
+            for where, value in _follow(resource, pattern, ())
+            if (path := absolute(resource, where, value)) is not None]
+
+
+def absolute(resource: BaseModel, where: PathKey, value: Any) -> str | None:
+    """The absolute path a read field's ``value`` names: itself, or (for a field marked
+    ``relative_to``) joined to its sibling and normalised; None when it names no path here."""
+    if not isinstance(value, str) or not value:
+        return None
+    if value.startswith("/"):
+        return value
+    parent: Any = resource
+    for step in where[:-1]:
+        parent = parent[step] if isinstance(step, int) or isinstance(parent, dict) else getattr(
+            parent, str(step), None)
+    info = type(parent).model_fields.get(str(where[-1])) if isinstance(parent, BaseModel) else None
+    extra = info.json_schema_extra if info is not None else None
+    base = getattr(parent, str(extra[RELATIVE_TO]), None) if isinstance(extra, dict) and (
+        RELATIVE_TO in extra) else None
+    if not isinstance(base, str) or not base.startswith("/"):
+        return None
+    return posixpath.normpath(posixpath.join(base, value))
 
 
 def _follow(node: Any, pattern: tuple[str, ...], where: PathKey) -> Iterator[tuple[PathKey, Any]]:

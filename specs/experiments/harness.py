@@ -39,7 +39,7 @@ class HarnessSpec(Strict):
     argv: list[str] = runs(min_length=1, max_length=32)  # [python3, perf/benchmark/...py]
     workdir: AbsolutePath = reads("harness")  # e.g. /opt/vss/services/rtvi/rt-vlm
     # relative to workdir, or absolute
-    config: str = reads("harness", min_length=1, max_length=1000)
+    config: str = reads("harness", relative_to="workdir", min_length=1, max_length=1000)
     outputDirKey: str = Field(default="global.output_dir", pattern=r"^[A-Za-z_][\w.-]*$")
     serviceUrlKey: str = Field(default="global.rtvi_backend", pattern=r"^[A-Za-z_][\w.-]*$")
     # The harness's own knobs: short plain values (letters, digits, _ . : / -).

@@ -106,3 +106,18 @@ def test_a_jobs_plan_carries_the_operators_trust_under_the_names_it_gave(tmp_pat
     assert back.holds("media", str(real / "a.mp4"))
     assert not back.holds("media", str(tmp_path / "a.mp4"))
     assert "trust" in JobPlan.model_fields
+
+
+def test_a_harness_config_turned_into_a_link_out_is_not_read(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.yaml"
+    secret.write_text("test_scenarios: {}\n")
+    bench = config_naming(tmp_path, "x.mp4")
+    config = tmp_path / "vss" / "c.yaml"
+    config.unlink()
+    config.symlink_to(secret)  # planted after the spec was validated
+    enforce(policy({"harness": (str(tmp_path / "vss"),)}, (), "test"))
+    try:
+        with pytest.raises(HarnessError, match=r"leads to .*secret\.yaml.*trust boundary"):
+            trusted_config(bench)
+    finally:
+        enforce(None)

@@ -63,8 +63,10 @@ def test_by_default_a_spec_may_read_no_file_and_run_no_command(tmp_path: Path) -
                "spec.secrets.1.fromFile:" in line and "set by the default" in line
                for line in lines), done.stderr
     # Every category the fixture reads, and the harness commands, are refused: 1 secret, 7
-    # media files, 3 harness paths, 1 mount, 2 SSH files, 1 evidence root, 3 commands.
-    assert len(lines) == 18, lines
+    # media files, 6 harness paths (3 checkouts, 3 configs judged inside them), 1 mount, 2 SSH
+    # files, 1 evidence root, 3 commands: 21, of which a file shows 20 (max-issues).
+    assert len(lines) == 20, lines
+    assert "21 errors; nothing was changed." in done.stderr
     assert sum("does not start with a command" in line for line in lines) == 3
 
 
@@ -115,7 +117,7 @@ def test_the_daemon_s_sources_refuse_by_default(tmp_path: Path) -> None:
     specs = _fixture_with(tmp_path, **{"/run/secrets/token": str(fifo)})
     with pytest.raises(SourceError) as info:
         FolderSource(specs).load()
-    assert {i.rule for i in info.value.issues} == {R_TRUST}
+    assert {i.rule for i in info.value.issues} - {"max-issues"} == {R_TRUST}
     allowed = policy({"secrets": (str(fifo.parent),), "media": ("/media",),
                       "harness": ("/opt/vss",), "mounts": ("/models",), "ssh": ("/keys",),
                       "evidence": ("/var/lib",)}, ("python3",), "test")
@@ -158,11 +160,11 @@ def test_every_field_that_reads_or_runs_is_declared_on_the_models() -> None:
                    for path, _, _ in TrustPolicy().findings(res))
     assert "spec.secrets.1.fromFile" in found
     assert "spec.benchmark.harness.argv.0" in found
-    assert "spec.capacity.harness.harness.config" not in found  # relative: inside workdir
+    assert "spec.capacity.harness.harness.config" in found  # relative: judged in its workdir
     assert "spec.mounts.0.source" in found
     assert "spec.ssh.keyFile" in found
     assert "spec.evidenceRoot" in found
-    assert len(found) == 18
+    assert len(found) == 21
     assert sys.executable  # the stand-in's Python is what tests allow (tests/conftest.py)
 
 
@@ -200,3 +202,19 @@ def test_a_secret_is_judged_again_where_it_is_read(tmp_path: Path) -> None:
             resolve(SecretRef(name="T", fromFile=str(allowed / "planted")))
     finally:
         enforce(None)
+
+
+def test_a_relative_harness_config_is_judged_where_it_leads(tmp_path: Path) -> None:
+    """A config relative to an allowed checkout that is a link out of it is outside: the
+    relative path is joined to its workdir and resolved like any other."""
+    checkout = tmp_path / "vss"
+    (checkout / "perf").mkdir(parents=True)
+    (checkout / "perf" / "config.yaml").symlink_to("/etc/passwd")
+    specs = _fixture_with(tmp_path, **{"/opt/vss/rt-vlm": str(checkout)})
+    trust = policy({"harness": (str(checkout),)}, (), "test")
+    found = [(".".join(map(str, path)), message)
+             for res in load_spec_set([specs]).resources
+             for path, message, _ in trust.findings(res) if "config" in path]
+    assert found
+    assert all(f"{str(checkout / 'perf' / 'config.yaml')!r} (it leads to '/etc/passwd')"
+               in message for _, message in found), found

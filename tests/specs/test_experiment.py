@@ -433,7 +433,8 @@ def test_a_job_reads_on_its_host_the_media_and_harness_files_its_spec_names() ->
     assert read_paths(port.spec, ("media", "harness")) == ["/m/red.png"]
     bench = Experiment.model_validate(_experiment(**_bench(
         smoke=True, smokeClip={"path": "/m/clip.mp4", "sha256": DIGEST}, pairWith="other")))
-    assert sorted(read_paths(bench.spec, ("media", "harness"))) == ["/m/clip.mp4", "/opt/vss"]
+    assert sorted(read_paths(bench.spec, ("media", "harness"))) == [
+        "/m/clip.mp4", "/opt/vss", "/opt/vss/perf/benchmark/cfg.yaml"]  # config: in workdir
     assert read_paths(bench.spec, ("secrets",)) == []
     assert bench.spec.read_runs() == ["other"]  # the EVS pair's other side
     assert port.spec.read_runs() == []

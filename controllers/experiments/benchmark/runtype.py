@@ -173,7 +173,14 @@ def scenario_problem(bench: BenchmarkSpec, listed: dict[str, str] | None, why: s
 
 
 def user_config(bench: BenchmarkSpec) -> dict[str, Any]:
-    """The user's harness config, read once per run (HarnessError when it cannot be)."""
+    """The user's harness config, read once per run (HarnessError when it cannot be, or when
+    it now leads outside the operator's harness folders: a link planted after validation)."""
+    policy = enforced()
+    path = str(harness_config_path(bench))
+    if policy is not None and not policy.allowed("harness", path):
+        raise HarnessError(f"the harness config {path} leads to "
+                           f"{os.path.realpath(path)!r}, outside the folders harness may be "
+                           f"read from ({R_TRUST}; set by {policy.origin})")
     try:
         data = yaml.safe_load(harness_config_path(bench).read_text("utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
