@@ -125,12 +125,35 @@ class TrustPolicy:
         perf/benchmark/rtvi_perf_benchmark.py`` only the harness."""
         if not isinstance(argv, list) or not argv:
             return
-        if any(argv[:len(words)] == words for words in map(shlex.split, self.commands)):
+        matched = [words for words in map(shlex.split, self.commands)
+                   if argv[:len(words)] == words]
+        if matched:
+            yield from self._arguments(where, argv, max(map(len, matched)))
             return
         allowed = ", ".join(repr(c) for c in self.commands) or "none"
         yield (*where, 0), (f"{shlex.join(argv)[:200]!r} does not start with a command this "
                             f"reconciler may run ({allowed}; set by {self.origin}): add it "
                             "with --allow-run or in the trust file"), R_TRUST
+
+
+    def _arguments(self, where: PathKey, argv: list[Any], allowed: int
+                   ) -> Iterator[tuple[PathKey, str, str]]:
+        """The spec's own arguments after the allowed command: an absolute path among them is
+        a file the command reads (a harness runs with its folder bound), so it must lie in
+        the harness or media folders like any other path a spec names."""
+        for index in range(allowed, len(argv)):
+            item = argv[index]
+            if not isinstance(item, str) or not item.startswith("/"):
+                continue
+            if self.allowed("harness", item) or self.allowed("media", item):
+                continue
+            real = os.path.realpath(item)
+            leads = f" (it leads to {real!r})" if real != item else ""
+            roots = ", ".join((*self.folders.get("harness", ()), *self.folders.get(
+                "media", ()))) or "none"
+            yield (*where, index), (f"argument {item!r}{leads} is outside the folders harness "
+                                    f"and media may be read from ({roots}; set by "
+                                    f"{self.origin})"), R_TRUST
 
 
 NOTHING = TrustPolicy()

@@ -121,3 +121,17 @@ def test_a_harness_config_turned_into_a_link_out_is_not_read(tmp_path: Path) -> 
             trusted_config(bench)
     finally:
         enforce(None)
+
+
+def test_the_harness_container_binds_no_argument_outside_the_folders(tmp_path: Path) -> None:
+    bench = BenchmarkSpec.model_validate({
+        "harness": {"argv": ["python3", "run.py", "/etc/shadow"], "workdir": str(tmp_path),
+                    "config": "c.yaml"},
+        "scenario": "burst", "mode": "file_burst"})
+    assert "/etc" in harness_reads(bench, None)  # no policy: a library call binds it
+    enforce(policy({"harness": (str(tmp_path),)}, ("python3 run.py",), "test"))
+    try:
+        with pytest.raises(HarnessError, match=r"argument '/etc/shadow' is outside"):
+            harness_reads(bench, None)
+    finally:
+        enforce(None)

@@ -180,6 +180,18 @@ def test_a_command_may_be_pinned_to_its_first_arguments() -> None:
         policy({}, ("",), "test")
 
 
+def test_an_absolute_argument_after_the_allowed_command_is_a_read(tmp_path: Path) -> None:
+    """The harness runs with the folder of every absolute argument bound: the spec's own
+    arguments may name files in the harness and media folders only."""
+    (tmp_path / "media").mkdir()
+    pinned = policy({"media": (str(tmp_path / "media"),)}, ("python3 run.py",), "test")
+    ok = ["python3", "run.py", "--clip", str(tmp_path / "media" / "a.mp4"), "--flag"]
+    assert list(pinned._run(("argv",), ok)) == []
+    [(where, message, rule)] = pinned._run(("argv",), ["python3", "run.py", "/etc/shadow"])
+    assert (where, rule) == (("argv", 2), R_TRUST)
+    assert message.startswith("argument '/etc/shadow' is outside the folders harness and media")
+
+
 def test_a_secret_is_judged_again_where_it_is_read(tmp_path: Path) -> None:
     """Validation judged the path; a symlink planted in the allowed folder afterwards (by a
     container that may write there) must not lead the read out of it. The file actually

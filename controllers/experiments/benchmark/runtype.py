@@ -118,6 +118,11 @@ def harness_reads(bench: BenchmarkSpec, data: dict[str, Any] | None) -> list[str
     interpreter's virtual environment, the folders of absolute argv items, and the files the
     scenario's videos name (``scenario_files``) when ``data`` (the config) is given."""
     harness = bench.harness
+    policy = enforced()
+    if policy is not None:  # judged at validate; a link planted since then may lead out now
+        for where, message, _ in policy.findings(bench):
+            if where[:2] == ("harness", "argv"):
+                raise HarnessError(f"harness.argv: {message} ({R_TRUST})")
     return [harness.workdir, str(harness_config_path(bench).parent),
             *interpreter_root(harness.argv),
             *(posixpath.dirname(a) for a in harness.argv[1:] if a.startswith("/")),
