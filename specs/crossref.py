@@ -49,13 +49,21 @@ def _run_gpus(experiments: list[Experiment], deployments: list[Deployment],
     """An Experiment's own GPUs (``service.gpus``) are no Deployment's on its template's Host
     (``owners``, from ``_gpu_claims``) and no other run's: a run never shares a GPU, with its
     template or anything else (rule 10)."""
-    hosts = {d.metadata.name: d.spec.host for d in deployments}
+    by_name = {d.metadata.name: d for d in deployments}
     found: list[tuple[Resource, Finding]] = []
     runs: dict[tuple[str, str], str] = {}  # runs may overlap in time: none shares either
     for exp in experiments:
-        host = hosts.get(exp.spec.template)
-        if host is None:
+        template = by_name.get(exp.spec.template)
+        if template is None:
             continue  # a broken template reference is refused by its own rule
+        host = template.spec.host
+        if exp.spec.service.gpus is None and template.spec.gpus:
+            held = ", ".join(map(str, template.spec.gpus))
+            found.append((exp, Finding(("spec", "service"), f"the run's service would use its "
+                                       f"template's GPU(s) {held} on Host {host}, which "
+                                       f"Deployment {template.metadata.name} holds: a run never "
+                                       "shares a GPU (name free ones in spec.service.gpus)",
+                                       R10)))
         for i, gpu in enumerate(exp.spec.service.gpus or ()):
             other = owners.get((host, str(gpu)))
             holder = f"Deployment {other}'s" if other is not None else None

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+from pydantic import ValidationError
+
 from specs.experiments.base import R_CONTRACT, chosen_by_type, member
 from specs.experiments.benchmark import BenchmarkExperimentSpec
 from specs.experiments.canary import CanaryExperimentSpec
 from specs.experiments.capacity import CapacityExperimentSpec
 from specs.experiments.portvalidation import PortValidationExperimentSpec
 from specs.models import Deployment, Metadata, Strict
-from specs.rules import Finding
+from specs.rules import Finding, check_deployment
 
 R_TEMPLATE = "Experiment rule: the template is a Deployment of this spec set"
 
@@ -67,7 +69,51 @@ def check_template(resource: Experiment, template: Deployment | None) -> list[Fi
         found.append(Finding(("spec", "service", "hostPort"), f"port {spec.service.hostPort} is "
                              f"the template's own: the run's fresh service needs another",
                              R_TEMPLATE))
-    return found
+    return found + _copy_findings(spec, template)
+
+
+def run_deployment(template: Deployment, spec: ExperimentSpec) -> Deployment:
+    """The template as the run deploys it: its own port (and the variables that name it)."""
+    data = template.model_dump(mode="json")
+    port = dict(data["spec"]["port"], host=spec.service.hostPort)
+    if template.spec.network == "host":  # the service listens on the port itself
+        port["container"] = spec.service.hostPort
+    data["spec"]["port"] = port
+    data["spec"]["env"] = {**data["spec"]["env"], **spec.service.env}
+    if spec.service.gpus is not None:
+        data["spec"]["gpus"] = list(spec.service.gpus)
+    return Deployment.model_validate(data)
+
+
+def _copy_findings(spec: ExperimentSpec, template: Deployment) -> list[Finding]:
+    """The Deployment rules, judged on the run's copy of its template where the run changes
+    it (``service.env``, ``service.gpus``): an override must not bring in what the template
+    itself could not declare (a MODEL_PATH out of its mounts, eager mode, remote code)."""
+    if not spec.service.env and spec.service.gpus is None:
+        return []  # only the port differs, and the template's own rules judged the rest
+    try:
+        copy = run_deployment(template, spec)
+    except ValidationError as exc:
+        return [Finding(("spec", "service"), f"the run's copy of Deployment {spec.template} is "
+                        f"not a valid Deployment: {_errors(exc)}", R_TEMPLATE)]
+    own = {(f.path, f.message) for f in check_deployment(template)}
+    return [Finding(_override_path(f.path, spec), f"the run's copy of Deployment "
+                    f"{spec.template} breaks a rule: {f.message}", f.rule, f.severity)
+            for f in check_deployment(copy) if (f.path, f.message) not in own]
+
+
+def _errors(exc: ValidationError, most: int = 3) -> str:
+    """pydantic's own messages, where they point (no input value is quoted)."""
+    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:most])
+
+
+def _override_path(path: tuple[str | int, ...], spec: ExperimentSpec) -> tuple[str | int, ...]:
+    """Where in the Experiment a finding on the copy points: the override that caused it."""
+    if path[:2] == ("spec", "env") and len(path) > 2 and path[2] in spec.service.env:
+        return ("spec", "service", "env", path[2])
+    if path[:2] == ("spec", "gpus") and spec.service.gpus is not None:
+        return ("spec", "service", "gpus", *path[2:])
+    return ("spec", "service")
 
 
 PROFILING = "ENABLE_REQUEST_PROFILING"

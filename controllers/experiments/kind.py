@@ -54,14 +54,13 @@ from controllers.experiments.service import (
     gpu_conflicts,
     guard,
     remove_containers,
-    run_deployment,
 )
 from controllers.host.fleet import Hosts
 from controllers.host.session import HostSession
 from controllers.secrets import api_token, resolve, resolve_all
 from controllers.services import Services
 from controllers.waiting import Stopped
-from specs.experiment import Experiment, measure_warnings
+from specs.experiment import Experiment, measure_warnings, run_deployment
 from specs.experiments.base import TelemetrySpec
 from specs.kinds import EXPERIMENT
 from specs.models import DeploymentSpec

@@ -26,7 +26,6 @@ from controllers.deployment.plan import Desired
 from controllers.deployment.readiness import wait_ready
 from controllers.errors import ControllerError
 from controllers.secrets import api_token, resolve_all
-from specs.experiment import ExperimentSpec
 from specs.facts import HostFacts
 from specs.models import Deployment
 from specs.rules import R10, Finding
@@ -37,19 +36,6 @@ STOP_GRACE_CAP_S = 30  # a run's cleanup has one deadline: never wait longer tha
 STOP_WORKERS = 8  # containers stopped at once (each stop mostly waits on the engine)
 KILLED_EXIT = 137  # 128 + SIGKILL: the engine killed it once its stop timeout ran out
 KILLED_LOG_LINES = 40  # of a killed container's log, kept in the cleanup's evidence
-
-
-def run_deployment(template: Deployment, spec: ExperimentSpec) -> Deployment:
-    """The template as the run deploys it: its own port (and the variables that name it)."""
-    data = template.model_dump(mode="json")
-    port = dict(data["spec"]["port"], host=spec.service.hostPort)
-    if template.spec.network == "host":  # the service listens on the port itself
-        port["container"] = spec.service.hostPort
-    data["spec"]["port"] = port
-    data["spec"]["env"] = {**data["spec"]["env"], **spec.service.env}
-    if spec.service.gpus is not None:
-        data["spec"]["gpus"] = list(spec.service.gpus)
-    return Deployment.model_validate(data)
 
 
 def gpu_conflicts(run: Deployment, spec_set: SpecSet, facts: HostFacts) -> list[Finding]:

@@ -169,7 +169,7 @@ def test_the_budget_must_hold_the_cleanup_and_a_run() -> None:
 
 
 def test_a_run_may_name_its_own_gpus_and_env() -> None:
-    from controllers.experiments.service import run_deployment
+    from specs.experiment import run_deployment
 
     exp = Experiment.model_validate(_experiment(service={
         "hostPort": 18100, "env": {"PORT": 18100}, "gpus": [1]}))

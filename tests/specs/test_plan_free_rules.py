@@ -92,3 +92,29 @@ def test_measurement_that_the_budget_cannot_hold_is_refused() -> None:
     doc["spec"]["service"] = {"hostPort": 18700}
     found = refusals(_with_docs(doc))
     assert [(f, r) for f, r, _ in found] == [(".".join(window), R_CONTRACT)]
+
+
+def test_a_run_on_its_templates_gpus_is_refused_before_plan() -> None:
+    # Every run's template is Deployment quick: given a GPU, each run without service.gpus
+    # would share it (plan refused that; validate now does), the capacity run (gpus: [1]) not.
+    found = refusals(changed("Deployment/quick", ("spec", "gpus"), [5]))
+    runs = [d for d in DOCS if d["kind"] == "Experiment"]
+    own = sum("gpus" in d["spec"]["service"] for d in runs)
+    assert own == 1
+    assert [(f, r) for f, r, _ in found] == [("spec.service", R10)] * (len(runs) - own)
+
+
+def test_a_runs_overrides_obey_the_deployment_rules_they_would_break_there() -> None:
+    """``service.env`` and ``service.gpus`` change the run's copy of its template: what the
+    template could not declare, an override cannot bring in either."""
+    env = ("spec", "service", "env")
+    for name, value in [("MODEL_PATH", "/etc"), ("VLLM_ENFORCE_EAGER", "1"),
+                        ("HF_TOKEN", "hf_abc")]:
+        found = refusals(changed("Experiment/canary", env, {"RTVI_EMU_PORT": "18100",
+                                                            name: value}))
+        assert [f for f, _, _ in found] == [f"spec.service.env.{name}"], (name, found)
+    gpus = ("spec", "service", "gpus")
+    for odd in (["01"], [" 1"], [3, 3]):
+        found = refusals(changed("Experiment/capacity", gpus, odd))
+        assert found, odd
+        assert all(f.startswith("spec.service.gpus") and r == R10 for f, r, _ in found), found
