@@ -52,6 +52,10 @@ LIMIT_NODES = "max-nodes"
 LIMIT_DEPTH = "max-depth"
 ENV_MAX_FILE_BYTES = "RECONCILER_MAX_SPEC_BYTES"
 STR_TAG = "tag:yaml.org,2002:str"
+INT_TAG = "tag:yaml.org,2002:int"
+FLOAT_TAG = "tag:yaml.org,2002:float"
+PLAIN_INT = re.compile(r"[-+]?(0|[1-9][0-9]*)")
+R_NUMBER_FORM = "numbers are written in plain decimal"
 # What introduces a value in YAML: an implicit key's colon, an explicit key's "?", a flow
 # item's comma or opening bracket, a block item's dash, a document's start or end.
 VALUE_MARKS = (":", "?", ",", "[", "{", "- ", "-\n", "-\t", "---", "...")
@@ -549,10 +553,31 @@ class _Builder:
         if node.tag == STR_TAG and isinstance(node, yaml.ScalarNode):
             return node.value  # most scalars: what the constructor would return, sooner
         try:
-            return self.loader.construct_object(node)
+            value = self.loader.construct_object(node)
         except Exception as exc:  # PyYAML's constructors fail in many ways on bad tagged values
             raise SpecError([SpecIssue(_loc(self.doc, node), _dotted(path),
                                        f"cannot read this value: {exc}", R_SYNTAX)]) from None
+        odd = _odd_number(node)
+        if odd is not None:
+            raise SpecError([SpecIssue(_loc(self.doc, node), _dotted(path), odd,
+                                       R_NUMBER_FORM)])
+        return value
+
+
+def _odd_number(node: yaml.Node) -> str | None:
+    """Why a number is not written in plain decimal (None when it is): YAML 1.1 reads
+    ``5:00:00`` as 18000 (base 60), ``017`` as 15 (octal), ``0x1F`` as 31 and ``1_000`` as 1000,
+    so a port or GPU index would silently become another."""
+    if not isinstance(node, yaml.ScalarNode) or node.tag not in (INT_TAG, FLOAT_TAG):
+        return None
+    text = str(node.value)
+    if node.tag == INT_TAG and not PLAIN_INT.fullmatch(text):
+        return (f"{text[:40]!r} is not a plain decimal integer (YAML 1.1 reads it in another "
+                "base or form); write the number in decimal, or quote it if a string is meant")
+    if node.tag == FLOAT_TAG and (":" in text or "_" in text):
+        return (f"{text[:40]!r} is not a plain decimal number (YAML 1.1 reads it in base 60 "
+                "or with separators); write it in decimal, or quote it if a string is meant")
+    return None
 
 
 def _mark(node: yaml.Node) -> tuple[int, int]:

@@ -8,6 +8,7 @@ in ``specs.crossref``; rules that need a Host's observed facts in ``specs.hostru
 
 from __future__ import annotations
 
+import ipaddress
 import posixpath
 import re
 from collections.abc import Callable
@@ -101,7 +102,10 @@ SSH_URL_RE = re.compile(r"ssh://(?:(?P<user>[A-Za-z_][A-Za-z0-9_.-]{0,31})@)?"
 
 def url_problem(value: str, schemes: tuple[str, ...]) -> str | None:
     """Why ``value`` is not a URL of one of ``schemes`` with a host (never starting with '-',
-    which a command line would read as an option) and a port in 1..65535 (None: it is)."""
+    which a command line would read as an option; a bracketed one an IPv6 address) and, when
+    it has a port, one in 1..65535, with no spaces anywhere (None: it is)."""
+    if any(c.isspace() for c in value):
+        return "is not a valid URL: it holds a space (percent-encode it as %20)"
     try:
         parts = urlsplit(value)
         port = parts.port
@@ -111,8 +115,29 @@ def url_problem(value: str, schemes: tuple[str, ...]) -> str | None:
         return f"must be a {' or '.join(s + '://' for s in schemes)} URL"
     if not parts.hostname or parts.hostname.startswith("-") or "%" in parts.hostname:
         return "must name a host (not starting with '-', no IPv6 scope ID)"
-    if port == 0:
-        return "port 0 is not a port to connect to (1..65535)"
+    if ":" in parts.hostname and not _is_ipv6(parts.hostname):
+        return f"[{parts.hostname}] is not an IPv6 address"
+    if port == 0 or (port is None and parts.netloc.endswith(":")):
+        return "its port is empty or 0: give one in 1..65535, or none for the default"
+    return None
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def image_problem(value: str) -> str | None:
+    """Why an image reference that has the grammar's shape is still not one Docker can pull:
+    a registry port out of 1..65535 (None: it is fine)."""
+    registry, slash, _ = value.partition("/")
+    if slash and ":" in registry:
+        port = registry.rsplit(":", 1)[1]
+        if port.isdigit() and not 1 <= int(port) <= 65535:
+            return f"the registry's port {port} is not in 1..65535"
     return None
 
 
@@ -138,6 +163,8 @@ def docker_url_problem(value: str) -> str | None:
                 "host never start with '-')")
     if match["port"] is not None and not 1 <= int(match["port"]) <= 65535:
         return f"port {match['port']} is not in 1..65535"
+    if match["host"].startswith("[") and not _is_ipv6(match["host"].strip("[]")):
+        return f"{match['host']} is not an IPv6 address"
     return None
 
 
@@ -275,11 +302,19 @@ class PortSpec(Strict):
         return value
 
 
+def _kernel_target(path: str) -> str | None:
+    """Docker refuses a bind over ``/proc`` (and one over ``/sys`` hides the kernel's view)."""
+    for kernel in ("/proc", "/sys"):
+        if path == kernel or path.startswith(kernel + "/"):
+            return f"{kernel} is the kernel's inside the container: mount somewhere else"
+    return None
+
+
 class MountSpec(Strict):
     """A bind mount; read-only unless said otherwise (models and code should not be mutated)."""
 
     source: MountPath = reads("mounts")  # a folder of the Host: the operator allows it
-    target: MountPath
+    target: Annotated[MountPath, checked(_kernel_target)]
     readOnly: bool = True
 
 
@@ -315,7 +350,8 @@ class Readiness(Strict):
 class DeploymentSpec(Strict):
     host: Name
     profile: Literal["standard", "perf", "exploration"] = "standard"
-    image: str = Field(min_length=1, max_length=500, pattern=IMAGE_PATTERN)
+    image: Annotated[str, Field(min_length=1, max_length=500, pattern=IMAGE_PATTERN),
+                     checked(image_problem)]
     model: ModelSpec
     port: PortSpec
     gpus: list[Gpu] = Field(default_factory=list, max_length=64)

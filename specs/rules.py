@@ -58,6 +58,7 @@ R_MODEL_VARS = "model variables come from spec.model"
 R_NETWORK = "host networking: the service listens on its published port"
 R_SECRET_VALUE = "secret values: a regular file or variable, no control characters"
 R_PORT_FREE = "Deployment port: the host port is free"
+R_MOUNTS = "Deployment mounts: one mount per target"
 
 
 @dataclass(frozen=True)
@@ -303,8 +304,19 @@ def _number(text: str) -> float | None:
         return None
 
 
+def check_mounts(spec: DeploymentSpec) -> Iterator[Finding]:
+    """Two mounts on one target: Docker refuses the container ("Duplicate mount point")."""
+    seen: dict[str, int] = {}
+    for i, mount in enumerate(spec.mounts):
+        first = seen.setdefault(mount.target, i)
+        if first != i:
+            yield Finding(("mounts", i, "target"), f"{mount.target} is also mounts[{first}]'s "
+                          "target: Docker refuses a second mount on it", R_MOUNTS)
+
+
 CHECKS: tuple[Check, ...] = (
     check_image,
+    check_mounts,
     check_model,
     check_remote_code,
     check_eager,

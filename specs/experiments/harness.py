@@ -26,7 +26,7 @@ HarnessMode = Literal["single_file", "file_burst", "concurrency", "max_live_stre
                       "text_embedding_concurrency"]
 LEVEL_MODES = ("file_burst", "concurrency", "concurrent_live_streams")  # --concurrency-levels
 # A scenario names a folder of the report directory: no leading dot (".", "..", hidden).
-SCENARIO_PATTERN = r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,199}$"
+SCENARIO_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$"  # never an option: no leading -
 
 
 class HarnessSpec(Strict):

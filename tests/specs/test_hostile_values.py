@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from specs.rules import R2
-from tests.specs.every_field import FieldPath, changed, refusals, refused_at
+from specs.rules import R2, R_MOUNTS
+from tests.specs.every_field import DOCS, FieldPath, changed, refusals, refused_at
 
 DEP = "Deployment/vlm"
 QUICK = "Deployment/quick"
@@ -55,6 +55,17 @@ CASES: list[tuple[str, str, FieldPath, Any]] = [
     ("image-digest-newline", DEP, ("spec", "image"),
      "nvcr.io/nvidia/rt-vlm@sha256:" + "ab" * 32 + "\n"),
     ("image-upper-case-path", QUICK, ("spec", "image"), "RTVI-emulator:dev"),
+    # Found by a second sweep: shapes a pattern let through that no parser would.
+    ("rtsp-space-in-path", STREAMS, ("spec", "sources", 0, "url"), "rtsp://10.0.0.7/ma in"),
+    ("rtsp-empty-port", STREAMS, ("spec", "sources", 0, "url"), "rtsp://h:/x"),
+    ("dcgm-empty-port", CANARY, ("spec", "telemetry", "dcgmUrl"), "http://127.0.0.1:/metrics"),
+    ("rtsp-bad-ipv6", STREAMS, ("spec", "sources", 0, "url"), "rtsp://[1.2.3.4.5]/x"),
+    ("ssh-bad-ipv6", SSH, ("spec", "docker"), "ssh://ops@[:::::]:22"),
+    ("image-registry-port-99999", DEP, ("spec", "image"),
+     "nvcr.io:99999/x@sha256:" + "ab" * 32),
+    ("image-registry-port-0", DEP, ("spec", "image"), "nvcr.io:0/x@sha256:" + "ab" * 32),
+    ("mount-target-proc", DEP, ("spec", "mounts", 0, "target"), "/proc/self"),
+    ("scenario-option", BENCH, ("spec", "benchmark", "scenario"), "--list-scenarios"),
 ]
 
 
@@ -83,3 +94,10 @@ def test_a_model_path_out_of_its_mount_names_the_normal_form_and_rule_2() -> Non
         "rtsp-ipv6", "config-relative", "bind-ipv6"])
 def test_well_formed_values_still_pass(doc: str, path: FieldPath, value: Any) -> None:
     assert refusals(changed(doc, path, value)) == []
+
+
+def test_two_mounts_on_one_target_are_refused_where_the_second_is_written() -> None:
+    dep = next(d for d in DOCS if f"{d['kind']}/{d['metadata']['name']}" == DEP)
+    mount = dict(dep["spec"]["mounts"][0])
+    text = changed(DEP, ("spec", "mounts"), [mount, {**mount, "source": "/models2"}])
+    assert [(f, r) for f, r, _ in refusals(text)] == [("spec.mounts.1.target", R_MOUNTS)]

@@ -26,6 +26,7 @@ from specs.loader import (
     R_ENCODING,
     R_INPUT,
     R_NOT_REGULAR,
+    R_NUMBER_FORM,
     R_SYNTAX,
     R_UNREADABLE,
     LoaderLimits,
@@ -379,3 +380,17 @@ def test_a_lone_surrogate_is_refused_at_its_place_never_raised(yaml_loader: str)
     [issue] = info.value.issues
     assert (issue.location, issue.field, issue.rule) == (Location("f.yaml", 2, 2), "-", R_SYNTAX)
     assert "U+DC80" in issue.message or "#xdc80" in issue.message  # each loader's words
+
+
+@pytest.mark.parametrize("written", ["5:00:00", "017", "0x1F", "1_000", "1:30.5"])
+def test_a_number_in_another_base_or_form_is_refused_not_reread(written: str,
+                                                                 yaml_loader: str) -> None:
+    """YAML 1.1 reads ``5:00:00`` as 18000 and ``017`` as 15: a port or GPU index would
+    silently become another number. Only plain decimal is read as a number."""
+    [issue] = _issues(f"a:\n  port: {written}\n")
+    assert (issue.location.line, issue.location.col, issue.field) == (2, 9, "a.port")
+    assert issue.rule == R_NUMBER_FORM
+    assert "plain decimal" in issue.message
+    [doc] = load_text(f"a:\n  port: '{written}'\n  n: 18000\n  x: -2.5\n  z: 0\n", FILE,
+                      DEFAULT_LIMITS)
+    assert doc.data == {"a": {"port": written, "n": 18000, "x": -2.5, "z": 0}}
