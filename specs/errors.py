@@ -26,21 +26,30 @@ class Location:
     col: int
 
     def __str__(self) -> str:
+        file = one_line(bounded(self.file, MAX_PATH_CHARS))  # folders a spec set may nest
         if self.line <= 0:  # the file as a whole (missing, unreadable): no position to give
-            return one_line(self.file)
-        return f"{one_line(self.file)}:{self.line}:{self.col}"
+            return file
+        return f"{file}:{self.line}:{self.col}"
 
 
 INVISIBLE = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
 """Bidi marks, embeddings, overrides and isolates (they reorder the rest of the line) and the
 Unicode line/paragraph separators (some viewers break lines at them)."""
-ZERO_WIDTH = "\u200b-\u200d\u2060\ufeff"
-"""Zero-width space, joiners, word joiner and a stray byte-order mark: a path, URL or name
-that holds one looks the same as one that does not. Free text may hold them (an emoji's
-joiner); one line of text may not."""
-UNSAFE_IN_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f{INVISIBLE}{ZERO_WIDTH}]")
-"""C0 (newline and tab too), DEL, C1 (``\\x9b`` is a one-byte CSI), the invisible reorderers
-and the zero-width characters: what one line of output must never carry raw."""
+ZERO_WIDTH = ("\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200d\u2060-\u2064"
+              "\u206a-\u206f\u3164\ufe00-\ufe0f\uffa0\ufeff\ufff9-\ufffb"
+              "\U000e0000-\U000e007f\U000e0100-\U000e01ef")
+"""Characters that draw nothing: zero-width space and joiners, the word joiner and invisible
+operators, the soft hyphen, fillers (Hangul, Khmer, Mongolian), variation selectors, tag
+characters, interlinear annotations and a stray byte-order mark. A path, URL or name that
+holds one looks the same as one that does not. Free text may hold them (an emoji's joiner or
+variation selector); one line of text may not."""
+ODD_SPACE = "\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000"
+"""Spaces other than the ASCII one (no-break, en, em, thin, ideographic...): in a path or a
+URL they pass for a plain space, or for nothing at all."""
+UNSAFE_IN_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f{INVISIBLE}{ZERO_WIDTH}{ODD_SPACE}]")
+"""C0 (newline and tab too), DEL, C1 (``\\x9b`` is a one-byte CSI), the invisible reorderers,
+the characters that draw nothing and the spaces that pass for another: what one line of
+output must never carry raw."""
 NAMED_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\x1b": "\\x1b"}
 
 
@@ -51,7 +60,9 @@ def visible(match: re.Match[str]) -> str:
     if named is not None:
         return named
     code = ord(char)
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def one_line(text: str) -> str:
@@ -61,6 +72,7 @@ def one_line(text: str) -> str:
 
 
 MAX_FIELD_CHARS = 200
+MAX_PATH_CHARS = 300
 MAX_MESSAGE_CHARS = 500
 
 

@@ -123,6 +123,7 @@ def build_spec_set(docs: list[Document], *, cross: bool = True,
 
 MAX_ISSUES_PER_FILE = 20
 MAX_ISSUES = 200
+MAX_MORE_LINES = 20  # files named with how many of their issues are not shown
 R_MORE = "max-issues"
 
 
@@ -140,10 +141,16 @@ def capped(issues: list[SpecIssue]) -> list[SpecIssue]:
             per_file[file] = per_file.get(file, 0) + 1
         else:
             hidden.setdefault(file, []).append(issue)
-    for file, rest in hidden.items():
+    files = list(hidden.items())
+    for file, rest in files[:MAX_MORE_LINES]:
         shown.append(SpecIssue(Location(file, 0, 0), "-", f"{len(rest)} more issue(s) in this "
                                "file not shown; fix the ones above first", R_MORE,
                                rest[0].severity))
+    if len(files) > MAX_MORE_LINES:  # a thousand failing files: one line for all the rest
+        rest = [issue for _, more in files[MAX_MORE_LINES:] for issue in more]
+        shown.append(SpecIssue(Location(files[MAX_MORE_LINES][0], 0, 0), "-",
+                               f"and {len(rest)} more issue(s) in {len(files) - MAX_MORE_LINES}"
+                               " more file(s) not shown", R_MORE, rest[0].severity))
     return shown
 
 

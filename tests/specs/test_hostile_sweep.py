@@ -30,8 +30,10 @@ C0 = [chr(c) for c in range(0x20)]
 C1 = [chr(c) for c in range(0x7F, 0xA0)]  # DEL and C1 (0x9b: a one-byte CSI)
 BIDI = ["\u061c", "\u200e", "\u200f", "\u202a", "\u202b", "\u202c", "\u202d", "\u202e",
         "\u2066", "\u2067", "\u2068", "\u2069", "\u2028", "\u2029"]
-REFUSED_IN_LINE = C0 + C1 + BIDI
-REFUSED_IN_TEXT = [c for c in REFUSED_IN_LINE if c not in "\t\n\r"]
+DRAWS_NOTHING = ["\u00ad", "\u034f", "\u180e", "\u200b", "\u2062", "\u3164", "\ufe0f",
+                 "\ufff9", "\U000e0041", "\u00a0", "\u2007", "\u3000"]  # and odd spaces
+REFUSED_IN_LINE = C0 + C1 + BIDI + DRAWS_NOTHING
+REFUSED_IN_TEXT = [c for c in C0 + C1 + BIDI if c not in "\t\n\r"]  # free text may draw them
 ABSURD_NUMBERS = [math.inf, -math.inf, math.nan, 10**30, -(10**30)]
 
 Path_ = tuple[str | int, ...]

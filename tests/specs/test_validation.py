@@ -269,6 +269,25 @@ def test_one_huge_value_aliased_a_thousand_times_costs_little_memory_and_output(
                                "(max-issues)")
 
 
+def test_a_thousand_failing_files_in_deep_folders_print_a_bounded_refusal() -> None:
+    """A second sweep: 600 failing files under folders named with control characters wrote
+    10.9 MB, one line per file beyond the cap, each with 3.5 KB of escaped path."""
+    from specs.errors import Location, SpecIssue
+    from specs.validate import MAX_ISSUES, MAX_MORE_LINES, capped
+
+    folder = "/specs/" + "/".join("\x1b" * 60 for _ in range(14))
+    issues = [SpecIssue(Location(f"{folder}/f{i}.yaml", 1, 1), "spec", "bad", "schema")
+              for i in range(1000) for _ in range(3)]
+    lines = [str(i) for i in capped(issues)]
+    assert len(lines) == MAX_ISSUES + MAX_MORE_LINES + 1
+    # 200 shown (66 files and 2 of a 67th), 20 files named with their rest (1 + 19 x 3),
+    # and one line for the other 914 files' 2,742.
+    assert lines[-1].split(": ", 1)[1] == ("and 2742 more issue(s) in 914 more file(s) not "
+                                           "shown (max-issues)")
+    assert max(map(len, lines)) < 1_500  # the path is shown by its start and end, escaped
+    assert sum(map(len, lines)) < 300_000  # however many files fail (it was 10.9 MB)
+
+
 def test_warnings_never_crowd_out_an_error() -> None:
     """Issue 26 review: warnings and errors shared the 20-per-file cap, so 24 warnings
     before an error left a refusal with no error in it."""
