@@ -116,12 +116,26 @@ class PortValidationExperimentSpec(ExperimentSpecBase):
         if not port.media and not port.textChecks:
             yield Finding(("portValidation", "media"), "the accuracy gate needs a labelled set: "
                           "media (images, clips) or textChecks", R_PORT)
-        for i, media in enumerate(port.media):
-            clash = {f.lower() for f in media.facts} & {a.lower() for a in media.absent}
-            if clash:
-                yield Finding(("portValidation", "media", i, "absent"),
-                              f"{', '.join(sorted(clash))} is both shown and absent", R_PORT)
+        yield from _never_pass(port)
         yield from _wordless(port)
+
+
+def _never_pass(port: PortValidationSpec) -> Iterator[Finding]:
+    """An absent phrase whose words lie inside a fact's, as the gate reads them (``red car``
+    shown, ``car`` absent; ``red`` and ``Red!``): an answer that names the fact names the
+    absent phrase too, so the row could never pass."""
+    rows: list[tuple[tuple[str | int, ...], PortMedia | TextCheck]] = [
+        *((("portValidation", "media", i), m) for i, m in enumerate(port.media)),
+        *((("portValidation", "textChecks", i), c) for i, c in enumerate(port.textChecks))]
+    for where, row in rows:
+        facts = [(fact, f" {' '.join(words(fact))} ") for fact in row.facts]
+        for j, phrase in enumerate(row.absent):
+            wanted = f" {' '.join(words(phrase))} "
+            inside = [fact for fact, said in facts if wanted.strip() and wanted in said]
+            if inside:
+                yield Finding((*where, "absent", j), f"{phrase!r} is inside the fact "
+                              f"{inside[0]!r} as the gate reads words: an answer naming the "
+                              "fact names it too, so this item could never pass", R_PORT)
 
 
 def _wordless(port: PortValidationSpec) -> Iterator[Finding]:

@@ -347,7 +347,12 @@ def test_a_port_validation_is_valid() -> None:
     ({"modalities": ["text", "text", "image"]}, "spec.portValidation.modalities"),
     ({"modalities": ["text"], "media": []}, "spec.portValidation.media"),  # no labelled set
     ({"media": [{"path": "/m/r.png", "sha256": DIGEST, "mediaType": "image", "facts": ["Red"],
-                 "absent": ["red"]}]}, "spec.portValidation.media.0.absent"),
+                 "absent": ["red"]}]}, "spec.portValidation.media.0.absent.0"),
+    ({"media": [{"path": "/m/r.png", "sha256": DIGEST, "mediaType": "image",
+                 "facts": ["red car"], "absent": ["bus", "Car!"]}]},
+     "spec.portValidation.media.0.absent.1"),  # inside the fact as the gate reads words
+    ({"textChecks": [{"prompt": "Name it.", "facts": ["red"], "absent": ["red"]}]},
+     "spec.portValidation.textChecks.0.absent.0"),
 ])
 def test_port_validation_rules_name_the_field(port: dict[str, Any], path: str) -> None:
     assert (path, R_PORT) in _rules(**_port(**port))
