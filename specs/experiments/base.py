@@ -219,6 +219,13 @@ class ExperimentSpecBase(Strict):
         measurement would be stopped by its deadline every time (None: no such floor)."""
         return None
 
+    def single_waits(self) -> list[tuple[float, tuple[str, ...], str]]:
+        """Each single wait the spec sets itself (seconds, its field, what it is): a request
+        timeout, a silence before the log is inspected. One that outlasts the budget less
+        cleanup is cut short by the run's deadline every time it matters, so it is refused
+        (a default is left alone: it is the type's, not a choice that contradicts the budget)."""
+        return []
+
     def read_runs(self) -> list[str]:
         """Earlier runs whose evidence this run reads (an EVS pair's other side): a run that
         executes as a job is given their evidence documents on its Host."""
@@ -253,6 +260,11 @@ def _budget(spec: ExperimentSpecBase) -> Iterator[Finding]:
         yield Finding(path, f"{what} takes at least {seconds:g}s, more than budgetSeconds "
                       f"{spec.budgetSeconds} less the {spec.cleanupSeconds}s kept for cleanup: "
                       "the run could never finish measuring", R_CONTRACT)
+    for seconds, path, what in spec.single_waits():
+        if spec.budgetSeconds < spec.cleanupSeconds + seconds:
+            yield Finding(path, f"{what} of {seconds:g}s is longer than budgetSeconds "
+                          f"{spec.budgetSeconds} less the {spec.cleanupSeconds}s kept for "
+                          "cleanup: the run's deadline would always end it first", R_CONTRACT)
 
 
 

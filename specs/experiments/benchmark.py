@@ -49,6 +49,17 @@ class BenchmarkExperimentSpec(ExperimentSpecBase):
     def read_runs(self) -> list[str]:
         return [self.benchmark.pairWith] if self.benchmark.pairWith else []
 
+    def single_waits(self) -> list[tuple[float, tuple[str, ...], str]]:
+        bench = self.benchmark
+        waits: list[tuple[float, tuple[str, ...], str]] = []
+        if "logStaleSeconds" in bench.model_fields_set:
+            waits.append((float(bench.logStaleSeconds), ("benchmark", "logStaleSeconds"),
+                          "the silence before the harness log is inspected"))
+        if self.smokes() and "smokeTimeoutSeconds" in bench.model_fields_set:
+            waits.append((bench.smokeTimeoutSeconds, ("benchmark", "smokeTimeoutSeconds"),
+                          "the smoke request's timeout"))
+        return waits
+
     def type_findings(self) -> Iterator[Finding]:
         bench = self.benchmark
         if bench.pairWith == self.runId:

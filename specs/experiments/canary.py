@@ -81,6 +81,11 @@ class CanaryExperimentSpec(ExperimentSpecBase):
 
     def type_findings(self) -> Iterator[Finding]:
         canary = self.canary
+        if self.performance_seconds() and canary.chunkDurationSeconds > canary.performanceSeconds:
+            yield Finding(("canary", "chunkDurationSeconds"), f"a chunk of "
+                          f"{canary.chunkDurationSeconds}s is longer than the "
+                          f"{canary.performanceSeconds}s a repetition measures: no chunk would "
+                          "complete in it", R_CANARY)
         if self.workload.loadUnit != "independent_live_stream":
             yield Finding(("workload", "loadUnit"), "a canary's streams are independent live "
                           "streams (independent_live_stream)", R_CANARY)

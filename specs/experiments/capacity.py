@@ -69,8 +69,19 @@ class CapacityExperimentSpec(ExperimentSpecBase):
         return (self.capacity.windowSeconds, ("capacity", "windowSeconds"),
                 "one stability window")
 
+    def single_waits(self) -> list[tuple[float, tuple[str, ...], str]]:
+        search = self.capacity.harness
+        return [] if search is None or "logStaleSeconds" not in search.model_fields_set else [
+            (float(search.logStaleSeconds), ("capacity", "harness", "logStaleSeconds"),
+             "the silence before the harness log is inspected")]
+
     def type_findings(self) -> Iterator[Finding]:
         cap = self.capacity
+        if cap.harness is None and cap.chunkDurationSeconds > cap.windowSeconds:
+            yield Finding(("capacity", "chunkDurationSeconds"), f"a chunk of "
+                          f"{cap.chunkDurationSeconds}s is longer than the {cap.windowSeconds}s "
+                          "window that judges it: no chunk would complete in a window",
+                          R_CAPACITY)
         if cap.initialStreamCount > cap.maxStreamCount:
             yield Finding(("capacity", "initialStreamCount"), f"{cap.initialStreamCount} is "
                           f"above maxStreamCount {cap.maxStreamCount}", R_CAPACITY)

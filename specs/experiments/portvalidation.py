@@ -74,7 +74,7 @@ class TextCheck(Strict):
 class VideoSampling(Strict):
     """The declared sampling of video requests (sent with every video smoke request)."""
 
-    framesPerChunk: float = Field(default=8, gt=0, le=512)
+    framesPerChunk: int = Field(default=8, ge=1, le=512)  # frames are counted whole
     useFps: bool = False
 
 
@@ -96,6 +96,13 @@ class PortValidationSpec(Strict):
 class PortValidationExperimentSpec(ExperimentSpecBase):
     type: Literal["portValidation"]
     portValidation: PortValidationSpec
+
+    def single_waits(self) -> list[tuple[float, tuple[str, ...], str]]:
+        port = self.portValidation
+        if "requestTimeoutSeconds" not in port.model_fields_set:
+            return []
+        return [(port.requestTimeoutSeconds, ("portValidation", "requestTimeoutSeconds"),
+                 "one request's timeout")]
 
     def type_findings(self) -> Iterator[Finding]:
         port = self.portValidation

@@ -11,6 +11,8 @@ import yaml
 
 from specs.experiments.base import R_CONTRACT
 from specs.experiments.benchmark import R_BENCH
+from specs.experiments.canary import R_CANARY
+from specs.experiments.capacity import R_CAPACITY
 from specs.experiments.portvalidation import R_PORT
 from specs.rules import R10
 from tests.specs.every_field import DOCS, changed, refusals
@@ -92,6 +94,25 @@ def test_measurement_that_the_budget_cannot_hold_is_refused() -> None:
     doc["spec"]["service"] = {"hostPort": 18700}
     found = refusals(_with_docs(doc))
     assert [(f, r) for f, r, _ in found] == [(".".join(window), R_CONTRACT)]
+
+
+def test_a_wait_or_a_chunk_its_run_cannot_hold_is_refused() -> None:
+    """A timeout the spec sets beyond its budget (less cleanup) would always be cut short by
+    the run's deadline; a chunk longer than the time that measures it never completes."""
+    timeout = ("spec", "portValidation", "requestTimeoutSeconds")
+    found = refusals(changed("Experiment/port", timeout, 3600))
+    assert [(f, r) for f, r, _ in found] == [(".".join(timeout), R_CONTRACT)]
+    chunk = ("spec", "canary", "chunkDurationSeconds")
+    found = refusals(changed("Experiment/canary", chunk, 60))  # performanceSeconds: 10
+    assert [(f, r) for f, r, _ in found] == [(".".join(chunk), R_CANARY)]
+    doc = copy.deepcopy(DOCS[_find("Experiment/capacity")])
+    doc["spec"]["capacity"].pop("harness")
+    doc["spec"]["capacity"]["chunkDurationSeconds"] = 30  # windowSeconds: 10
+    doc["metadata"]["name"] = "own-search"
+    doc["spec"]["runId"] = "own-001"
+    doc["spec"]["service"] = {"hostPort": 18700}
+    found = refusals(_with_docs(doc))
+    assert [(f, r) for f, r, _ in found] == [("spec.capacity.chunkDurationSeconds", R_CAPACITY)]
 
 
 def test_a_run_on_its_templates_gpus_is_refused_before_plan() -> None:
