@@ -428,7 +428,7 @@ class VstSpec(Strict):
 
     url: Annotated[str, Field(max_length=500),
                    checked(lambda u: url_problem(u, ("http", "https")))]
-    urlTimeoutSeconds: float = Field(default=60, gt=0, le=3600)
+    urlTimeoutSeconds: float = Field(default=60, ge=1, le=3600)
 
 
 PROMPT_MAX_CHARS = 10240
@@ -447,14 +447,14 @@ class CaptionSpec(Strict):
     maxTokens: int = Field(default=64, ge=1, le=16384)
     temperature: float | None = Field(default=None, ge=0, le=1)
     seed: int | None = Field(default=None, ge=1, le=SEED_MAX)
-    maxCaptionAgeSeconds: float = Field(default=30, gt=0, le=86400)
+    maxCaptionAgeSeconds: float = Field(default=30, ge=1, le=86400)
 
 
 class StreamReadiness(Strict):
     """How fresh frames (and captions) must be, and how long to wait for them."""
 
     timeoutSeconds: int = Field(default=120, ge=1, le=86400)
-    maxFrameAgeSeconds: float = Field(default=15, gt=0, le=3600)
+    maxFrameAgeSeconds: float = Field(default=15, ge=0.1, le=3600)
 
 
 class TeardownSpec(Strict):

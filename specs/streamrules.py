@@ -18,6 +18,7 @@ R_COLOUR = "StreamSet rule: synthetic colours are palette names or #RRGGBB"
 R_IDENTITY = "StreamSet rule: one source identity per stream"
 R_TEARDOWN = "StreamSet rule: drain timeout fits the teardown deadline"
 R_CREDENTIALS = "Deployment rule 12: secrets are references"
+R_CHUNKS = "StreamSet rule: captions come chunk by chunk"
 # Colour names a caption can carry back (the emulator and the frame probe use the same RGB).
 PALETTE_NAMES = frozenset({"BLACK", "WHITE", "RED", "GREEN", "BLUE", "YELLOW", "CYAN", "MAGENTA",
                            "ORANGE", "PURPLE", "GRAY"})
@@ -27,7 +28,7 @@ def check_streamset(resource: StreamSet) -> list[Finding]:
     """Every observation-free StreamSet rule; paths are relative to the document root."""
     spec = resource.spec
     found = [Finding(("spec", *f.path), f.message, f.rule, f.severity)
-             for f in (*_sources(spec), *_vst(spec), *_teardown(spec))]
+             for f in (*_sources(spec), *_vst(spec), *_teardown(spec), *_chunks(spec))]
     return found
 
 
@@ -79,3 +80,19 @@ def _teardown(spec: StreamSetSpec) -> Iterator[Finding]:
     if spec.teardown.drainTimeoutSeconds > spec.teardown.deadlineSeconds:
         yield Finding(("teardown", "drainTimeoutSeconds"), "the drain timeout is longer than the "
                       f"teardown deadline ({spec.teardown.deadlineSeconds}s)", R_TEARDOWN)
+
+
+def _chunks(spec: StreamSetSpec) -> Iterator[Finding]:
+    """A caption arrives once per chunk: an overlap of a whole chunk never moves on, and a
+    caption may not be required younger than one chunk (it would always be stale)."""
+    captions = spec.captions
+    if captions is None:
+        return
+    if captions.chunkOverlapDuration >= captions.chunkDuration:
+        yield Finding(("captions", "chunkOverlapDuration"), f"an overlap of "
+                      f"{captions.chunkOverlapDuration}s is not shorter than the "
+                      f"{captions.chunkDuration}s chunk: chunks would never move on", R_CHUNKS)
+    if captions.maxCaptionAgeSeconds < captions.chunkDuration:
+        yield Finding(("captions", "maxCaptionAgeSeconds"), f"{captions.maxCaptionAgeSeconds:g}s "
+                      f"is less than one {captions.chunkDuration}s chunk, and a caption comes "
+                      "once per chunk: every caption would read as stale", R_CHUNKS)

@@ -35,7 +35,7 @@ class BenchmarkSpec(Strict):
     pairWith: str | None = Field(default=None, pattern=RUN_ID_PATTERN)  # the other side's run
     smoke: bool | None = None  # unset: required for budgets of 30 minutes or more
     smokeClip: PinnedClip | None = None  # the 1-frame, 1-token smoke request's video
-    smokeTimeoutSeconds: float = Field(default=60, gt=0, le=3600)  # longer: it hangs
+    smokeTimeoutSeconds: float = Field(default=60, ge=1, le=3600)  # longer: it hangs
 
 
 

@@ -41,9 +41,9 @@ class CanarySpec(Strict):
     chunkDurationSeconds: int = Field(default=2, ge=1, le=60)
     maxTokens: int = Field(default=16, ge=1, le=16384)
     performanceSeconds: int = Field(default=30, ge=5, le=86400)  # per repetition
-    freshFrameSeconds: float = Field(default=15, gt=0, le=600)  # coverage per source
+    freshFrameSeconds: float = Field(default=15, ge=0.1, le=600)  # coverage per source
     # FAIL above (None: record only)
-    maxP95LatencyMs: float | None = Field(default=None, gt=0, le=3_600_000)
+    maxP95LatencyMs: float | None = Field(default=None, ge=1, le=3_600_000)
     publisher: CanaryPublisher = Field(default_factory=CanaryPublisher)
     # The 1-frame, 1-token smoke request before the performance part: always (true), or only
     # where the contract requires it (unset: runs of 30 minutes or more; false is refused there).

@@ -41,8 +41,8 @@ class CapacitySpec(Strict):
     addStreamCount: int = Field(default=1, ge=1, le=256)
     maxStreamCount: int = Field(ge=1, le=1024)
     windowSeconds: int = Field(default=60, ge=5, le=3600)
-    maxP95LatencyMs: float = Field(gt=0, le=3_600_000)
-    minSuccessRate: float = Field(default=1.0, gt=0, le=1)
+    maxP95LatencyMs: float = Field(ge=1, le=3_600_000)  # a millisecond at the least
+    minSuccessRate: float = Field(default=1.0, ge=0.01, le=1)
     serviceReuse: bool = False
     chunkDurationSeconds: int = Field(default=2, ge=1, le=60)
     maxTokens: int = Field(default=16, ge=1, le=16384)

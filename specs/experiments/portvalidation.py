@@ -87,9 +87,9 @@ class PortValidationSpec(Strict):
     media: list[PortMedia] = Field(default_factory=list, max_length=64)
     textChecks: list[TextCheck] = Field(default_factory=list, max_length=64)
     videoSampling: VideoSampling = Field(default_factory=VideoSampling)
-    minAccuracy: float = Field(default=1.0, gt=0, le=1)
+    minAccuracy: float = Field(default=1.0, ge=0.01, le=1)
     maxTokens: int = Field(default=64, ge=1, le=16384)
-    requestTimeoutSeconds: float = Field(default=120, gt=0, le=3600)
+    requestTimeoutSeconds: float = Field(default=120, ge=1, le=3600)
     platforms: list[str] = Field(default_factory=list, max_length=16)  # where it was validated
 
 

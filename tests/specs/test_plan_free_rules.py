@@ -15,6 +15,7 @@ from specs.experiments.canary import R_CANARY
 from specs.experiments.capacity import R_CAPACITY
 from specs.experiments.portvalidation import R_PORT
 from specs.rules import R10
+from specs.streamrules import R_CHUNKS
 from tests.specs.every_field import DOCS, changed, refusals
 
 
@@ -139,3 +140,25 @@ def test_a_runs_overrides_obey_the_deployment_rules_they_would_break_there() -> 
         found = refusals(changed("Experiment/capacity", gpus, odd))
         assert found, odd
         assert all(f.startswith("spec.service.gpus") and r == R10 for f, r, _ in found), found
+
+
+def test_captions_that_could_never_be_fresh_or_move_on_are_refused() -> None:
+    captions = ("spec", "captions")
+    doc = DOCS[_find("StreamSet/streams")]
+    base = dict(doc["spec"]["captions"], chunkDuration=10)
+    overlap = refusals(changed("StreamSet/streams", captions, {**base,
+                                                               "chunkOverlapDuration": 10}))
+    assert [(f, r) for f, r, _ in overlap] == [("spec.captions.chunkOverlapDuration", R_CHUNKS)]
+    stale = refusals(changed("StreamSet/streams", captions, {**base, "maxCaptionAgeSeconds": 5}))
+    assert [(f, r) for f, r, _ in stale] == [("spec.captions.maxCaptionAgeSeconds", R_CHUNKS)]
+
+
+def test_a_number_far_below_any_meaning_is_refused() -> None:
+    """Above zero but meaningless (a latency of 1e-300 ms, a success rate of 1e-300): each
+    number has a floor that says what the field can mean."""
+    for doc, path in [("Experiment/canary", ("spec", "canary", "maxP95LatencyMs")),
+                      ("Experiment/port", ("spec", "portValidation", "minAccuracy")),
+                      ("Experiment/port", ("spec", "portValidation", "requestTimeoutSeconds")),
+                      ("StreamSet/streams", ("spec", "readiness", "maxFrameAgeSeconds"))]:
+        found = refusals(changed(doc, path, 1e-300))
+        assert [f for f, _, _ in found] == [".".join(path)], (path, found)
