@@ -9,6 +9,7 @@ in ``specs.crossref``; rules that need a Host's observed facts in ``specs.hostru
 from __future__ import annotations
 
 import ipaddress
+import math
 import posixpath
 import re
 from collections.abc import Callable
@@ -53,15 +54,20 @@ class Strict(BaseModel):
 
 
 def _env_value(value: object) -> object:
-    """YAML gives ``true``/``8000``/``0.5`` for env values; the container sees strings."""
+    """YAML gives ``true``/``8000``/``0.5`` for env values; the container sees strings. A
+    ``.inf`` or ``.nan`` would reach it as ``inf``/``nan``: refused, as in any number field."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("a non-finite number (.inf, .nan) is no value for a variable: quote it "
+                         "if the text is meant")
     if isinstance(value, int | float):
         return str(value)
     return value
 
 
-EnvValue = Annotated[str, BeforeValidator(_env_value)]
+ENV_VALUE_MAX_CHARS = 32768
+EnvValue = Annotated[str, BeforeValidator(_env_value), Field(max_length=ENV_VALUE_MAX_CHARS)]
 
 
 def normal_path_problem(value: str) -> str | None:
@@ -189,11 +195,18 @@ Gpu = GpuIndex | GpuId
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 
 
+def _normal_if_absolute(path: str) -> str | None:
+    """An absolute path in its normal form (``/models/../etc`` is ``/etc``), whatever the
+    field's other rules say of it."""
+    return normal_path_problem(path) if path.startswith("/") else None
+
+
 class Metadata(Strict):
     """Identity of a resource: a DNS-label-like name plus free-form labels."""
 
     name: Name
-    labels: dict[str, str] = Field(default_factory=dict, max_length=64)
+    labels: dict[str, Annotated[str, Field(max_length=256)]] = Field(default_factory=dict,
+                                                                     max_length=64)
 
     @field_validator("labels")
     @classmethod
@@ -269,10 +282,11 @@ class ModelSpec(Strict):
 
     preset: Literal["cr3-nano-reasoner-fp8", "cr3-nano-reasoner-nvfp4"] | None = None
     use: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
-    path: str | None = None
-    implementationPath: str | None = None
-    revision: str | None = None
-    architecture: str | None = None
+    path: str | None = Field(default=None, min_length=1, max_length=1000)
+    implementationPath: Annotated[str, checked(_normal_if_absolute)] | None = Field(
+        default=None, min_length=1, max_length=1000)
+    revision: str | None = Field(default=None, min_length=1, max_length=200)
+    architecture: str | None = Field(default=None, min_length=1, max_length=200)
 
 
 def env_names(value: dict[str, str]) -> dict[str, str]:

@@ -24,6 +24,7 @@ import docker.errors
 import pytest
 
 from emulators.image import build_emulator_image
+from specs.trust import enforce
 from state.lock import pid_alive
 from tests.etcd_cluster import etcd_cluster  # noqa: F401  (a fixture for every test module)
 
@@ -103,6 +104,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item: pytest.Item) -> None:
     _engine_allowed[0] = True
+    # The trust policy in force is process-wide (what the CLI or a job put in force): a test
+    # that set one, or ran code that does, must not leave it to the next test of its worker.
+    enforce(None)
 
 
 @pytest.fixture(scope="session")

@@ -54,9 +54,11 @@ class HarnessSpec(Strict):
             problem = normal_path_problem(value)
             if problem is not None:
                 raise ValueError(problem)
-        elif posixpath.normpath(value) != value or value.startswith(".."):
-            raise ValueError("a relative config path is normalised and stays inside workdir "
-                             f"(no '.', '..' or '//'; normalised: {posixpath.normpath(value)!r})")
+        elif (posixpath.normpath(value) != value or value == "."
+              or value.startswith(("..", "-"))):
+            raise ValueError("a relative config path names a file inside workdir, normalised "
+                             "(no '.', '..', '//' or leading '-'; normalised: "
+                             f"{posixpath.normpath(value)!r})")
         return value
 
 

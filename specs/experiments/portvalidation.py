@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -25,6 +25,8 @@ def words(text: str) -> list[str]:
     """The words of ``text``, lowercased, as the grounding gate compares them."""
     return [w.lower() for w in WORD.findall(text)]
 
+Phrase = Annotated[str, Field(min_length=1, max_length=200)]
+"""A fact or absent phrase: a few words, as an answer names them."""
 IMMUTABLE_REVISION = r"^([0-9a-f]{40}|sha256:[0-9a-f]{64})$"  # a commit or a content digest
 Modality = Literal["text", "image", "video"]
 
@@ -58,8 +60,8 @@ class PortMedia(Strict):
     path: AbsolutePath = reads("media")
     sha256: str = Field(pattern=SHA256_PATTERN)
     mediaType: Literal["image", "video"]
-    facts: list[str] = Field(min_length=1, max_length=16)
-    absent: list[str] = Field(default_factory=list, max_length=16)
+    facts: list[Phrase] = Field(min_length=1, max_length=16)
+    absent: list[Phrase] = Field(default_factory=list, max_length=16)
 
 
 class TextCheck(Strict):
@@ -67,8 +69,8 @@ class TextCheck(Strict):
     (and must not)."""
 
     prompt: str = free_text(min_length=1, max_length=10000)
-    facts: list[str] = Field(min_length=1, max_length=16)
-    absent: list[str] = Field(default_factory=list, max_length=16)
+    facts: list[Phrase] = Field(min_length=1, max_length=16)
+    absent: list[Phrase] = Field(default_factory=list, max_length=16)
 
 
 class VideoSampling(Strict):

@@ -66,6 +66,12 @@ CASES: list[tuple[str, str, FieldPath, Any]] = [
     ("image-registry-port-0", DEP, ("spec", "image"), "nvcr.io:0/x@sha256:" + "ab" * 32),
     ("mount-target-proc", DEP, ("spec", "mounts", 0, "target"), "/proc/self"),
     ("scenario-option", BENCH, ("spec", "benchmark", "scenario"), "--list-scenarios"),
+    ("harness-config-dot", BENCH, ("spec", "benchmark", "harness", "config"), "."),
+    ("harness-config-option", BENCH, ("spec", "benchmark", "harness", "config"), "-oProxy"),
+    ("implementation-path-climbs", DEP, ("spec", "model", "implementationPath"),
+     "/models/../etc"),
+    ("env-infinity", DEP, ("spec", "env", "X_INF"), float("inf")),
+    ("label-value-huge", DEP, ("metadata", "labels", "tier"), "x" * 100_000),
 ]
 
 
