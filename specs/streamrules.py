@@ -93,6 +93,9 @@ def _chunks(spec: StreamSetSpec) -> Iterator[Finding]:
                       f"{captions.chunkOverlapDuration}s is not shorter than the "
                       f"{captions.chunkDuration}s chunk: chunks would never move on", R_CHUNKS)
     if captions.maxCaptionAgeSeconds < captions.chunkDuration:
-        yield Finding(("captions", "maxCaptionAgeSeconds"), f"{captions.maxCaptionAgeSeconds:g}s "
-                      f"is less than one {captions.chunkDuration}s chunk, and a caption comes "
-                      "once per chunk: every caption would read as stale", R_CHUNKS)
+        default = ("" if "maxCaptionAgeSeconds" in captions.model_fields_set
+                   else " (the default): raise it with the chunk")
+        yield Finding(("captions", "maxCaptionAgeSeconds"), f"{captions.maxCaptionAgeSeconds:g}s"
+                      f"{default} is less than one {captions.chunkDuration}s chunk, and a "
+                      "caption comes once per chunk: every caption would read as stale",
+                      R_CHUNKS)

@@ -108,7 +108,7 @@ class TrustPolicy:
         for pattern, mark in mark_paths(type(resource)):
             for where, value in _follow(resource, pattern, ()):
                 if mark == RUNS:
-                    yield from self._run(where, value)
+                    yield from self._run(where, value, _sibling(resource, where, "workdir"))
                     continue
                 value = absolute(resource, where, value)
                 if value is not None and not self.allowed(mark, value):
@@ -119,7 +119,8 @@ class TrustPolicy:
                                   f"read from ({roots}; set by {self.origin}): add one with "
                                   f"--allow-read {mark}=DIR or in the trust file"), R_TRUST
 
-    def _run(self, where: PathKey, argv: Any) -> Iterator[tuple[PathKey, str, str]]:
+    def _run(self, where: PathKey, argv: Any, workdir: str | None = None
+             ) -> Iterator[tuple[PathKey, str, str]]:
         """An argv runs when it starts with one allowed command, word for word: ``python3``
         lets any Python program run (``python3 -c ...`` too), ``python3
         perf/benchmark/rtvi_perf_benchmark.py`` only the harness."""
@@ -128,7 +129,7 @@ class TrustPolicy:
         matched = [words for words in map(shlex.split, self.commands)
                    if argv[:len(words)] == words]
         if matched:
-            yield from self._arguments(where, argv, max(map(len, matched)))
+            yield from self._arguments(where, argv, max(map(len, matched)), workdir)
             return
         allowed = ", ".join(repr(c) for c in self.commands) or "none"
         yield (*where, 0), (f"{shlex.join(argv)[:200]!r} does not start with a command this "
@@ -136,15 +137,21 @@ class TrustPolicy:
                             "with --allow-run or in the trust file"), R_TRUST
 
 
-    def _arguments(self, where: PathKey, argv: list[Any], allowed: int
-                   ) -> Iterator[tuple[PathKey, str, str]]:
-        """The spec's own arguments after the allowed command: an absolute path among them is
-        a file the command reads (a harness runs with its folder bound), so it must lie in
-        the harness or media folders like any other path a spec names."""
+    def _arguments(self, where: PathKey, argv: list[Any], allowed: int,
+                   workdir: str | None = None) -> Iterator[tuple[PathKey, str, str]]:
+        """The spec's own arguments after the allowed command: a path among them (``/x``,
+        ``--opt=/x``, or one that climbs out of ``workdir`` with ``..``) is a file the command
+        reads (a harness runs with its folder bound), so it must lie in the harness or media
+        folders like any other path a spec names."""
         for index in range(allowed, len(argv)):
             item = argv[index]
-            if not isinstance(item, str) or not item.startswith("/"):
+            if not isinstance(item, str):
                 continue
+            item = item.split("=", 1)[1] if item.startswith("-") and "=" in item else item
+            if not item.startswith("/"):
+                if ".." not in item.split("/"):
+                    continue  # a word, or a path inside the working directory
+                item = posixpath.normpath(posixpath.join(workdir or "/", item))
             if self.allowed("harness", item) or self.allowed("media", item):
                 continue
             real = os.path.realpath(item)
@@ -288,6 +295,22 @@ def read_marks(resource: BaseModel, categories: tuple[str, ...]) -> list[tuple[s
             if (path := absolute(resource, where, value)) is not None]
 
 
+def _parent(resource: BaseModel, where: PathKey) -> Any:
+    """The model (or list, or map) holding the field at ``where``."""
+    parent: Any = resource
+    for step in where[:-1]:
+        parent = parent[step] if isinstance(step, int) or isinstance(parent, dict) else getattr(
+            parent, str(step), None)
+    return parent
+
+
+def _sibling(resource: BaseModel, where: PathKey, name: str) -> str | None:
+    """The string field ``name`` beside the field at ``where`` (an argv's workdir), if any."""
+    parent = _parent(resource, where)
+    value = getattr(parent, name, None) if isinstance(parent, BaseModel) else None
+    return value if isinstance(value, str) else None
+
+
 def absolute(resource: BaseModel, where: PathKey, value: Any) -> str | None:
     """The absolute path a read field's ``value`` names: itself, or (for a field marked
     ``relative_to``) joined to its sibling and normalised; None when it names no path here."""
@@ -295,10 +318,7 @@ def absolute(resource: BaseModel, where: PathKey, value: Any) -> str | None:
         return None
     if value.startswith("/"):
         return value
-    parent: Any = resource
-    for step in where[:-1]:
-        parent = parent[step] if isinstance(step, int) or isinstance(parent, dict) else getattr(
-            parent, str(step), None)
+    parent = _parent(resource, where)
     info = type(parent).model_fields.get(str(where[-1])) if isinstance(parent, BaseModel) else None
     extra = info.json_schema_extra if info is not None else None
     base = getattr(parent, str(extra[RELATIVE_TO]), None) if isinstance(extra, dict) and (

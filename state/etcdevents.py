@@ -11,6 +11,7 @@ etcd's watch says the log changed.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Generator
 
 from pydantic import ValidationError
@@ -102,7 +103,11 @@ class EtcdEventLog:
                 last = event.seq
                 if resource is None or event.resource == resource:
                     yield event
-            self.gateway.changed(self.prefix, revision, poll_s * WATCH_TICKS)
+            began = time.monotonic()
+            if not self.gateway.changed(self.prefix, revision, poll_s * WATCH_TICKS):
+                # A watch that ended at once (a member going away, a proxy) is no reason to
+                # read again at once: the next read waits out the poll.
+                time.sleep(max(0.0, poll_s - (time.monotonic() - began)))
 
 
 def fenced(gateway: EtcdGateway, guards: list[Compare], what: str) -> None:

@@ -217,6 +217,8 @@ class EtcdGateway:
             with self._http.stream("POST", self.endpoints[index] + "/v3/watch", json=body,
                                    timeout=timeout) as response:
                 if response.status_code != httpx.codes.OK:
+                    with self._lock:  # this member will not watch: the next call asks another
+                        self._current = (index + 1) % len(self.endpoints)
                     return False
                 for line in response.iter_lines():
                     result = json_object(line).get("result") or {}

@@ -103,10 +103,9 @@ def clean(engine: DockerEngine, instance: str, resource: str,
     # One deadline: a container that ignores SIGTERM is killed in time for the listing and
     # the GPU check to run within it, whatever grace its template allows a service.
     reserve = min(STOP_RESERVE_S, deadline_s / 4)
-    stop_s = min(grace_s, int(deadline - time.monotonic() - reserve))
     report.evidence.containersStopped = {}
-    left = remove_containers(engine, instance, resource, containers, stop_s,
-                             report.evidence.containersStopped)
+    left = remove_containers(engine, instance, resource, containers, grace_s,
+                             report.evidence.containersStopped, deadline - reserve)
     step.done("containers")
     try:
         remaining = [c.name for c in owned_containers(engine, instance, resource)]

@@ -121,15 +121,17 @@ def owned_containers(engine: DockerEngine, instance: str, resource: str) -> list
 
 
 def remove_containers(engine: DockerEngine, instance: str, resource: str, recorded: set[str],
-                      grace_s: int, stops: dict[str, str] | None = None) -> list[str]:
+                      grace_s: int, stops: dict[str, str] | None = None,
+                      deadline: float | None = None) -> list[str]:
     """Stop and remove the containers the Experiment's inventory lists AND that carry its
     labels; returns what is left, with why (a labelled container the inventory does not list
     is not removed on labels alone: DESIGN.md, Ownership).
 
-    The containers stop together, each given ``grace_s`` (capped) after SIGTERM before the
-    engine kills it: N publishers cost one grace period, not N. ``stops`` receives, per
-    container, how it ended, so a cleanup that ran long names the container that ignored
-    SIGTERM (the field guide's guard force-removes; the evidence says who needed it)."""
+    The containers stop together, each given ``grace_s`` (capped, and never past
+    ``deadline``, a ``time.monotonic()`` instant) after SIGTERM before the engine kills it: N
+    publishers cost one grace period, not N. ``stops`` receives, per container, how it ended,
+    so a cleanup that ran long names the container that ignored SIGTERM (the field guide's
+    guard force-removes; the evidence says who needed it)."""
     left = []
     try:
         owned = owned_containers(engine, instance, resource)
@@ -142,7 +144,13 @@ def remove_containers(engine: DockerEngine, instance: str, resource: str, record
         else:
             left.append(f"container {info.name} carries the run's labels but is not in its "
                         "inventory: left alone")
-    timeout = max(1, min(grace_s, STOP_GRACE_CAP_S))
+
+    def timeout() -> int:  # asked as each stop starts: a queued one gets what is left
+        most = min(grace_s, STOP_GRACE_CAP_S)
+        if deadline is not None:
+            most = min(most, int(deadline - time.monotonic()))
+        return max(1, most)
+
     if ours:
         with ThreadPoolExecutor(max_workers=min(len(ours), STOP_WORKERS)) as pool:
             # each call in the caller's context: a replica's fence sees the share it acts for
@@ -157,19 +165,28 @@ def remove_containers(engine: DockerEngine, instance: str, resource: str, record
     return left
 
 
-def _stop_and_remove(engine: DockerEngine, info: ContainerInfo, timeout: int) -> tuple[str, str]:
-    """``(how it ended, problem or "")`` for one container."""
-    began = time.monotonic()
+def _stop_and_remove(engine: DockerEngine, info: ContainerInfo,
+                     timeout: Callable[[], int]) -> tuple[str, str]:
+    """``(how it ended, problem or "")`` for one container; what it printed last is kept when
+    it had to be killed, but never stands in the way of removing it."""
+    began, allowed = time.monotonic(), timeout()
     try:
-        engine.stop(info.id, timeout)
-        took = time.monotonic() - began
+        engine.stop(info.id, allowed)
+    except ControllerError as exc:
+        return f"not stopped: {exc}", str(exc)
+    took = time.monotonic() - began
+    last = ""
+    try:
         after = engine.container(info.id)
-        killed = after is not None and after.exit_code == KILLED_EXIT and took >= timeout
-        last = engine.logs(info.id, tail=KILLED_LOG_LINES) if killed else ""
+        if after is not None and after.exit_code == KILLED_EXIT and took >= allowed:
+            last = engine.logs(info.id, tail=KILLED_LOG_LINES) or "(no log)"
+    except ControllerError as exc:
+        last = f"(its log could not be read: {exc})" if took >= allowed else ""
+    try:
         engine.remove(info.id)
     except ControllerError as exc:
         return f"not removed: {exc}", str(exc)
-    if killed:  # what it printed last says where it hung (the emulator dumps its stacks)
-        return (f"killed after {took:.1f}s: did not stop within {timeout}s of SIGTERM; its "
+    if last:  # what it printed last says where it hung (the emulator dumps its stacks)
+        return (f"killed after {took:.1f}s: did not stop within {allowed}s of SIGTERM; its "
                 f"last lines:\n{last}"), ""
     return f"stopped in {took:.1f}s", ""

@@ -25,6 +25,9 @@ def words(text: str) -> list[str]:
     """The words of ``text``, lowercased, as the grounding gate compares them."""
     return [w.lower() for w in WORD.findall(text)]
 
+CONTROL_ABSENT = ["elephant", "bus", "aircraft"]
+"""What the control question asks is absent from the first media item (and from every
+validation input): an answer naming one invents it."""
 Phrase = Annotated[str, Field(min_length=1, max_length=200)]
 """A fact or absent phrase: a few words, as an answer names them."""
 IMMUTABLE_REVISION = r"^([0-9a-f]{40}|sha256:[0-9a-f]{64})$"  # a commit or a content digest
@@ -145,6 +148,15 @@ def _never_pass(port: PortValidationSpec) -> Iterator[Finding]:
                 yield Finding((*where, "absent", j), f"{phrase!r} is inside the fact "
                               f"{inside[0]!r} as the gate reads words: an answer naming the "
                               "fact names it too, so this item could never pass", R_PORT)
+    if port.media:  # the control question asks the first item for what no input shows
+        for j, (fact, said) in enumerate((f, f" {' '.join(words(f))} ")
+                                         for f in port.media[0].facts):
+            named = [word for word in CONTROL_ABSENT if f" {word} " in said]
+            if named:
+                yield Finding(("portValidation", "media", 0, "facts", j), f"{fact!r} names "
+                              f"{named[0]!r}, which the control question asks the first item "
+                              f"for as absent ({', '.join(CONTROL_ABSENT)}): the control could "
+                              "never pass; put another item first", R_PORT)
 
 
 def _wordless(port: PortValidationSpec) -> Iterator[Finding]:

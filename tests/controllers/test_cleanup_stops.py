@@ -11,8 +11,10 @@ from __future__ import annotations
 import threading
 
 import docker
+import pytest
 
 from controllers.clients.docker_client import ContainerRequest, DockerEngine
+from controllers.experiments import service
 from controllers.experiments.cleanup import clean
 from controllers.ownership import labels_for
 
@@ -46,5 +48,29 @@ def test_cleanup_kills_what_ignores_sigterm_within_its_deadline_and_says_which(
         assert "of SIGTERM; its last lines:\nstill here" in stopped[f"rtvi-{instance}-deaf"]
         assert stopped[f"rtvi-{instance}-polite"].startswith("stopped in")
         assert docker_client.containers.list(all=True, filters={"name": instance}) == []
+    finally:
+        engine.close()
+
+
+def test_a_stop_queued_behind_others_gets_only_what_the_deadline_leaves(
+        docker_client: docker.DockerClient, emulator_image: str, instance: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """More containers than stopping threads: one queued behind a container that ignored
+    SIGTERM is given what is left of the deadline, not a whole grace period again."""
+    monkeypatch.setattr(service, "STOP_WORKERS", 1)
+    engine = DockerEngine("unix:///var/run/docker.sock", "local")
+    names = set()
+    try:
+        for i in range(2):
+            name = f"rtvi-{instance}-deaf{i}"
+            names.add(name)
+            engine.start(engine.create(ContainerRequest(
+                name=name, image=emulator_image, environment={}, entrypoint=COMMANDS["deaf"],
+                init=True, labels=labels_for(instance, RESOURCE, "sha256:0", run_id="stubborn-2"))))
+        report = clean(engine, instance, RESOURCE, None, [], names, DEADLINE_S,
+                       TEMPLATE_GRACE_S, threading.Event())
+        assert report.problems == []  # two kills inside one 8 s deadline, one after the other
+        assert all(how.startswith("killed after")
+                   for how in (report.evidence.containersStopped or {}).values())
     finally:
         engine.close()

@@ -135,3 +135,37 @@ def test_the_harness_container_binds_no_argument_outside_the_folders(tmp_path: P
             harness_reads(bench, None)
     finally:
         enforce(None)
+
+
+def test_the_harness_is_not_started_on_a_config_that_leads_out(tmp_path: Path) -> None:
+    """The scenario listing runs the harness on its config: the config is judged first."""
+    secret = tmp_path / "secret.yaml"
+    secret.write_text("test_scenarios: {}\n")
+    bench = config_naming(tmp_path, "x.mp4")
+    config = tmp_path / "vss" / "c.yaml"
+    config.unlink()
+    config.symlink_to(secret)
+    enforce(policy({"harness": (str(tmp_path / "vss"),)}, ("python3 run.py",), "test"))
+    try:
+        with pytest.raises(HarnessError, match=r"harness\.config: .*leads to"):
+            harness_reads(bench, None)
+    finally:
+        enforce(None)
+
+
+def test_an_argument_that_is_an_allowed_folder_binds_that_folder_not_its_parent(
+        tmp_path: Path) -> None:
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    bench = BenchmarkSpec.model_validate({
+        "harness": {"argv": ["python3", "run.py", str(clips)], "workdir": str(tmp_path / "vss"),
+                    "config": "c.yaml"},
+        "scenario": "burst", "mode": "file_burst"})
+    enforce(policy({"harness": (str(tmp_path / "vss"),), "media": (str(clips),)},
+                   ("python3 run.py",), "test"))
+    try:
+        reads = harness_reads(bench, None)
+    finally:
+        enforce(None)
+    assert str(clips) in reads
+    assert str(tmp_path) not in reads  # its parent holds the operator's other files

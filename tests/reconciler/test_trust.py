@@ -190,6 +190,13 @@ def test_an_absolute_argument_after_the_allowed_command_is_a_read(tmp_path: Path
     [(where, message, rule)] = pinned._run(("argv",), ["python3", "run.py", "/etc/shadow"])
     assert (where, rule) == (("argv", 2), R_TRUST)
     assert message.startswith("argument '/etc/shadow' is outside the folders harness and media")
+    # An option's value, and a relative path that climbs out of the working directory.
+    workdir = str(tmp_path / "media" / "rt")
+    for sneaky in ("--x=/etc/shadow", "../../../../../../../../etc/shadow"):
+        [(where, message, _)] = pinned._run(("argv",), ["python3", "run.py", sneaky], workdir)
+        assert message.startswith("argument '/etc/shadow' is outside"), sneaky
+    assert list(pinned._run(("argv",), ["python3", "run.py", "--scenario", "burst",
+                                        "perf/cfg.yaml", "--n=2"], workdir)) == []
 
 
 def test_a_secret_is_judged_again_where_it_is_read(tmp_path: Path) -> None:

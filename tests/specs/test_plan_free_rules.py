@@ -162,3 +162,18 @@ def test_a_number_far_below_any_meaning_is_refused() -> None:
                       ("StreamSet/streams", ("spec", "readiness", "maxFrameAgeSeconds"))]:
         found = refusals(changed(doc, path, 1e-300))
         assert [f for f, _, _ in found] == [".".join(path)], (path, found)
+
+
+def test_a_first_item_that_shows_what_the_control_asks_for_is_refused() -> None:
+    facts = ("spec", "portValidation", "media", 0, "facts")
+    found = refusals(changed("Experiment/port", facts, ["a yellow school bus"]))
+    assert [(f, r) for f, r, _ in found] == [("spec.portValidation.media.0.facts.0", R_PORT)]
+
+
+def test_a_chain_that_runs_into_a_loop_flags_only_the_runs_on_the_loop() -> None:
+    docs = [_bench("a", "run-a", "run-b", evs=True, port=18601),
+            _bench("b", "run-b", "run-c", evs=False, port=18602),
+            _bench("c", "run-c", "run-b", evs=True, port=18603)]
+    found = refusals(_with_docs(*docs))
+    lines = sorted(line for f, r, line in found if (f, r) == ("spec.benchmark.pairWith", R_BENCH))
+    assert len(lines) == 2  # b and c loop; a only leads into the loop

@@ -121,11 +121,20 @@ def harness_reads(bench: BenchmarkSpec, data: dict[str, Any] | None) -> list[str
     policy = enforced()
     if policy is not None:  # judged at validate; a link planted since then may lead out now
         for where, message, _ in policy.findings(bench):
-            if where[:2] == ("harness", "argv"):
-                raise HarnessError(f"harness.argv: {message} ({R_TRUST})")
+            if where[:1] == ("harness",):  # its checkout, config and arguments: before it runs
+                raise HarnessError(f"{'.'.join(map(str, where))}: {message} ({R_TRUST})")
+
+    def folder_of(item: str) -> str:
+        """An argument's folder is bound (a program imports beside itself), unless the
+        operator's folders hold the argument but not its folder: then the argument alone."""
+        parent = posixpath.dirname(item)
+        if policy is None or policy.allowed("harness", parent) or policy.allowed("media", parent):
+            return parent
+        return item
+
     return [harness.workdir, str(harness_config_path(bench).parent),
             *interpreter_root(harness.argv),
-            *(posixpath.dirname(a) for a in harness.argv[1:] if a.startswith("/")),
+            *(folder_of(a) for a in harness.argv[1:] if a.startswith("/")),
             *(path for _, path in scenario_files(bench, data))]
 
 

@@ -43,6 +43,7 @@ from controllers.experiments.reportparts import Section
 from controllers.experiments.runtype import PlannedStep, RunContext
 from controllers.experiments.service import RunService
 from specs.experiments.portvalidation import (
+    CONTROL_ABSENT,
     PortMedia,
     PortValidationExperimentSpec,
     PortValidationSpec,
@@ -58,7 +59,6 @@ HF_TOKEN = "HF_TOKEN"
 TEXT_PROMPT = "Reply with exactly these three words: green apple river."
 TEXT_FACTS = ["green", "apple", "river"]
 MEDIA_PROMPT = "What does this show? Answer in one short sentence."
-CONTROL_ABSENT = ["elephant", "bus", "aircraft"]  # what no validation input shows
 SAMPLE_CHARS = 80  # of a failed answer, quoted in its gate's reason
 NEXT_STEP = {
     GATE_CONTRACT: "record the missing model-contract fields and rerun",
