@@ -108,21 +108,6 @@ def test_a_jobs_plan_carries_the_operators_trust_under_the_names_it_gave(tmp_pat
     assert "trust" in JobPlan.model_fields
 
 
-def test_a_harness_config_turned_into_a_link_out_is_not_read(tmp_path: Path) -> None:
-    secret = tmp_path / "secret.yaml"
-    secret.write_text("test_scenarios: {}\n")
-    bench = config_naming(tmp_path, "x.mp4")
-    config = tmp_path / "vss" / "c.yaml"
-    config.unlink()
-    config.symlink_to(secret)  # planted after the spec was validated
-    enforce(policy({"harness": (str(tmp_path / "vss"),)}, (), "test"))
-    try:
-        with pytest.raises(HarnessError, match=r"leads to .*secret\.yaml.*trust boundary"):
-            trusted_config(bench)
-    finally:
-        enforce(None)
-
-
 def test_the_harness_container_binds_no_argument_outside_the_folders(tmp_path: Path) -> None:
     bench = BenchmarkSpec.model_validate({
         "harness": {"argv": ["python3", "run.py", "/etc/shadow"], "workdir": str(tmp_path),
@@ -137,8 +122,10 @@ def test_the_harness_container_binds_no_argument_outside_the_folders(tmp_path: P
         enforce(None)
 
 
-def test_the_harness_is_not_started_on_a_config_that_leads_out(tmp_path: Path) -> None:
-    """The scenario listing runs the harness on its config: the config is judged first."""
+def test_a_harness_config_turned_into_a_link_out_is_neither_run_nor_read(
+        tmp_path: Path) -> None:
+    """Planted after validation: the scenario listing (which runs the harness on its config)
+    and the config's own read both judge it first."""
     secret = tmp_path / "secret.yaml"
     secret.write_text("test_scenarios: {}\n")
     bench = config_naming(tmp_path, "x.mp4")
@@ -149,6 +136,8 @@ def test_the_harness_is_not_started_on_a_config_that_leads_out(tmp_path: Path) -
     try:
         with pytest.raises(HarnessError, match=r"harness\.config: .*leads to"):
             harness_reads(bench, None)
+        with pytest.raises(HarnessError, match=r"leads to .*secret\.yaml.*trust boundary"):
+            trusted_config(bench)
     finally:
         enforce(None)
 
