@@ -123,6 +123,9 @@ def url_problem(value: str, schemes: tuple[str, ...]) -> str | None:
         return "must name a host (not starting with '-', no IPv6 scope ID)"
     if ":" in parts.hostname and not _is_ipv6(parts.hostname):
         return f"[{parts.hostname}] is not an IPv6 address"
+    after = parts.netloc.rpartition("@")[2].partition("]")[2] if "[" in parts.netloc else ""
+    if after and not re.fullmatch(r":[0-9]{1,5}", after):
+        return f"{after[:40]!r} after the bracketed address is not :PORT"
     if port == 0 or (port is None and parts.netloc.endswith(":")):
         return "its port is empty or 0: give one in 1..65535, or none for the default"
     return None

@@ -60,6 +60,7 @@ CASES: list[tuple[str, str, FieldPath, Any]] = [
     ("rtsp-empty-port", STREAMS, ("spec", "sources", 0, "url"), "rtsp://h:/x"),
     ("dcgm-empty-port", CANARY, ("spec", "telemetry", "dcgmUrl"), "http://127.0.0.1:/metrics"),
     ("rtsp-bad-ipv6", STREAMS, ("spec", "sources", 0, "url"), "rtsp://[1.2.3.4.5]/x"),
+    ("rtsp-junk-after-ipv6", STREAMS, ("spec", "sources", 0, "url"), "rtsp://[::1]x/cam"),
     ("ssh-bad-ipv6", SSH, ("spec", "docker"), "ssh://ops@[:::::]:22"),
     ("image-registry-port-99999", DEP, ("spec", "image"),
      "nvcr.io:99999/x@sha256:" + "ab" * 32),
