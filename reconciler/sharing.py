@@ -165,7 +165,8 @@ class Sharing:
     # --- rebalancing ------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        """Rebalance every TTL / 3 until ``stop`` (a supervised daemon thread)."""
+        """Rebalance every TTL / 3 until ``stop`` (a supervised daemon thread), once the
+        replicas started alongside this one have joined (``_settle``)."""
         def pause(seconds: float) -> None:
             stop.wait(seconds)
 
@@ -173,10 +174,39 @@ class Sharing:
             self._round()
             return stop.is_set()
 
+        if not self._held:
+            self._settle(pause)
         tenacity.Retrying(retry=tenacity.retry_if_result(lambda done: not done),
                           wait=tenacity.wait_fixed(self.ttl_s / 3), sleep=pause,
                           stop=tenacity.stop_never, retry_error_callback=lambda state: None,
                           )(once)
+
+    def _settle(self, pause: Callable[[float], None]) -> None:
+        """Before taking a first share, wait until the replicas present stay the same for one
+        rebalance interval (at most one TTL). Replicas started together then agree on the
+        first assignment: a replica that took every Host alone, a second before the others
+        joined, started work (an Experiment run above all) that the next rebalance moved
+        away and fenced."""
+        interval = self.ttl_s / 3
+
+        def members() -> list[str]:
+            return sorted(h.share for h in self.replica.holders() if h.share.startswith(MEMBER))
+
+        try:
+            seen = [members()]
+
+            def changed() -> bool:
+                now = members()
+                moved, seen[0] = now != seen[0], now
+                return moved
+
+            pause(interval)
+            tenacity.Retrying(retry=tenacity.retry_if_result(bool),
+                              wait=tenacity.wait_fixed(interval), sleep=pause,
+                              stop=tenacity.stop_after_delay(self.ttl_s),
+                              retry_error_callback=lambda state: None)(changed)
+        except StateError as exc:  # the first round says why, and the lease decides
+            log.info("replica.settle_skipped", replica=self.name, reason=str(exc))
 
     def _round(self) -> None:
         try:
