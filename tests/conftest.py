@@ -51,9 +51,11 @@ SERVICE_FIXTURES = frozenset({"start_emulator", "rtsp_server", "rtsp_source", "e
 
 def _remove_test_containers(client: docker.DockerClient, at_exit: bool) -> None:
     """Remove test containers of this session (at exit) or of sessions that are gone (at
-    start): a concurrent pytest run on the same engine keeps its containers."""
-    for container in client.containers.list(all=True):
-        labels = container.labels or {}
+    start): a concurrent pytest run on the same engine keeps its containers. One listing
+    call, no inspect per container: a container removed meanwhile (a probe, a run's cleanup)
+    made docker-py's per-container inspect fail the whole session's teardown."""
+    for row in client.api.containers(all=True):
+        labels = row.get("Labels") or {}
         instance = labels.get(LABEL_INSTANCE, "")
         pid = _session_pid(instance)
         if pid is not None:
@@ -61,10 +63,10 @@ def _remove_test_containers(client: docker.DockerClient, at_exit: bool) -> None:
         elif instance.startswith(TEST_INSTANCE_PREFIX + "-"):
             doomed = not at_exit  # an older naming scheme: nobody runs it any more
         else:
-            doomed = labels.get(LABEL_TEST) == "1" and container.status != "running"
+            doomed = labels.get(LABEL_TEST) == "1" and row.get("State") != "running"
         if doomed:
             with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-                container.remove(force=True)
+                client.api.remove_container(row["Id"], force=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
