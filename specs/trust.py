@@ -98,6 +98,11 @@ class TrustPolicy:
             return False  # nothing allowed: no need to resolve the path (the default)
         return self.holds(category, os.path.realpath(path))
 
+    def harness_reads(self, path: str) -> bool:
+        """Whether a file the harness reads (an argument, a scenario's video) may be read:
+        it lies in the harness or the media folders."""
+        return self.allowed("harness", path) or self.allowed("media", path)
+
     def holds(self, category: str, real: str) -> bool:
         """Whether the resolved path ``real`` lies in one of ``category``'s folders."""
         roots = (*self.folders.get(category, ()), *self.named.get(category, ()))
@@ -152,7 +157,7 @@ class TrustPolicy:
                 if ".." not in item.split("/"):
                     continue  # a word, or a path inside the working directory
                 item = posixpath.normpath(posixpath.join(workdir or "/", item))
-            if self.allowed("harness", item) or self.allowed("media", item):
+            if self.harness_reads(item):
                 continue
             real = os.path.realpath(item)
             leads = f" (it leads to {real!r})" if real != item else ""

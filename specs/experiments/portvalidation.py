@@ -132,14 +132,18 @@ class PortValidationExperimentSpec(ExperimentSpecBase):
         yield from _wordless(port)
 
 
+def _labelled(port: PortValidationSpec
+              ) -> list[tuple[tuple[str | int, ...], PortMedia | TextCheck]]:
+    """Every labelled item of the accuracy set with where it stands in the spec."""
+    return [*((("portValidation", "media", i), m) for i, m in enumerate(port.media)),
+            *((("portValidation", "textChecks", i), c) for i, c in enumerate(port.textChecks))]
+
+
 def _never_pass(port: PortValidationSpec) -> Iterator[Finding]:
     """An absent phrase whose words lie inside a fact's, as the gate reads them (``red car``
     shown, ``car`` absent; ``red`` and ``Red!``): an answer that names the fact names the
     absent phrase too, so the row could never pass."""
-    rows: list[tuple[tuple[str | int, ...], PortMedia | TextCheck]] = [
-        *((("portValidation", "media", i), m) for i, m in enumerate(port.media)),
-        *((("portValidation", "textChecks", i), c) for i, c in enumerate(port.textChecks))]
-    for where, row in rows:
+    for where, row in _labelled(port):
         facts = [(fact, f" {' '.join(words(fact))} ") for fact in row.facts]
         for j, phrase in enumerate(row.absent):
             wanted = f" {' '.join(words(phrase))} "
@@ -162,10 +166,7 @@ def _never_pass(port: PortValidationSpec) -> Iterator[Finding]:
 def _wordless(port: PortValidationSpec) -> Iterator[Finding]:
     """A fact or absent phrase with no word the gate can read (``3``, ``!!``) can never match:
     a fact would fail every answer, an absent phrase would check nothing."""
-    rows: list[tuple[tuple[str | int, ...], PortMedia | TextCheck]] = [
-        *((("portValidation", "media", i), m) for i, m in enumerate(port.media)),
-        *((("portValidation", "textChecks", i), c) for i, c in enumerate(port.textChecks))]
-    for where, row in rows:
+    for where, row in _labelled(port):
         for field in ("facts", "absent"):
             for j, phrase in enumerate(getattr(row, field)):
                 if not words(phrase):

@@ -128,7 +128,7 @@ def harness_reads(bench: BenchmarkSpec, data: dict[str, Any] | None) -> list[str
         """An argument's folder is bound (a program imports beside itself), unless the
         operator's folders hold the argument but not its folder: then the argument alone."""
         parent = posixpath.dirname(item)
-        if policy is None or policy.allowed("harness", parent) or policy.allowed("media", parent):
+        if policy is None or policy.harness_reads(parent):
             return parent
         return item
 
@@ -164,7 +164,7 @@ def trusted_config(bench: BenchmarkSpec) -> dict[str, Any]:
     if policy is None:
         return data
     outside = [f"{key} {path!r}" for key, path in scenario_files(bench, data)
-               if not policy.allowed("harness", path) and not policy.allowed("media", path)]
+               if not policy.harness_reads(path)]
     if outside:
         raise HarnessError(
             f"the harness config {harness_config_path(bench)} names {', '.join(outside[:3])}"
