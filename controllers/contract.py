@@ -351,8 +351,7 @@ def guarded(resource: Key, step: Callable[[], Result], report: bool = True) -> R
         # still retried with backoff (a crashed load may get its GPU memory back).
         stalled = isinstance(exc, PermanentError)
         again = not stalled or isinstance(exc, ReadinessFailed)
-        reason = exc.reason if isinstance(exc, ReadinessFailed) else (
-            "ApplyFailed" if stalled else "TemporaryFailure")
+        reason = exc.reason or ("ApplyFailed" if stalled else "TemporaryFailure")
         message = str(exc)
     except Exception as exc:
         log.exception("pass.crashed", resource=resource)

@@ -2,6 +2,8 @@
 
 - ``ControllerError``      base; always carries a message fit for a person.
   - ``TemporaryError``     retry with backoff (engine unreachable, API hiccup, busy server).
+    - ``PullFailed``       an image could not be brought to its Host (the registry's reason);
+                           nothing running was touched.
     - ``HostUnreachable``  the Host's engine does not answer; its resources are Degraded, never
                            deleted.
   - ``StillProgressing``   not failed, not done: a phase under way (a model loading); look
@@ -23,11 +25,20 @@ from specs.errors import SpecIssue
 
 
 class ControllerError(Exception):
-    """Base of every controller error."""
+    """Base of every controller error. ``reason``: the condition reason it is recorded under
+    (empty: the engine's default for its branch of the tree)."""
+
+    reason: str = ""
 
 
 class TemporaryError(ControllerError):
     """Worth retrying with backoff."""
+
+
+class PullFailed(TemporaryError):
+    """An image pull (or the checks around it: room on the Host, the digest) failed."""
+
+    reason = "PullFailed"
 
 
 class HostUnreachable(TemporaryError):

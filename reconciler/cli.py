@@ -59,7 +59,8 @@ def default_state_dir() -> Path:
 class Context:
     def __init__(self, state_dir: Path, instance: str | None, verbose: bool,
                  trust_file: Path | None = None, allow_read: tuple[str, ...] = (),
-                 allow_run: tuple[str, ...] = (), state: str = "files") -> None:
+                 allow_run: tuple[str, ...] = (), state: str = "files",
+                 allow_pull: tuple[str, ...] = ()) -> None:
         self.state_dir = state_dir
         self.state = state
         self.requested_instance = instance
@@ -67,6 +68,7 @@ class Context:
         self.trust_file = trust_file
         self.allow_read = allow_read
         self.allow_run = allow_run
+        self.allow_pull = allow_pull
 
     def trust(self) -> TrustPolicy:
         """What specs may read and run: ``--trust FILE`` (or the default trust file where it
@@ -77,7 +79,8 @@ class Context:
             path = self.trust_file or default_trust_file()
             chosen = self.trust_file is not None or path.is_file()
             base = load_policy(path) if chosen else TrustPolicy()
-            policy = base.with_cli(self.allow_read, self.allow_run)
+            policy = base.with_cli(self.allow_read, self.allow_run).with_pulls(
+                self.allow_pull)
         except TrustError as exc:
             self.fail(str(exc))
         enforce(policy)  # judged again where a file is used (secrets.py)
@@ -160,10 +163,14 @@ PATHS = click.argument("paths", nargs=-1, required=True,
                    "Repeatable.")
 @click.option("--allow-run", multiple=True, metavar="COMMAND",
               help="Also let a benchmark's harness.argv start with COMMAND. Repeatable.")
+@click.option("--allow-pull", multiple=True, metavar="REGISTRY",
+              help="Let Hosts pull images from REGISTRY (nvcr.io; host:port; a host alone "
+                   "allows every port of it) when an image is missing ([pull] registries in "
+                   "the trust file). Without one, nothing is pulled. Repeatable.")
 @click.pass_context
 def main(ctx: click.Context, state_dir: Path, state: str, instance: str | None,
          verbose: bool, trust_file: Path | None, allow_read: tuple[str, ...],
-         allow_run: tuple[str, ...]) -> None:
+         allow_run: tuple[str, ...], allow_pull: tuple[str, ...]) -> None:
     """Declarative reconciler for NVIDIA VSS real-time VLM (RT-VLM) fleets.
 
     Desired state lives in YAML specs (Host, Deployment, StreamSet, Experiment). Typical use:
@@ -176,7 +183,8 @@ def main(ctx: click.Context, state_dir: Path, state: str, instance: str | None,
       reconciler delete Deployment/NAME     # remove what we created, nothing else
       reconciler evidence RUN_ID --verify   # an experiment run's verdict, its files re-checked
     """
-    ctx.obj = Context(state_dir, instance, verbose, trust_file, allow_read, allow_run, state)
+    ctx.obj = Context(state_dir, instance, verbose, trust_file, allow_read, allow_run, state,
+                      allow_pull)
 
 
 def _names(resource: str, name: str) -> bool:

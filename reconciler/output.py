@@ -22,12 +22,12 @@ from state.models import Condition, ResourceStatus
 if TYPE_CHECKING:
     from reconciler.kinds import AnyPlan
 
-VERB_MARK = {"create": "+", "recreate": "~", "publish": "+", "register": "+",
+VERB_MARK = {"pull": "v", "create": "+", "recreate": "~", "publish": "+", "register": "+",
              "register-sensor": "+", "replace": "~", "remove": "-", "run": ">"}
 ADDING = ("create", "publish", "register", "register-sensor")
 
 def print_plan(console: Console, plans: list[AnyPlan]) -> None:
-    creates = recreates = removes = in_sync = 0
+    creates = recreates = removes = pulls = in_sync = 0
     for rp in plans:
         if rp.error is not None:
             console.print(Text.assemble(("✗", "red"), f" {safe(rp.resource)}: cannot plan"),
@@ -49,12 +49,14 @@ def print_plan(console: Console, plans: list[AnyPlan]) -> None:
             creates += action.verb in ADDING
             recreates += action.verb in ("recreate", "replace")
             removes += action.verb == "remove"
+            pulls += action.verb == "pull"
             console.print(f"{VERB_MARK.get(action.verb, '>')} {safe(rp.resource)}: {action.verb} "
                           f"{safe(action.target)}", highlight=False, markup=False)
             console.print(f"    because {safe(action.cause)}", highlight=False, markup=False)
     removing = f", {removes} to remove" if removes else ""
-    console.print(f"Plan: {creates} to create, {recreates} to recreate{removing}, {in_sync} in "
-                  "sync.", highlight=False)
+    pulling = f"{pulls} image(s) to pull, " if pulls else ""
+    console.print(f"Plan: {pulling}{creates} to create, {recreates} to recreate{removing}, "
+                  f"{in_sync} in sync.", highlight=False)
 
 
 def shown_condition(st: ResourceStatus) -> Condition | None:

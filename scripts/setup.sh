@@ -8,12 +8,13 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 # python3-gi + GStreamer: the RTSP publisher image and the VST emulator; ffmpeg: frame probes and
 # the RTVI emulator's stream ingest; etcd: the tests' 3-member cluster (scripts/etcd-cluster.sh;
-# nothing is started at install: the tests start their own members on loopback ports).
+# nothing is started at install: the tests start their own members on loopback ports);
+# docker-registry, htpasswd and openssl: the registry the pull tests use (scripts/registry.sh).
 APT_PACKAGES=(docker.io busybox-static python3 python3.11 python3.11-venv git ca-certificates
               openssh-server openssh-client iproute2 ffmpeg python3-gi gir1.2-gst-rtsp-server-1.0
               gstreamer1.0-rtsp gstreamer1.0-plugins-base gstreamer1.0-plugins-good
               gstreamer1.0-plugins-ugly gstreamer1.0-libav gstreamer1.0-tools
-              etcd-server etcd-client)
+              etcd-server etcd-client docker-registry apache2-utils openssl)
 DOCKERD_LOG="${DOCKERD_LOG:-/tmp/rtvi-dockerd.log}"
 
 say() { printf '[setup] %s\n' "$*" >&2; }

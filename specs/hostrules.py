@@ -12,8 +12,6 @@ from specs.facts import HostFacts
 from specs.models import Deployment
 from specs.rules import R3, R10, Finding
 
-R_IMAGE_PRESENT = "image present on the Host"
-
 
 def check_against_host(deployment: Deployment, facts: HostFacts) -> list[Finding]:
     """Judge one Deployment against its Host's facts."""

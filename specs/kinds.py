@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specs.experiment import Experiment, check_experiment
+from specs.images import check_host
 from specs.loader import PathKey
 from specs.models import Deployment, Host, StreamSet, Strict
 from specs.rules import Finding, check_deployment
@@ -61,7 +62,7 @@ class SpecKind:
                 yield ref, name
 
 
-HOST = SpecKind("Host", Host, facts="controllers.host.facts:HostStatusFacts")
+HOST = SpecKind("Host", Host, check_host, facts="controllers.host.facts:HostStatusFacts")
 DEPLOYMENT = SpecKind("Deployment", Deployment, check_deployment, (
     Reference(("spec", "host"), "Host", lambda d: d.spec.host),),
     facts="controllers.deployment.facts:DeploymentStatusFacts")

@@ -254,12 +254,35 @@ class SshSettings(Strict):
     socket: AbsolutePath = "/var/run/docker.sock"
 
 
+REGISTRY_PATTERN = rf"^{_DOMAIN}(?::[0-9]{{1,5}})?$"
+"""A registry as an image reference names it: ``nvcr.io``, ``127.0.0.1:5443`` (no scheme)."""
+
+
+class SecretSource(Strict):
+    """Where a credential's value is read at the moment of use: exactly one of the two."""
+
+    fromEnv: str | None = Field(default=None, pattern=ENV_NAME_PATTERN)
+    fromFile: AbsolutePath | None = reads("secrets", default=None)
+
+
+class RegistryLogin(Strict):
+    """Credentials for one registry, by reference: the password is read when a pull needs it
+    and reaches the Host's engine only in that call (NGC: username ``$oauthtoken``, password
+    the NGC API key)."""
+
+    server: Annotated[str, Field(max_length=260, pattern=REGISTRY_PATTERN),
+                      checked(lambda v: image_problem(v + "/x"))]
+    username: str = Field(min_length=1, max_length=256, pattern=r"^[^\s:]+$")
+    password: SecretSource
+
+
 class HostSpec(Strict):
     """A Docker engine: a local socket (``unix://``) or ``ssh://user@host[:port]``."""
 
     docker: Annotated[str, Field(max_length=300), checked(docker_url_problem)] = (
         DEFAULT_DOCKER_URL)
     ssh: SshSettings | None = None
+    registries: list[RegistryLogin] = Field(default_factory=list, max_length=32)
 
 
 class Host(Strict):

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import shlex
 import tomllib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ PathKey = tuple[str | int, ...]
 
 
 RELATIVE_TO = "x-relative-to"
+REGISTRY_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?")
 
 
 def reads(category: str, relative_to: str | None = None, **kwargs: Any) -> Any:
@@ -75,6 +77,31 @@ class TrustPolicy:
     """The folders as the operator wrote them (normalised, links not followed): a machine
     where a folder's link leads elsewhere, or is missing (a job's runner, which has only
     what it binds), still holds a path under the name the operator gave."""
+    registries: tuple[str, ...] = ()
+    """Registries a Host's engine may pull from for a spec (``host`` allows every port of
+    it, ``host:port`` that port): a pulled image is code the spec chose, run on the Host."""
+
+    def pulls_from(self, registry: str) -> bool:
+        """Whether an image may be pulled from ``registry`` (``host[:port]``)."""
+        host = registry.rsplit(":", 1)[0] if registry.count(":") == 1 else registry
+        return registry in self.registries or host in self.registries
+
+    def refused_pull(self, registry: str) -> str | None:
+        """Why a pull from ``registry`` is refused (None: it is allowed)."""
+        if self.pulls_from(registry):
+            return None
+        allowed = ", ".join(self.registries) or "none"
+        return (f"registry {registry} is not one images may be pulled from ({allowed}; set by "
+                f"{self.origin}): add it with --allow-pull {registry} or in the trust file's "
+                f"[pull] registries")
+
+    def with_pulls(self, registries: tuple[str, ...]) -> TrustPolicy:
+        """This policy plus registries given as options."""
+        if not registries:
+            return self
+        origin = self.origin if self.folders or self.commands or self.registries else ""
+        return replace(self, registries=(*self.registries, *registries),
+                       origin=f"{origin + ' and ' if origin else ''}--allow-pull")
 
     def with_cli(self, allow_read: tuple[str, ...], allow_run: tuple[str, ...]) -> TrustPolicy:
         """This policy plus ``CATEGORY=DIR`` folders and commands given as options."""
@@ -88,8 +115,10 @@ class TrustPolicy:
         if not allow_read and not allow_run:
             return self
         origin = self.origin if self.folders or self.commands else ""
-        return policy({k: tuple(v) for k, v in folders.items()}, (*self.commands, *allow_run),
-                      f"{origin + ' and ' if origin else ''}--allow-read/--allow-run")
+        return replace(policy({k: tuple(v) for k, v in folders.items()},
+                              (*self.commands, *allow_run),
+                              f"{origin + ' and ' if origin else ''}--allow-read/--allow-run"),
+                       registries=self.registries)
 
     def allowed(self, category: str, path: str) -> bool:
         """Whether ``path`` (absolute) lies in one of ``category``'s folders, symlinks
@@ -229,6 +258,8 @@ def load_policy(path: Path) -> TrustPolicy:
         evidence = ["/var/lib/rtvi/evidence"]
         [run]
         commands = ["python3"]
+        [pull]
+        registries = ["nvcr.io", "registry.example:5000"]
     """
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -236,17 +267,24 @@ def load_policy(path: Path) -> TrustPolicy:
         raise TrustError(f"trust file {path}: cannot read: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise TrustError(f"trust file {path}: not TOML: {exc}") from None
-    unknown = set(data) - {"read", "run"}
-    read, run = data.get("read", {}), data.get("run", {})
+    unknown = set(data) - {"read", "run", "pull"}
+    read, run, pull = data.get("read", {}), data.get("run", {}), data.get("pull", {})
     if unknown or not isinstance(read, dict) or not isinstance(run, dict) or (
-            set(run) - {"commands"}):
+            set(run) - {"commands"}) or not isinstance(pull, dict) or set(pull) - {"registries"}:
         raise TrustError(f"trust file {path}: expected only [read] ({', '.join(CATEGORIES)}: "
-                         "lists of folders) and [run] (commands: a list)")
+                         "lists of folders), [run] (commands: a list) and [pull] (registries: "
+                         "a list)")
+    registries = pull.get("registries", [])
+    if not isinstance(registries, list) or not all(
+            isinstance(r, str) and REGISTRY_RE.fullmatch(r) for r in registries):
+        raise TrustError(f"trust file {path}: [pull] registries must be a list of registries "
+                         "as image references name them (host or host:port, no scheme)")
     folders = {k: tuple(v) if isinstance(v, list) else (v,) for k, v in read.items()}
     commands = run.get("commands", [])
     if not isinstance(commands, list):
         raise TrustError(f"trust file {path}: [run] commands must be a list")
-    return policy(folders, tuple(commands), f"trust file {path}")
+    return replace(policy(folders, tuple(commands), f"trust file {path}"),
+                   registries=tuple(registries))
 
 
 def default_trust_file(environ: dict[str, str] | None = None) -> Path:

@@ -27,6 +27,7 @@ from emulators.image import build_emulator_image
 from specs.trust import enforce
 from state.lock import pid_alive
 from tests.etcd_cluster import etcd_cluster  # noqa: F401  (a fixture for every test module)
+from tests.registry import registry  # noqa: F401  (a fixture for every test module)
 
 TEST_INSTANCE_PREFIX = "t"
 TEST_IMAGE_TAG = "rtvi-emulator:test"
@@ -46,7 +47,8 @@ def _session_pid(instance: str) -> int | None:
 # Fixtures that reach the Docker engine (every other Docker fixture depends on one of them).
 DOCKER_FIXTURES = frozenset({"docker_client", "docker_engine", "emulator_image",
                              "remote_engine"})
-SERVICE_FIXTURES = frozenset({"start_emulator", "rtsp_server", "rtsp_source", "etcd_cluster"})
+SERVICE_FIXTURES = frozenset({"start_emulator", "rtsp_server", "rtsp_source", "etcd_cluster",
+                              "registry"})
 
 
 def _remove_test_containers(client: docker.DockerClient, at_exit: bool) -> None:
@@ -150,7 +152,9 @@ def trust_file_for_tests() -> Path:
         commands = json.dumps([sys.executable, "python3"])
         path.write_text(f"[read]\nsecrets = {roots}\nmedia = {roots}\nharness = {roots}\n"
                         f"mounts = {roots}\nssh = {roots}\nevidence = {roots}\n"
-                        f"[run]\ncommands = {commands}\n")
+                        f"[run]\ncommands = {commands}\n"
+                        # tests pull only from registries they run on loopback
+                        '[pull]\nregistries = ["127.0.0.1"]\n')
     return path
 
 

@@ -396,8 +396,10 @@ class RemoteEngine:
     ``ssh_port``, ``key_file``, ``known_hosts_file``, ``url``, ``bridge``, ``subnet``.
     """
 
-    def __init__(self, base_dir: Path = BASE_DIR) -> None:
+    def __init__(self, base_dir: Path = BASE_DIR, data_root_mib: int | None = None) -> None:
         self.base_dir = base_dir
+        # A data root of this size (a tmpfs of its own): a Host whose disk is nearly full.
+        self.data_root_mib = data_root_mib
         self.id = secrets.token_hex(3)
         self.root = base_dir / self.id
         self.bridge = BRIDGE_PREFIX + self.id
@@ -439,6 +441,10 @@ class RemoteEngine:
                     "bridge": self.bridge, "subnet": self.subnet, "namespace": self.namespace,
                     "ssh_port": self.ssh_port}))
                 _create_bridge(self.bridge, self.subnet)
+            if self.data_root_mib is not None:
+                (self.root / "data").mkdir()
+                _run(["mount", "-t", "tmpfs", "-o", f"size={self.data_root_mib}m", "tmpfs",
+                      str(self.root / "data")])
             self._dockerd = _spawn_dockerd(self.root, self.bridge, self.namespace)
             self._write_ssh_files()
             self.start_sshd()

@@ -25,13 +25,20 @@ import docker.errors
 import docker.types
 import requests.exceptions
 
-from controllers.errors import ControllerError, HostUnreachable, PermanentError, TemporaryError
+from controllers.errors import (
+    ControllerError,
+    HostUnreachable,
+    PermanentError,
+    PullFailed,
+    TemporaryError,
+)
 from specs.trust import R_TRUST, enforced
 
 API_TIMEOUT_S = 30
 CHANGING_CALLS = frozenset({"container create", "container start", "container rename",
                             "volume create", "volume remove", "archive put",
-                            "container stop", "container remove", "image import"})
+                            "container stop", "container remove", "image import",
+                            "image pull"})
 PROBE_LABEL = "rtvi.reconciler/probe"
 PROBE_SWEEP_AGE_S = 60.0
 MIN_API_VERSION = "1.41"
@@ -202,6 +209,57 @@ class DockerEngine:
             return ImageInfo(img["Id"], tuple(img.get("RepoTags") or ()),
                              tuple(img.get("RepoDigests") or ()))
         return None
+
+    def pull(self, ref: str, auth: dict[str, str] | None,
+             on_message: Callable[[dict[str, Any]], None]) -> None:
+        """Pull ``ref`` through this engine (its own network: an SSH Host's registry access,
+        not ours), calling ``on_message`` with each decoded progress message. ``auth`` goes
+        in this one call's header and nowhere else. Raises PullFailed with the registry's
+        reason as the engine reports it (refused credentials, an unknown digest, a registry
+        down or gone mid-pull, a full disk)."""
+        try:
+            stream = self._call("image pull", self._client.api.pull, ref, stream=True,
+                                decode=True, auth_config=auth)
+            for message in stream:
+                if not isinstance(message, dict):
+                    continue
+                if message.get("error"):
+                    detail = message.get("errorDetail") or {}
+                    raise PullFailed(f"Host {self.host_name}: pulling {ref} failed: "
+                                     f"{detail.get('message') or message['error']}")
+                on_message(message)
+        except docker.errors.NotFound as exc:
+            raise PullFailed(f"Host {self.host_name}: pulling {ref} failed: "
+                             f"{exc.explanation or exc}") from None
+        except (PermanentError, TemporaryError) as exc:
+            if isinstance(exc, PullFailed | HostUnreachable):
+                raise
+            raise PullFailed(str(exc).replace("Docker image pull failed", f"pulling {ref} "
+                                              "failed")) from None
+        except (requests.exceptions.RequestException, docker.errors.DockerException,
+                OSError) as exc:
+            raise PullFailed(f"Host {self.host_name}: pulling {ref} broke off: {exc}") from None
+
+    def registry_digest(self, ref: str, auth: dict[str, str] | None) -> str:
+        """The digest the registry serves for ``ref`` now, asked through this engine
+        (``GET /distribution/NAME/json``: the registry as the Host reaches it, credentials in
+        this call's header only). Raises PullFailed with the registry's reason."""
+        try:
+            found = self._call("distribution inspect", self._client.api.inspect_distribution,
+                               ref, auth_config=auth)
+        except docker.errors.NotFound as exc:
+            raise PullFailed(f"Host {self.host_name}: the registry has no {ref}: "
+                             f"{exc.explanation or exc}") from None
+        except (PermanentError, TemporaryError) as exc:
+            if isinstance(exc, HostUnreachable):
+                raise
+            raise PullFailed(str(exc)) from None
+        return str((found.get("Descriptor") or {}).get("digest") or "")
+
+    def data_root(self) -> str:
+        """Where the engine keeps images (``DockerRootDir``): the disk a pull fills."""
+        info = self._call("info", self._client.api.info)
+        return str(info.get("DockerRootDir") or "/var/lib/docker")
 
     def import_image(self, tarball: Path, repository: str, tag: str,
                      changes: list[str]) -> str:

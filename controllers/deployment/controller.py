@@ -24,7 +24,7 @@ from typing import Literal
 
 from controllers import ownership
 from controllers.actions import Action
-from controllers.clients.docker_client import ContainerInfo, ContainerRequest
+from controllers.clients.docker_client import ContainerInfo, ContainerRequest, ImageInfo
 from controllers.clients.http_api import service_url
 from controllers.deployment.facts import DeploymentStatusFacts, RuntimeFacts
 from controllers.deployment.hostports import port_holders
@@ -48,14 +48,17 @@ from controllers.errors import (
     TemporaryError,
 )
 from controllers.host.hostview import HostView
+from controllers.host.pulls import ImageNeed, Pulls, need_for
 from controllers.host.session import HostSession
 from controllers.secrets import api_token, resolve, resolve_all
 from controllers.waiting import until
 from specs.environment import effective_env
 from specs.facts import HostFacts
-from specs.hostrules import R_IMAGE_PRESENT, check_against_host, check_gpu_exclusivity
+from specs.hostrules import check_against_host, check_gpu_exclusivity
+from specs.images import ImageRef, parse_image
 from specs.models import Deployment
 from specs.rules import R4, R10, R_PORT_FREE, R_SECRET_VALUE, Finding, covering_mount
+from specs.trust import R_TRUST, enforced
 from specs.validate import SpecSet, spec_hash
 from state.keys import Key
 from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
@@ -70,9 +73,12 @@ Progress = Callable[[str], None]
 
 
 def resolve_desired(dep: Deployment, spec_set: SpecSet, session: HostSession,
-                    instance: str, store: Store | None = None) -> Desired:
+                    instance: str, store: Store | None = None,
+                    pulls: Pulls | None = None) -> Desired:
     """Judge the Deployment against its Host's facts (and, with ``store``, against what earlier
-    runs left running) and resolve its image; PlanError if a rule that needs observation fails."""
+    runs left running) and resolve its image: present on the Host, or a pull it needs first
+    (with ``pulls``, a tag that moved in its registry needs one too); PlanError if a rule
+    that needs observation fails."""
     engine, facts = session.engine(), session.facts or session.observe()
     findings: list[Finding] = check_against_host(dep, facts)
     on_host = [d for d in spec_set.deployments if d.spec.host == dep.spec.host]
@@ -83,12 +89,13 @@ def resolve_desired(dep: Deployment, spec_set: SpecSet, session: HostSession,
     findings += port_taken(dep, session, view,
                            ownership.container_name(instance, dep.metadata.name))
     image = view.image(dep.spec.image) or engine.image(dep.spec.image)
-    if image is None:
+    need = image_need(dep, session, image, pulls)
+    if need is not None and (refused := _pull_refused(need)) is not None:
         findings.append(Finding(("spec", "image"), f"image {dep.spec.image} is not present on "
-                                f"Host {facts.name}; load or pull it there first",
-                                R_IMAGE_PRESENT))
-    elif (path := dep.spec.model.implementationPath) is not None and covering_mount(
-            dep.spec, path) is None and not engine.path_in_image(image.id, path):
+                                f"Host {facts.name} and {refused}", R_TRUST))
+    elif (path := dep.spec.model.implementationPath) is not None and image is not None and (
+            need is None) and covering_mount(dep.spec, path) is None and not (
+            engine.path_in_image(image.id, path)):
         findings.append(Finding(("spec", "model", "implementationPath"), f"{path} does not exist "
                                 f"inside image {dep.spec.image} and no spec.mounts entry provides "
                                 "it", R4))
@@ -96,7 +103,6 @@ def resolve_desired(dep: Deployment, spec_set: SpecSet, session: HostSession,
         # A port held by another process frees without an event: retried with backoff.
         raise PlanError([spec_set.issue(dep, f) for f in findings],
                         transient=all(f.rule == R_PORT_FREE for f in findings))
-    assert image is not None
     resource = Key("Deployment", dep.metadata.name)
     digest = spec_hash(dep)
     return Desired(
@@ -104,7 +110,9 @@ def resolve_desired(dep: Deployment, spec_set: SpecSet, session: HostSession,
         resource=resource,
         spec_hash=digest,
         container_name=ownership.container_name(instance, dep.metadata.name),
-        image_id=image.id,
+        image_id=image.id if image is not None and need is None else "",
+        pull=need,
+        image_digest=repo_digest(parse_image(dep.spec.image), image),
         env=effective_env(dep.spec),
         labels=ownership.labels_for(instance, resource, digest),
         url=service_url(dep.spec.port.address, dep.spec.port.host),
@@ -112,6 +120,42 @@ def resolve_desired(dep: Deployment, spec_set: SpecSet, session: HostSession,
         source_file=spec_set.source_file(dep),
         secret_issues=[spec_set.issue(dep, f) for f in unusable_secrets(dep)],
     )
+
+
+def image_need(dep: Deployment, session: HostSession, image: ImageInfo | None,
+               pulls: Pulls | None) -> ImageNeed | None:
+    """The pull ``dep``'s image needs on its Host, with its cause: absent there, or (a tag,
+    in exploration) the registry serves another digest under the tag than the Host holds.
+    A tag is asked of the registry only for an image that came from one (a digest of it is
+    recorded), at most every TAG_CHECK_S; an image built on the Host never is."""
+    ref = parse_image(dep.spec.image)
+    logins = session.host.spec.registries
+    if image is None:
+        return need_for(ref, session.name, f"it is not on Host {session.name}", logins)
+    have = repo_digest(ref, image)
+    if ref.digest is not None or not have or pulls is None:
+        return None
+    now = pulls.tag_digest(session, need_for(ref, session.name, "", logins))
+    if now is None or now == have:
+        return None
+    return need_for(ref, session.name, f"tag {ref.text} moved in {ref.registry}: {have} → "
+                    f"{now}", logins)
+
+
+def repo_digest(ref: ImageRef, image: ImageInfo | None) -> str:
+    """The registry digest the Host holds ``ref``'s image under ("" when it has none: an
+    image built or loaded there)."""
+    if image is None:
+        return ""
+    if ref.digest is not None and ref.digest_ref(ref.digest) in image.repo_digests:
+        return ref.digest
+    return next((d.partition("@")[2] for d in image.repo_digests
+                 if d.startswith(ref.name + "@")), "")
+
+
+def _pull_refused(need: ImageNeed) -> str | None:
+    policy = enforced()
+    return None if policy is None else policy.refused_pull(need.image.registry)
 
 
 def port_taken(dep: Deployment, session: HostSession, view: HostView,
@@ -379,6 +423,7 @@ class DeploymentController:
             known.host, known.container = self.facts.name, desired.container_name
             known.container_id, known.image = container.id, desired.deployment.spec.image
             known.image_id, known.url, known.model = desired.image_id, desired.url, result.model_id
+            known.image_digest = desired.image_digest or None
             if result.runtime or kept:
                 known.runtime = RuntimeFacts.model_validate({**kept, **result.runtime})
             if was_ready is None or was_ready.status != "True":
@@ -393,6 +438,10 @@ class DeploymentController:
             st.desired_generation = desired.spec_hash
             st.set_condition("Degraded", "True", ContainerPaused.REASON, message)
         self.store.update(desired.resource, mutate)
+
+    def progressing(self, resource: Key, reason: str, message: str) -> None:
+        """Say what a phase under way is doing (a pull: its bytes so far)."""
+        self._set(resource, "Progressing", "True", reason, message)
 
     def _set(self, resource: Key, ctype: Literal["Progressing"], status: Literal["True"],
              reason: str, message: str) -> None:

@@ -37,6 +37,7 @@ class DeploymentStatusFacts(EngineFacts):
     container_id: str | None = None
     image: str | None = None
     image_id: str | None = None
+    image_digest: str | None = None  # the registry digest it runs (none: built on the Host)
     url: str | None = None
     model: str | None = None
     runtime: RuntimeFacts | None = None

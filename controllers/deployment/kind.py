@@ -28,7 +28,9 @@ from controllers.deployment.controller import DeploymentController, resolve_desi
 from controllers.deployment.facts import DeploymentStatusFacts
 from controllers.deployment.plan import Desired, Plan
 from controllers.deployment.removal import remove_owned
+from controllers.errors import PullFailed, StillProgressing
 from controllers.host.fleet import Hosts
+from controllers.host.pulls import Pulls, bring
 from controllers.services import Services
 from specs.kinds import DEPLOYMENT
 from specs.models import Deployment
@@ -66,7 +68,7 @@ class DeploymentKind:
         session = hosts.session(ctx.spec_set.host(host_name))
         with rp.observing():
             rp.desired = resolve_desired(resource, ctx.spec_set, session, services.instance,
-                                         services.store)
+                                         services.store, Pulls.of(services))
             rp.plan = _controller(ctx, host_name).plan(rp.desired)
         return rp
 
@@ -125,8 +127,11 @@ def _controller(ctx: PassContext, host_name: str) -> DeploymentController:
 
 def _apply(ctx: PassContext, desired: Desired, plan: Plan) -> Result:
     resource = desired.resource
-    result = _controller(ctx, desired.deployment.spec.host).apply(
-        desired, plan, ctx.timeout_s, ctx.revision, phased=not ctx.wait_ready)
+    controller = _controller(ctx, desired.deployment.spec.host)
+    if desired.pull is not None:
+        desired, plan = _pulled(ctx, controller, desired)
+    result = controller.apply(desired, plan, ctx.timeout_s, ctx.revision,
+                              phased=not ctx.wait_ready)
     if plan.changes or result.waited_s:
         # Only what changed or was waited for: a line per resource per periodic resync would
         # grow the log without end and tell nothing (`status` says a resource is Ready).
@@ -144,6 +149,31 @@ def _apply(ctx: PassContext, desired: Desired, plan: Plan) -> Result:
     said = Report(detail=f"serving model {result.model_id} at {desired.url}",
                   facts=result.facts, known=plan.record if result.facts is None else None)
     return done(resource, message, "Ready", changed=plan.changes, report=said)
+
+
+def _pulled(ctx: PassContext, controller: DeploymentController, desired: Desired
+            ) -> tuple[Desired, Plan]:
+    """Bring the image to the Host before anything else (the daemon: a phase beside the
+    queue, StillProgressing until the board wakes us), then plan again with it there: only
+    now is its ID known, and only now may what runs be replaced."""
+    assert desired.pull is not None
+    assert ctx.spec_set is not None
+    resource, services = desired.resource, ctx.services
+    session = controller.session
+    try:
+        bring(Pulls.of(services), session, desired.pull, resource, wake=ctx.hooks.wake,
+              wait=ctx.wait_ready, timeout_s=ctx.timeout_s, stop=ctx.stop,
+              progress=lambda line: services.progress(resource, line))
+    except StillProgressing as exc:
+        controller.progressing(resource, "Pulling", str(exc))
+        raise
+    session.invalidate()
+    again = resolve_desired(desired.deployment, ctx.spec_set, session, services.instance,
+                            services.store, Pulls.of(services))
+    if again.pull is not None:
+        raise PullFailed(f"{again.pull.target} was pulled but Host {session.name} still "
+                         f"needs it ({again.pull.cause})")
+    return again, controller.plan(again)
 
 
 def _host_of(record: ResourceStatus) -> str:

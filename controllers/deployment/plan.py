@@ -18,12 +18,13 @@ from controllers.actions import Action
 from controllers.clients.docker_client import ContainerInfo
 from controllers.deployment.readiness import exit_cause, paused_message
 from controllers.errors import PlanError
+from controllers.host.pulls import ImageNeed
 from specs.errors import SpecIssue
 from specs.models import Deployment
 from state.keys import Key
 from state.models import ResourceStatus
 
-Verb = Literal["create", "recreate"]
+Verb = Literal["pull", "create", "recreate"]
 KIND_CONTAINER = "container"
 STAGED_SUFFIX = ".next"  # the replacement's name until the old container is gone
 SHOWN_CHANGES = 6  # spec paths named in a cause; the rest are counted
@@ -46,6 +47,10 @@ class Desired:
     url: str  # as seen on the Host
     probe_url: str  # how this process reaches it (through the SSH tunnel for remote Hosts)
     source_file: str
+    # The pull its image needs on the Host first (then ``image_id`` is unknown: ""), and the
+    # registry digest the Host holds the image under ("" for an image built there).
+    pull: ImageNeed | None = None
+    image_digest: str = ""
     # Secret references whose values exist but cannot be used (located, naming the reference,
     # never the value); refused by ``plan`` when something is to be created.
     secret_issues: list[SpecIssue] = field(default_factory=list)
@@ -86,6 +91,10 @@ def _plan(desired: Desired, container: ContainerInfo | None, record: ResourceSta
           instance: str) -> Plan:
     result = Plan(desired.resource, container=container, record=record)
     name = desired.container_name
+    if desired.pull is not None:  # first, while whatever runs goes on serving
+        need = desired.pull
+        result.actions.append(Action("pull", need.target, f"{need.cause}; from "
+                                     f"{need.registry}"))
     if container is None:
         known = record is not None and record.inventory_item(KIND_CONTAINER, name) is not None
         cause = (f"container {name} is missing (removed outside the reconciler)" if known
@@ -101,7 +110,8 @@ def _plan(desired: Desired, container: ContainerInfo | None, record: ResourceSta
     have_hash = container.labels.get(ownership.LABEL_SPEC_HASH, "")
     if have_hash != desired.spec_hash:
         causes.append(_spec_cause(desired, record, have_hash))
-    if container.image_id != desired.image_id:
+    # While a pull is needed the image's ID is not known: the pass after it compares them.
+    if desired.image_id and container.image_id != desired.image_id:
         causes.append(f"image changed {_short(container.image_id)} → {_short(desired.image_id)}")
     if container.paused:
         result.paused = paused_message(name, causes)

@@ -19,6 +19,7 @@ its evidence.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,7 +47,7 @@ from controllers.contract import (
     unplanned,
 )
 from controllers.deployment.controller import resolve_desired
-from controllers.errors import ControllerError, PermanentError, PlanError
+from controllers.errors import ControllerError, PermanentError, PlanError, StillProgressing
 from controllers.experiments.board import RunBoard, Work
 from controllers.experiments.facts import ExperimentStatusFacts, FrozenRun
 from controllers.experiments.service import (
@@ -56,6 +57,7 @@ from controllers.experiments.service import (
     remove_containers,
 )
 from controllers.host.fleet import Hosts
+from controllers.host.pulls import Pulls, bring, verify
 from controllers.host.session import HostSession
 from controllers.secrets import api_token, resolve, resolve_all
 from controllers.services import Services
@@ -207,7 +209,8 @@ class ExperimentKind:
             raise PlanError([spec_set.issue(exp, f) for f in findings])
         key = Key("Experiment", exp.metadata.name)
         digest = spec_hash(exp)
-        resolved = for_run(resolve_desired(run_dep, spec_set, session, services.instance),
+        resolved = for_run(resolve_desired(run_dep, spec_set, session, services.instance,
+                                           pulls=Pulls.of(services)),
                            services.instance, key, spec.runId, digest)
         view.conflict = guard(session.engine(), resolved.container_name, services.instance,
                               key, spec.runId)
@@ -220,6 +223,9 @@ class ExperimentKind:
         else:
             telemetry = session.telemetry(spec.telemetry.dcgmUrl).name
         telemetry += " (required)" if spec.telemetry.required else ""
+        if resolved.pull is not None:
+            view.actions.append(Action("pull", resolved.pull.target, f"{resolved.pull.cause}; "
+                                       f"from {resolved.pull.registry}"))
         view.actions += [
             Action("create", f"container {resolved.container_name}", f"run {spec.runId}'s "
                       f"fresh service from Deployment {spec.template} ({template.spec.image}) "
@@ -272,6 +278,8 @@ class ExperimentKind:
                             report=Report(detail=conflict))
         plan = desired.launch
         session = Hosts.of(services).session(ctx.spec_set.host(host))  # type: ignore[union-attr]
+        if plan.desired.pull is not None:  # the template's image, before the run is claimed
+            plan = self._pulled(ctx, key, plan, session)
         engine = session.engine()
         telemetry = session.telemetry(plan.spec.telemetry.dcgmUrl,
                                       plan.spec.telemetry.intervalSeconds)
@@ -414,6 +422,25 @@ class ExperimentKind:
         host = ExperimentStatusFacts.of(record).host or "local"
         hosts = Hosts.of(services)
         return hosts.session(hosts.host_for(ctx.spec_set, host, record))
+
+    def _pulled(self, ctx: PassContext, key: Key, plan: runs.RunPlan,
+                session: HostSession) -> runs.RunPlan:
+        """The run's plan once its template's image is on the Host (``pulls.bring``: a
+        phase the daemon looks at, a wait for ``apply``); nothing of the run exists yet."""
+        need = plan.desired.pull
+        assert need is not None
+        try:
+            bring(Pulls.of(ctx.services), session, need, key, wake=ctx.hooks.wake,
+                  wait=ctx.wait_ready, timeout_s=ctx.timeout_s, stop=ctx.stop,
+                  progress=self._progress(ctx, key))
+        except StillProgressing as exc:
+            said = str(exc)
+            ctx.services.store.update(key, lambda st: st.set_condition(
+                "Progressing", "True", "Pulling", said))
+            raise
+        image_id, digest = verify(session, need.image)
+        return dataclasses.replace(plan, desired=dataclasses.replace(
+            plan.desired, image_id=image_id, image_digest=digest, pull=None))
 
     def _progress(self, ctx: PassContext, key: str) -> Callable[[str], None]:
         def say(message: str) -> None:

@@ -8,6 +8,7 @@ Host comes back, the next ``engine()`` call re-establishes the tunnel.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -180,6 +181,23 @@ class HostSession:
                 if nvml_answers() is None:
                     self._nvml = NvmlTelemetry()
             return self._nvml if self._nvml is not None else SmiTelemetry(where=where)
+
+    def free_bytes(self, path: str) -> int | None:
+        """Room left (bytes an unprivileged writer gets) on the filesystem of ``path`` on the
+        Host; None when it cannot be told (the caller says so rather than guessing)."""
+        if self._tunnel is None:
+            try:
+                found = os.statvfs(path)
+            except OSError:
+                return None
+            return found.f_bavail * found.f_frsize
+        self.engine()  # opens the tunnel whose connection runs the command
+        tunnel = self._tunnel
+        assert tunnel is not None
+        status, out, _ = tunnel.run(["df", "-P", "-B1", "--", path])
+        lines = out.strip().splitlines()
+        fields = lines[-1].split() if status == 0 and len(lines) >= 2 else []
+        return int(fields[3]) if len(fields) >= 4 and fields[3].isdigit() else None
 
     def url_for(self, address: str, port: int) -> str:
         """A URL that reaches ``address:port`` as the Host sees it."""

@@ -262,13 +262,19 @@ def test_gpu_the_host_lacks_is_refused_at_plan_time_and_changes_nothing(
     assert Store(state_dir).events.read() == []
 
 
-def test_absent_image_is_refused_at_plan_time(cli: Cli, tmp_path: Path) -> None:
+def test_an_absent_image_from_a_registry_the_operator_does_not_allow_is_refused_at_plan(
+        cli: Cli, tmp_path: Path) -> None:
+    """A pull is code the spec chose, run on the Host: only from the operator's registries
+    (the tests' trust file allows loopback ones; this image is on Docker Hub)."""
     specs = tmp_path / "specs"
     missing = "rtvi-emulator@sha256:" + "0" * 64
     write(specs, deployment("vlm", missing, free_port()))
-    done = cli("plan", str(specs))
-    assert done.returncode == 1
-    assert "is not present on Host local" in done.stdout
+    for command in ("plan", "apply"):
+        done = cli(command, str(specs))
+        assert done.returncode == 1
+        assert "is not present on Host local and registry docker.io is not one images may " \
+            "be pulled from (127.0.0.1;" in done.stdout + done.stderr
+    assert Store(cli.state_dir).events.read() == []
 
 
 def test_custom_model_implementation_must_exist_in_image(cli: Cli, emulator_image: str,

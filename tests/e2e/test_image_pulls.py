@@ -1,0 +1,279 @@
+"""Images come from registries (issue 37): a real registry on loopback (TLS, an htpasswd
+login as NGC has it), real engines, the real CLI and daemon.
+
+The registry's password is a canary: after each test every file the run left (state, log,
+events, outputs) is searched for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import docker
+import httpx
+import pytest
+
+from controllers.waiting import until
+from tests.conftest import TEST_IMAGE_TAG, Cli, containers_of
+from tests.ports import free_port
+from tests.registry import Registry
+from tests.remote_engine import (  # noqa: F401  (fixtures)
+    RemoteEngine,
+    remote_engine_fixture,
+    remote_fixture,
+)
+from tests.specs_factory import HOST, deployment, write
+
+REPO = "vss/rt-vlm"
+
+
+def _host(registry: Registry, name: str = "local", docker_url: str | None = None,
+          extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {**HOST["spec"], "registries": [registry.login]}  # type: ignore[dict-item]
+    if docker_url is not None:
+        spec["docker"] = docker_url
+    spec.update(extra or {})
+    return {**HOST, "metadata": {"name": name}, "spec": spec}
+
+
+def _status(cli: Cli, name: str) -> dict[str, Any]:
+    done = cli("status", name, "-o", "json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
+
+
+def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(c for c in status["conditions"] if c["type"] == kind)
+
+
+def _no_canary(folder: Path, *texts: str, canaries: tuple[str, ...]) -> None:
+    """No canary in any file under ``folder`` nor in ``texts`` (a test's outputs)."""
+    for canary in canaries:
+        for text in texts:
+            assert canary not in text
+        for path in folder.rglob("*"):
+            if path.is_file() and not path.is_socket():
+                assert canary.encode() not in path.read_bytes(), path
+
+
+def test_a_fresh_host_pulls_by_digest_with_credentials_by_reference(
+        cli: Cli, registry: Registry, docker_client: docker.DockerClient, emulator_image: str,
+        instance: str, tmp_path: Path) -> None:
+    digest = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "fresh")
+    image = f"{registry.address}/{REPO}@{digest}"
+    specs = tmp_path / "specs"
+    port = free_port()
+    write(specs, deployment("vlm", image, port), host=False)
+    (specs / "host.yaml").write_text(json.dumps(_host(registry)))
+
+    # The plan names the pull, its cause and its registry, before the create.
+    plan = cli("plan", str(specs))
+    assert plan.returncode == 2, plan.stdout + plan.stderr
+    assert f"pull image {image}" in plan.stdout
+    assert f"it is not on Host local; from registry {registry.address} (as $oauthtoken)" in (
+        plan.stdout)
+    assert plan.stdout.index("pull image") < plan.stdout.index("create container")
+
+    # Without the registry in the operator's trust: refused, naming the rule.
+    untrusted = tmp_path / "trust.toml"
+    untrusted.write_text("[read]\n")
+    refused = cli("--trust", str(untrusted), "plan", str(specs))
+    assert refused.returncode == 1
+    assert f"registry {registry.address} is not one images may be pulled from" in (
+        refused.stdout + refused.stderr)
+    assert "trust boundary" in refused.stdout + refused.stderr
+
+    # A wrong password: Degraded with the registry's own reason, nothing created.
+    wrong = "canary-wrong-" + registry.password[-8:]
+    cli.extra_env["NGC_API_KEY"] = wrong
+    failed = cli("apply", str(specs), "--timeout", "60")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    status = _status(cli, "vlm")
+    degraded = _condition(status, "Degraded")
+    assert degraded["status"] == "True"
+    assert degraded["reason"] == "PullFailed"
+    assert "unauthorized" in degraded["message"].lower() or "authentication" in (
+        degraded["message"].lower())
+    assert containers_of(docker_client, instance) == []
+
+    # The right one: pulled, verified, serving; the digest recorded.
+    cli.extra_env["NGC_API_KEY"] = registry.password
+    done = cli("apply", str(specs), "--timeout", "120")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"pulling {image}" in done.stdout + done.stderr
+    status = _status(cli, "vlm")
+    assert _condition(status, "Ready")["status"] == "True"
+    assert status["facts"]["imageDigest"] == digest
+    assert docker_client.images.get(image).id == containers_of(docker_client, instance)[0].image.id
+    events = cli("events")
+    assert "Pulled" in events.stdout
+    again = cli("plan", str(specs))
+    assert again.returncode == 0, again.stdout  # in sync: nothing pulled twice
+
+    _no_canary(cli.state_dir, *cli.transcript, canaries=(registry.password, wrong))
+    for container in containers_of(docker_client, instance):
+        assert registry.password not in json.dumps(container.attrs)
+
+
+def test_a_digest_bump_pulls_while_the_old_service_answers(
+        cli: Cli, registry: Registry, docker_client: docker.DockerClient, emulator_image: str,
+        instance: str, tmp_path: Path) -> None:
+    """The daemon: a new digest is pulled (a 48 MiB layer of random bytes) while the old
+    service answers /v1/health/ready throughout; only then is it replaced. A registry that is
+    down leaves the old service serving (Degraded, PullFailed) until it is back."""
+    first = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "one")
+    second = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "two", random_mib=48)
+    specs = tmp_path / "specs"
+    port = free_port()
+    (specs).mkdir()
+    (specs / "host.yaml").write_text(json.dumps(_host(registry)))
+
+    def spec(digest: str) -> None:
+        write(specs, deployment("vlm", f"{registry.address}/{REPO}@{digest}", port),
+              host=False)
+
+    spec(first)
+    cli.extra_env["NGC_API_KEY"] = registry.password
+    daemon = cli.popen("run", "--specs", str(specs), "--metrics-address", "off", "--resync", "3")
+    try:
+        def digest_ready(digest: str) -> bool | None:
+            done = cli("status", "vlm", "-o", "json")
+            if done.returncode != 0:
+                return None
+            status = json.loads(done.stdout)
+            ready = [c for c in status["conditions"] if c["type"] == "Ready"]
+            return True if (ready and ready[0]["status"] == "True"
+                            and status["facts"].get("imageDigest") == digest) else None
+        assert until(lambda: digest_ready(first), timeout_s=120, pace=0.5), (
+            cli("status", "vlm", "-o", "json").stdout)
+        old = containers_of(docker_client, instance)[0].id
+
+        # The registry down: the bump is Degraded with its reason, the old one serves.
+        registry.stop()
+        spec(second)
+
+        def degraded() -> str | None:
+            status = json.loads(cli("status", "vlm", "-o", "json").stdout)
+            found = [c for c in status["conditions"] if c["type"] == "Degraded"]
+            return found[0]["message"] if found and found[0]["status"] == "True" and (
+                found[0]["reason"] == "PullFailed") else None
+        why = until(degraded, timeout_s=60, pace=0.3)
+        assert why is not None
+        assert registry.address in why
+        ready = httpx.get(f"http://127.0.0.1:{port}/v1/health/ready", timeout=5)
+        assert ready.status_code == 200
+        assert containers_of(docker_client, instance)[0].id == old
+
+        # Back: pulled while the old service answers every probe, then replaced.
+        answers: list[int] = []
+        probing = threading.Event()
+
+        def probe() -> None:
+            while not probing.is_set():
+                if docker_client.api.inspect_container(old)["State"]["Running"] is False:
+                    return  # the replacement began: the pull is over
+                try:
+                    answers.append(httpx.get(f"http://127.0.0.1:{port}/v1/health/ready",
+                                             timeout=2).status_code)
+                except httpx.HTTPError:
+                    answers.append(0)
+                time.sleep(0.05)
+        prober = threading.Thread(target=probe, daemon=True)
+        prober.start()
+        registry.start()
+        cli("sync")
+        assert until(lambda: digest_ready(second), timeout_s=180, pace=0.5)
+        probing.set()
+        prober.join(10)
+        events = cli("events", "vlm").stdout
+        assert "Pulled" in events, events
+        assert "Recreated" in events, events
+        assert events.index("Pulled") < events.index("Recreated")
+        # every probe before the old container stopped was answered
+        assert answers, "the old service was never probed"
+        assert all(code == 200 for code in answers[:-1]), answers
+    finally:
+        daemon.terminate()
+        out, err = daemon.communicate(timeout=30)
+    _no_canary(cli.state_dir, out, err, *cli.transcript, canaries=(registry.password,))
+
+
+def test_a_tag_that_moved_is_a_visible_cause(
+        cli: Cli, registry: Registry, docker_client: docker.DockerClient, emulator_image: str,
+        instance: str, tmp_path: Path) -> None:
+    before = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "explore")
+    image = f"{registry.address}/{REPO}:explore"
+    specs = tmp_path / "specs"
+    write(specs, deployment("vlm", image, free_port(), profile="exploration"), host=False)
+    (specs / "host.yaml").write_text(json.dumps(_host(registry)))
+    cli.extra_env["NGC_API_KEY"] = registry.password
+    assert cli("apply", str(specs), "--timeout", "120").returncode == 0
+    assert _status(cli, "vlm")["facts"]["imageDigest"] == before
+    assert cli("plan", str(specs)).returncode == 0  # the tag has not moved: in sync
+
+    held = docker_client.images.get(image)
+    after = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "explore")
+    held.tag(f"{registry.address}/{REPO}", "explore")  # as a Host that pulled before holds it
+    plan = cli("plan", str(specs))
+    assert plan.returncode == 2, plan.stdout + plan.stderr
+    assert f"tag {image} moved in {registry.address}: {before} → {after}" in plan.stdout
+    done = cli("apply", str(specs), "--timeout", "120")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _status(cli, "vlm")["facts"]["imageDigest"] == after
+    [container] = containers_of(docker_client, instance)
+    assert container.image.id == docker_client.images.get(f"{image}").id
+
+
+@pytest.mark.usefixtures("emulator_image")
+def test_an_ssh_host_pulls_through_its_own_engine(
+        cli: Cli, registry: Registry, docker_client: docker.DockerClient,
+        remote: RemoteEngine, instance: str, tmp_path: Path) -> None:
+    digest = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "remote")
+    image = f"{registry.address}/{REPO}@{digest}"
+    remote_client = remote.client
+    with pytest.raises(docker.errors.ImageNotFound):
+        remote_client.images.get(image)
+    specs = tmp_path / "specs"
+    host = remote.host_document("gpu-box")
+    host["spec"]["registries"] = [registry.login]
+    write(specs, host, deployment("vlm", image, free_port(), host="gpu-box"), host=False)
+    cli.extra_env["NGC_API_KEY"] = registry.password
+    done = cli("apply", str(specs), "--timeout", "120")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert remote_client.images.get(image).attrs["RepoDigests"] == [image]
+    with pytest.raises(docker.errors.ImageNotFound):
+        docker_client.images.get(image)  # pulled there, not here
+    _no_canary(cli.state_dir, *cli.transcript, canaries=(registry.password,))
+
+
+def test_too_little_room_is_refused_before_pulling(
+        cli: Cli, registry: Registry, docker_client: docker.DockerClient, emulator_image: str,
+        tmp_path: Path) -> None:
+    """A Host whose data root (a 64 MiB tmpfs on a private engine) cannot hold the image
+    (its manifest: over 80 MiB of random bytes, compressed as they are): refused before the
+    pull, naming both sizes; nothing is written there."""
+    digest = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "large", random_mib=80)
+    image = f"{registry.address}/{REPO}@{digest}"
+    with RemoteEngine(data_root_mib=64) as small:
+        client = small.client
+        before = os.statvfs(small.root / "data").f_bavail
+        specs = tmp_path / "specs"
+        write(specs, deployment("vlm", image, free_port(), host="small"), host=False)
+        (specs / "host.yaml").write_text(json.dumps(
+            _host(registry, "small", small.docker_url)))
+        cli.extra_env["NGC_API_KEY"] = registry.password
+        done = cli("apply", str(specs), "--timeout", "60")
+        assert done.returncode == 1, done.stdout + done.stderr
+        degraded = _condition(_status(cli, "vlm"), "Degraded")
+        assert degraded["reason"] == "PullFailed"
+        assert "not enough room to pull" in degraded["message"]
+        assert "MB compressed (the registry's manifest)" in degraded["message"]
+        assert client.images.list(all=True) == []
+        after = os.statvfs(small.root / "data").f_bavail
+        assert abs(before - after) * os.statvfs(small.root / "data").f_frsize < 1 << 20
