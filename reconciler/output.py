@@ -22,12 +22,13 @@ from state.models import Condition, ResourceStatus
 if TYPE_CHECKING:
     from reconciler.kinds import AnyPlan
 
-VERB_MARK = {"pull": "v", "create": "+", "recreate": "~", "publish": "+", "register": "+",
-             "register-sensor": "+", "replace": "~", "remove": "-", "run": ">"}
+VERB_MARK = {"pull": "v", "load": "v", "create": "+", "recreate": "~", "publish": "+",
+             "register": "+", "register-sensor": "+", "replace": "~", "remove": "-", "run": ">"}
 ADDING = ("create", "publish", "register", "register-sensor")
+PULLING = "Pulling"  # a new image coming while the old one serves: shown even when Ready
 
 def print_plan(console: Console, plans: list[AnyPlan]) -> None:
-    creates = recreates = removes = pulls = in_sync = 0
+    creates = recreates = removes = pulls = loads = in_sync = 0
     for rp in plans:
         if rp.error is not None:
             console.print(Text.assemble(("✗", "red"), f" {safe(rp.resource)}: cannot plan"),
@@ -50,23 +51,26 @@ def print_plan(console: Console, plans: list[AnyPlan]) -> None:
             recreates += action.verb in ("recreate", "replace")
             removes += action.verb == "remove"
             pulls += action.verb == "pull"
+            loads += action.verb == "load"
             console.print(f"{VERB_MARK.get(action.verb, '>')} {safe(rp.resource)}: {action.verb} "
                           f"{safe(action.target)}", highlight=False, markup=False)
             console.print(f"    because {safe(action.cause)}", highlight=False, markup=False)
     removing = f", {removes} to remove" if removes else ""
-    pulling = f"{pulls} image(s) to pull, " if pulls else ""
+    pulling = (f"{pulls} image(s) to pull, " if pulls else "") + (
+        f"{loads} image(s) to load, " if loads else "")
     console.print(f"Plan: {pulling}{creates} to create, {recreates} to recreate{removing}, "
                   f"{in_sync} in sync.", highlight=False)
 
 
 def shown_condition(st: ResourceStatus) -> Condition | None:
     """The condition whose reason and message ``status`` shows: Ready's, except while a
-    resource that is not Ready is being changed (Progressing True). Then Ready still holds
-    the last pass's verdict, which the change in flight may already have made untrue."""
+    resource that is not Ready is being changed (Progressing True), or an image is being
+    pulled for it (what a Ready service will be replaced by, once it is on the Host). Then
+    Ready still holds the last pass's verdict, which the change in flight may make untrue."""
     ready = st.condition("Ready")
     progressing = st.condition("Progressing")
-    if (ready is None or ready.status != "True") and progressing is not None \
-            and progressing.status == "True":
+    if progressing is not None and progressing.status == "True" and (
+            ready is None or ready.status != "True" or progressing.reason == PULLING):
         return Condition(type="Ready", status=ready.status if ready else "Unknown",
                          reason=progressing.reason, message=progressing.message,
                          last_transition_time=progressing.last_transition_time)

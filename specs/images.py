@@ -52,6 +52,12 @@ class ImageRef:
     def pinned(self) -> bool:
         return self.digest is not None and DIGEST_RE.match(self.digest) is not None
 
+    def on(self, registry: str) -> ImageRef:
+        """The same repository, tag and digest in another registry (a mirror's copy)."""
+        text = f"{registry}/{self.repository}" + (f":{self.tag}" if self.tag else "") + (
+            f"@{self.digest}" if self.digest else "")
+        return ImageRef(text, registry, self.repository, self.tag, self.digest)
+
     def digest_ref(self, digest: str) -> str:
         """``name@digest``: how an engine lists a pulled image's repo digest."""
         return f"{self.name}@{digest}"
@@ -74,6 +80,12 @@ def parse_image(text: str) -> ImageRef:
         if "/" not in path:
             path = f"library/{path}"
     return ImageRef(text, registry, path, tag, digest or None)
+
+
+def source_of(host: HostSpec, ref: ImageRef) -> ImageRef:
+    """Where ``host``'s engine gets ``ref``: its mirror when it has one, else its registry."""
+    mirror = host.images.mirror
+    return ref if mirror is None or mirror == ref.registry else ref.on(mirror)
 
 
 def login_for(logins: Sequence[RegistryLogin], registry: str) -> RegistryLogin | None:

@@ -276,6 +276,23 @@ class RegistryLogin(Strict):
     password: SecretSource
 
 
+class ImageSources(Strict):
+    """Where the Host's engine gets the images it lacks, beyond their own registries, and what
+    becomes of the ones the reconciler brought once nothing uses them."""
+
+    # A registry that mirrors the others (same repository paths, same digests): every image
+    # is pulled from it, for a Host that reaches no other registry.
+    mirror: Annotated[str, Field(max_length=260, pattern=REGISTRY_PATTERN),
+                      checked(lambda v: image_problem(v + "/x"))] | None = None
+    # ``docker save`` archives on the reconciler's machine, loaded into the Host's engine when
+    # an image they hold is missing there (an air-gapped Host).
+    archives: list[Annotated[AbsolutePath, reads("images")]] = Field(default_factory=list,
+                                                                     max_length=64)
+    # Remove an image the reconciler pulled or loaded once its Deployment moved off it (or
+    # was deleted) and no container uses it; no other image is ever removed.
+    prune: bool = False
+
+
 class HostSpec(Strict):
     """A Docker engine: a local socket (``unix://``) or ``ssh://user@host[:port]``."""
 
@@ -283,6 +300,7 @@ class HostSpec(Strict):
         DEFAULT_DOCKER_URL)
     ssh: SshSettings | None = None
     registries: list[RegistryLogin] = Field(default_factory=list, max_length=32)
+    images: ImageSources = Field(default_factory=ImageSources)
 
 
 class Host(Strict):

@@ -30,12 +30,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-CATEGORIES = ("secrets", "media", "harness", "mounts", "ssh", "evidence")
+CATEGORIES = ("secrets", "media", "harness", "mounts", "ssh", "evidence", "images")
 """What a spec may read (or write): secret files, media (sources, canary and port media,
 smoke clips), the VSS harness checkout and its config, the Host folders it bind-mounts into
 its service (a mount of ``/etc`` would hand the machine's files to a container a push
 controls), the SSH key and known_hosts files a Host logs in with, and the folder an
-Experiment writes its evidence under (``evidenceRoot``; unset: under the state directory)."""
+Experiment writes its evidence under (``evidenceRoot``; unset: under the state directory), and
+the ``docker save`` archives a Host's images may be loaded from (``images.archives``)."""
 READS = "x-reads"
 RUNS = "x-runs"
 R_TRUST = "trust boundary: the operator's folders and commands"

@@ -152,6 +152,7 @@ def trust_file_for_tests() -> Path:
         commands = json.dumps([sys.executable, "python3"])
         path.write_text(f"[read]\nsecrets = {roots}\nmedia = {roots}\nharness = {roots}\n"
                         f"mounts = {roots}\nssh = {roots}\nevidence = {roots}\n"
+                        f"images = {roots}\n"
                         f"[run]\ncommands = {commands}\n"
                         # tests pull only from registries they run on loopback
                         '[pull]\nregistries = ["127.0.0.1"]\n')

@@ -39,6 +39,7 @@ class Registry:
     password: str
     process: subprocess.Popen[bytes] | None = None
     pushed: list[str] = field(default_factory=list)
+    aliases: list[str] = field(default_factory=list)
 
     @property
     def address(self) -> str:
@@ -69,6 +70,15 @@ class Registry:
             return True if reply.status_code == httpx.codes.UNAUTHORIZED else None
         assert until(answers, timeout_s=READY_S, pace=0.1), (
             (self.folder / "registry.log").read_text())
+
+    def trust_at(self, port: int) -> str:
+        """Let engines trust this registry's certificate at another port of 127.0.0.1 (a
+        relay in front of it); returns that address."""
+        address = f"127.0.0.1:{port}"
+        (CERTS_D / address).mkdir(parents=True, exist_ok=True)
+        shutil.copy(self.folder / "cert.pem", CERTS_D / address / "ca.crt")
+        self.aliases.append(address)
+        return address
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -112,5 +122,6 @@ def registry() -> Iterator[Registry]:
         yield found
     finally:
         found.stop()
-        shutil.rmtree(CERTS_D / found.address, ignore_errors=True)
+        for address in [found.address, *found.aliases]:
+            shutil.rmtree(CERTS_D / address, ignore_errors=True)
         shutil.rmtree(folder, ignore_errors=True)

@@ -38,7 +38,7 @@ API_TIMEOUT_S = 30
 CHANGING_CALLS = frozenset({"container create", "container start", "container rename",
                             "volume create", "volume remove", "archive put",
                             "container stop", "container remove", "image import",
-                            "image pull"})
+                            "image pull", "image load", "image remove"})
 PROBE_LABEL = "rtvi.reconciler/probe"
 PROBE_SWEEP_AGE_S = 60.0
 MIN_API_VERSION = "1.41"
@@ -217,6 +217,7 @@ class DockerEngine:
         in this one call's header and nowhere else. Raises PullFailed with the registry's
         reason as the engine reports it (refused credentials, an unknown digest, a registry
         down or gone mid-pull, a full disk)."""
+        stream: Any = None
         try:
             stream = self._call("image pull", self._client.api.pull, ref, stream=True,
                                 decode=True, auth_config=auth)
@@ -227,7 +228,7 @@ class DockerEngine:
                     detail = message.get("errorDetail") or {}
                     raise PullFailed(f"Host {self.host_name}: pulling {ref} failed: "
                                      f"{detail.get('message') or message['error']}")
-                on_message(message)
+                on_message(message)  # may give up (PullFailed): the engine then stops too
         except docker.errors.NotFound as exc:
             raise PullFailed(f"Host {self.host_name}: pulling {ref} failed: "
                              f"{exc.explanation or exc}") from None
@@ -239,6 +240,38 @@ class DockerEngine:
         except (requests.exceptions.RequestException, docker.errors.DockerException,
                 OSError) as exc:
             raise PullFailed(f"Host {self.host_name}: pulling {ref} broke off: {exc}") from None
+        finally:
+            if stream is not None:  # a pull we leave is a pull the engine cancels
+                with contextlib.suppress(Exception):
+                    stream.close()
+
+    def load(self, path: str) -> None:
+        """``docker load`` of a ``docker save`` archive on this machine, streamed to the
+        engine (a remote one over its tunnel). Raises PullFailed with the engine's reason."""
+        try:
+            with open(path, "rb") as data:
+                for message in self._call("image load", self._client.api.load_image, data):
+                    if isinstance(message, dict) and message.get("error"):
+                        raise PullFailed(f"Host {self.host_name}: loading {path} failed: "
+                                         f"{message['error']}")
+        except OSError as exc:
+            raise PullFailed(f"Host {self.host_name}: cannot read {path}: "
+                             f"{exc.strerror or exc}") from None
+        except (PermanentError, TemporaryError) as exc:
+            if isinstance(exc, PullFailed | HostUnreachable):
+                raise
+            raise PullFailed(str(exc)) from None
+
+    def remove_image(self, image_id: str) -> bool:
+        """Remove an image no container uses (never forced: the engine refuses one in use,
+        and that refusal is an answer, not an error). Returns whether it is gone."""
+        try:
+            self._call("image remove", self._client.api.remove_image, image_id, noprune=False)
+        except docker.errors.NotFound:
+            return True
+        except ControllerError:
+            return False
+        return True
 
     def registry_digest(self, ref: str, auth: dict[str, str] | None) -> str:
         """The digest the registry serves for ``ref`` now, asked through this engine

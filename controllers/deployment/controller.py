@@ -24,10 +24,11 @@ from typing import Literal
 
 from controllers import ownership
 from controllers.actions import Action
-from controllers.clients.docker_client import ContainerInfo, ContainerRequest, ImageInfo
+from controllers.clients.docker_client import ContainerInfo, ContainerRequest
 from controllers.clients.http_api import service_url
 from controllers.deployment.facts import DeploymentStatusFacts, RuntimeFacts
 from controllers.deployment.hostports import port_holders
+from controllers.deployment.images import host_image, pull_refused
 from controllers.deployment.plan import KIND_CONTAINER, Desired, Plan, plan, staged_name
 from controllers.deployment.readiness import (
     ReadinessResult,
@@ -48,17 +49,16 @@ from controllers.errors import (
     TemporaryError,
 )
 from controllers.host.hostview import HostView
-from controllers.host.pulls import ImageNeed, Pulls, need_for
+from controllers.host.pulls import Pulls
 from controllers.host.session import HostSession
 from controllers.secrets import api_token, resolve, resolve_all
 from controllers.waiting import until
 from specs.environment import effective_env
 from specs.facts import HostFacts
 from specs.hostrules import check_against_host, check_gpu_exclusivity
-from specs.images import ImageRef, parse_image
 from specs.models import Deployment
 from specs.rules import R4, R10, R_PORT_FREE, R_SECRET_VALUE, Finding, covering_mount
-from specs.trust import R_TRUST, enforced
+from specs.trust import R_TRUST
 from specs.validate import SpecSet, spec_hash
 from state.keys import Key
 from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
@@ -88,9 +88,9 @@ def resolve_desired(dep: Deployment, spec_set: SpecSet, session: HostSession,
     view = session.view()
     findings += port_taken(dep, session, view,
                            ownership.container_name(instance, dep.metadata.name))
-    image = view.image(dep.spec.image) or engine.image(dep.spec.image)
-    need = image_need(dep, session, image, pulls)
-    if need is not None and (refused := _pull_refused(need)) is not None:
+    found = host_image(dep, session, view, pulls)
+    image, need = found.image, found.need
+    if need is not None and (refused := pull_refused(need)) is not None:
         findings.append(Finding(("spec", "image"), f"image {dep.spec.image} is not present on "
                                 f"Host {facts.name} and {refused}", R_TRUST))
     elif (path := dep.spec.model.implementationPath) is not None and image is not None and (
@@ -112,7 +112,7 @@ def resolve_desired(dep: Deployment, spec_set: SpecSet, session: HostSession,
         container_name=ownership.container_name(instance, dep.metadata.name),
         image_id=image.id if image is not None and need is None else "",
         pull=need,
-        image_digest=repo_digest(parse_image(dep.spec.image), image),
+        image_digest=found.digest,
         env=effective_env(dep.spec),
         labels=ownership.labels_for(instance, resource, digest),
         url=service_url(dep.spec.port.address, dep.spec.port.host),
@@ -120,42 +120,6 @@ def resolve_desired(dep: Deployment, spec_set: SpecSet, session: HostSession,
         source_file=spec_set.source_file(dep),
         secret_issues=[spec_set.issue(dep, f) for f in unusable_secrets(dep)],
     )
-
-
-def image_need(dep: Deployment, session: HostSession, image: ImageInfo | None,
-               pulls: Pulls | None) -> ImageNeed | None:
-    """The pull ``dep``'s image needs on its Host, with its cause: absent there, or (a tag,
-    in exploration) the registry serves another digest under the tag than the Host holds.
-    A tag is asked of the registry only for an image that came from one (a digest of it is
-    recorded), at most every TAG_CHECK_S; an image built on the Host never is."""
-    ref = parse_image(dep.spec.image)
-    logins = session.host.spec.registries
-    if image is None:
-        return need_for(ref, session.name, f"it is not on Host {session.name}", logins)
-    have = repo_digest(ref, image)
-    if ref.digest is not None or not have or pulls is None:
-        return None
-    now = pulls.tag_digest(session, need_for(ref, session.name, "", logins))
-    if now is None or now == have:
-        return None
-    return need_for(ref, session.name, f"tag {ref.text} moved in {ref.registry}: {have} → "
-                    f"{now}", logins)
-
-
-def repo_digest(ref: ImageRef, image: ImageInfo | None) -> str:
-    """The registry digest the Host holds ``ref``'s image under ("" when it has none: an
-    image built or loaded there)."""
-    if image is None:
-        return ""
-    if ref.digest is not None and ref.digest_ref(ref.digest) in image.repo_digests:
-        return ref.digest
-    return next((d.partition("@")[2] for d in image.repo_digests
-                 if d.startswith(ref.name + "@")), "")
-
-
-def _pull_refused(need: ImageNeed) -> str | None:
-    policy = enforced()
-    return None if policy is None else policy.refused_pull(need.image.registry)
 
 
 def port_taken(dep: Deployment, session: HostSession, view: HostView,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import structlog
 
+from controllers.clients.docker_client import DockerEngine
 from controllers.contract import (
     Outcome,
     PassContext,
@@ -26,12 +27,14 @@ from controllers.contract import (
 )
 from controllers.deployment.controller import DeploymentController, resolve_desired
 from controllers.deployment.facts import DeploymentStatusFacts
+from controllers.deployment.imageprune import prune_images, record_image, stale_images
 from controllers.deployment.plan import Desired, Plan
 from controllers.deployment.removal import remove_owned
 from controllers.errors import PullFailed, StillProgressing
 from controllers.host.fleet import Hosts
 from controllers.host.pulls import Pulls, bring
 from controllers.services import Services
+from specs.images import parse_image, source_of
 from specs.kinds import DEPLOYMENT
 from specs.models import Deployment
 from state.keys import Key
@@ -97,6 +100,8 @@ class DeploymentKind:
                                              f"removed {line}")
             for line in left:
                 services.store.events.append(record.key, "Warning", "LeftAlone", line)
+            if not left and hosts.host_for(ctx.spec_set, host_name, record).spec.images.prune:
+                _prune(ctx, session.engine(), record.key, None)
             if not left:
                 services.store.delete(record.key)
             detail = "; ".join(removed + left) or "nothing owned"
@@ -138,6 +143,10 @@ def _apply(ctx: PassContext, desired: Desired, plan: Plan) -> Result:
         log.info("resource.ready", resource=resource, model=result.model_id, url=desired.url,
                  actions=[str(a) for a in plan.actions], waited_s=round(result.waited_s, 2),
                  revision=ctx.revision)
+    host = controller.session.host.spec
+    keep = source_of(host, parse_image(desired.deployment.spec.image)).text
+    if host.images.prune and (plan.changes or stale_images(plan.record, keep)):
+        _prune(ctx, controller.engine, resource, keep)
     message = f"Ready: serving {result.model_id} at {desired.url}"
     if not plan.changes:
         message += " (no changes)"
@@ -160,6 +169,7 @@ def _pulled(ctx: PassContext, controller: DeploymentController, desired: Desired
     assert ctx.spec_set is not None
     resource, services = desired.resource, ctx.services
     session = controller.session
+    record_image(services.store, resource, session.name, desired.pull.image.text)
     try:
         bring(Pulls.of(services), session, desired.pull, resource, wake=ctx.hooks.wake,
               wait=ctx.wait_ready, timeout_s=ctx.timeout_s, stop=ctx.stop,
@@ -174,6 +184,17 @@ def _pulled(ctx: PassContext, controller: DeploymentController, desired: Desired
         raise PullFailed(f"{again.pull.target} was pulled but Host {session.name} still "
                          f"needs it ({again.pull.cause})")
     return again, controller.plan(again)
+
+
+def _prune(ctx: PassContext, engine: DockerEngine, resource: Key, keep: str | None) -> None:
+    """Remove the images this Deployment brought and no longer runs (the Host's
+    ``images.prune``); each one removed is an event."""
+    store = ctx.services.store
+    record = store.load(resource)
+    if record is None:
+        return
+    for line in prune_images(engine, store, record, keep):
+        store.events.append(resource, "Normal", "Pruned", f"removed {line}: nothing uses it")
 
 
 def _host_of(record: ResourceStatus) -> str:

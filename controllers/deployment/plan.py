@@ -24,7 +24,7 @@ from specs.models import Deployment
 from state.keys import Key
 from state.models import ResourceStatus
 
-Verb = Literal["pull", "create", "recreate"]
+Verb = Literal["pull", "load", "create", "recreate"]
 KIND_CONTAINER = "container"
 STAGED_SUFFIX = ".next"  # the replacement's name until the old container is gone
 SHOWN_CHANGES = 6  # spec paths named in a cause; the rest are counted
@@ -93,7 +93,7 @@ def _plan(desired: Desired, container: ContainerInfo | None, record: ResourceSta
     name = desired.container_name
     if desired.pull is not None:  # first, while whatever runs goes on serving
         need = desired.pull
-        result.actions.append(Action("pull", need.target, f"{need.cause}; from "
+        result.actions.append(Action(need.verb, need.target, f"{need.cause}; from "
                                      f"{need.registry}"))
     if container is None:
         known = record is not None and record.inventory_item(KIND_CONTAINER, name) is not None

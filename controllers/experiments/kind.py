@@ -224,8 +224,9 @@ class ExperimentKind:
             telemetry = session.telemetry(spec.telemetry.dcgmUrl).name
         telemetry += " (required)" if spec.telemetry.required else ""
         if resolved.pull is not None:
-            view.actions.append(Action("pull", resolved.pull.target, f"{resolved.pull.cause}; "
-                                       f"from {resolved.pull.registry}"))
+            need = resolved.pull
+            view.actions.append(Action(need.verb, need.target, f"{need.cause}; from "
+                                       f"{need.registry}"))
         view.actions += [
             Action("create", f"container {resolved.container_name}", f"run {spec.runId}'s "
                       f"fresh service from Deployment {spec.template} ({template.spec.image}) "

@@ -18,6 +18,7 @@ or a plan. Nothing running is stopped for a pull: a failed one leaves the old se
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -28,12 +29,14 @@ import structlog
 
 from controllers.clients.registry import RegistryUnavailable, manifest_size
 from controllers.errors import ControllerError, PullFailed, StillProgressing
+from controllers.host.archives import archive_holding
 from controllers.host.session import HostSession
 from controllers.secrets import resolve
 from controllers.services import Part, Services
 from controllers.waiting import until
-from specs.images import ImageRef, login_for, server_address
-from specs.models import RegistryLogin, SecretRef
+from specs.images import ImageRef, login_for, parse_image, server_address, source_of
+from specs.models import HostSpec, RegistryLogin, SecretRef
+from specs.trust import enforced
 from state.keys import Key
 
 log = structlog.get_logger("controllers.pulls")
@@ -41,6 +44,10 @@ log = structlog.get_logger("controllers.pulls")
 WAIT_PACE_S = 0.5  # how often a waiting ``apply`` looks at a pull
 RECHECK_S = 5.0  # the daemon's look at a pull under way (the board wakes it when done)
 LOG_EVERY_S = 10.0  # a pull's progress in the log
+# A pull whose registry went away mid-pull: the engine retries each layer for about 75 s; after
+# this long without a byte the pull is given up (Degraded, PullFailed) and the queue's backoff
+# tries again, from the layers the engine kept.
+STALL_S = 20.0
 TAG_CHECK_S = 60.0  # a tag's digest is asked of the registry at most this often per Host
 ROOM_MARGIN = 1.1  # a pull needs its compressed size and a tenth more free
 DONE_STATES = ("Download complete", "Pull complete", "Already exists")
@@ -52,24 +59,37 @@ Wake = Callable[[Key], None]
 class ImageNeed:
     """An image a resource needs on its Host that the Host lacks (or whose tag has moved)."""
 
-    image: ImageRef
+    image: ImageRef  # as the Host gets it (its mirror's copy, where it has one)
     host: str
     cause: str
     login: RegistryLogin | None
+    archive: str | None = None  # loaded from this ``docker save`` archive, not pulled
+    asked: str = ""  # the reference the spec gave, when a mirror serves it
 
     @property
     def registry(self) -> str:
+        if self.archive is not None:
+            return f"archive {self.archive}"
         who = f"as {self.login.username}" if self.login is not None else "anonymously"
-        return f"registry {self.image.registry} ({who})"
+        mirror = f", mirroring {parse_image(self.asked).registry}" if self.asked else ""
+        return f"registry {self.image.registry} ({who}{mirror})"
+
+    @property
+    def verb(self) -> str:
+        return "pull" if self.archive is None else "load"
 
     @property
     def target(self) -> str:
         return f"image {self.image.text}"
 
 
-def need_for(image: ImageRef, host: str, cause: str, logins: list[RegistryLogin]
-             ) -> ImageNeed:
-    return ImageNeed(image, host, cause, login_for(logins, image.registry))
+def need_for(asked: ImageRef, host: HostSpec, host_name: str, cause: str) -> ImageNeed:
+    """How ``host`` gets ``asked``: from an archive it lists that holds it, else pulled (from
+    its mirror, where it has one)."""
+    archive = archive_holding(host.images.archives, asked) if host.images.archives else None
+    image = asked if archive is not None else source_of(host, asked)
+    return ImageNeed(image, host_name, cause, login_for(host.registries, image.registry),
+                     archive, asked.text if image is not asked else "")
 
 
 def auth_config(need: ImageNeed) -> dict[str, str] | None:
@@ -101,19 +121,24 @@ class PullJob:
     waiters: dict[Key, Wake] = field(default_factory=dict)
     unreported: set[Key] = field(default_factory=set)
     finished: threading.Event = field(default_factory=threading.Event)
+    retrying: str = ""  # the engine's last word while the registry does not answer
     _logged: float = 0.0
+    _moved: float = field(default_factory=time.monotonic)  # when a byte last came
 
     def summary(self) -> str:
         """``pulling X from registry R: 12.3 of 45.6 MB, 2 of 5 layers`` (like docker pull)."""
         if self.state == "checking":
-            return f"pulling {self.need.image.text} from {self.need.registry}: checking size"
+            return (f"{self.need.verb}ing {self.need.image.text} from {self.need.registry}: "
+                    "checking size")
         done = sum(d for d, _ in self.layers.values())
-        total = sum(t for _, t in self.layers.values())
-        total = max(total, self.size_bytes or 0)
+        # the layers it downloads (those the Host has are not counted); until their sizes
+        # are known, the manifest's size
+        total = sum(t for _, t in self.layers.values()) or (self.size_bytes or 0)
         amount = f"{done / MB:.1f} of {total / MB:.1f} MB" if total else f"{done / MB:.1f} MB"
-        return (f"pulling {self.need.image.text} from {self.need.registry}: {amount}, "
+        retrying = f" ({self.retrying})" if self.retrying else ""
+        return (f"{self.need.verb}ing {self.need.image.text} from {self.need.registry}: {amount}, "
                 f"{len(self.complete)} of {len(self.layers)} layers, "
-                f"{time.monotonic() - self.started:.0f}s")
+                f"{time.monotonic() - self.started:.0f}s{retrying}")
 
     def note(self, message: dict[str, Any]) -> None:
         """One progress message of the engine's pull stream."""
@@ -125,9 +150,19 @@ class PullJob:
         detail = message.get("progressDetail") or {}
         if status == "Downloading" and detail.get("total"):
             entry[:] = [int(detail.get("current") or 0), int(detail["total"])]
+            self._moved, self.retrying = time.monotonic(), ""
         elif status in DONE_STATES:
             self.complete.add(layer)
             entry[0] = entry[1]
+            self._moved, self.retrying = time.monotonic(), ""
+        elif status.startswith("Retrying"):
+            self.retrying = f"layer {layer[:12]}: {status}"
+            stalled = time.monotonic() - self._moved
+            if stalled >= STALL_S:
+                raise PullFailed(f"{self.need.target} on Host {self.need.host}: the registry "
+                                 f"stopped answering mid-pull (no bytes for {stalled:.0f}s; "
+                                 f"the engine was retrying, {self.retrying}); the layers "
+                                 "already pulled are kept and it is tried again")
         if time.monotonic() - self._logged >= LOG_EVERY_S:
             self._logged = time.monotonic()
             log.info("image.pull", host=self.need.host, progress=self.summary())
@@ -177,8 +212,11 @@ class Pulls(Part):
         need = job.need
         try:
             engine = session.engine()
-            self._room(session, job, auth)
-            engine.pull(need.image.pull, auth, job.note)
+            if need.archive is not None:
+                self._load(session, job)
+            else:
+                self._room(session, job, auth)
+                engine.pull(need.image.pull, auth, job.note)
             del auth
             job.image_id, job.repo_digest = verify(session, need.image)
             job.state = "done"
@@ -214,6 +252,32 @@ class Pulls(Part):
         except Exception as exc:  # a full disk, a fenced replica: the pull still counts
             log.warning("image.pull.event_lost", resource=waiter, error=str(exc))
 
+    def _load(self, session: HostSession, job: PullJob) -> None:
+        """Stream the archive to the Host's engine, once the operator's policy (asked again
+        here: a link planted since validation) and the Host's room allow it."""
+        path = job.need.archive
+        assert path is not None
+        policy = enforced()
+        if policy is not None and not policy.allowed("images", path):
+            raise PullFailed(f"{path} is outside the folders images may be read from")
+        try:
+            size = os.stat(path).st_size
+        except OSError as exc:
+            raise PullFailed(f"cannot read {path}: {exc.strerror or exc}") from None
+        job.size_bytes = size
+        self._check_room(session, job, size, f"{size / MB:.1f} MB (the archive)")
+        job.state = "pulling"
+        session.engine().load(path)
+
+    def _check_room(self, session: HostSession, job: PullJob, size: int, what: str) -> None:
+        root = session.engine().data_root()
+        free = session.free_bytes(root)
+        if free is not None and size * ROOM_MARGIN > free:
+            raise PullFailed(f"Host {job.need.host}: not enough room to {job.need.verb} "
+                             f"{job.need.image.text}: it is {what} and {root} has "
+                             f"{free / MB:.1f} MB free; free space on the Host (or prune "
+                             "images), then it is tried again")
+
     def _room(self, session: HostSession, job: PullJob, auth: dict[str, str] | None) -> None:
         """Refuse a pull the Host's disk cannot hold (the manifest's compressed size against
         the room under the data root). A size or room that cannot be read is logged and the
@@ -230,13 +294,9 @@ class Pulls(Part):
                      why=str(exc))
             return
         job.size_bytes = size.compressed_bytes
-        root = session.engine().data_root()
-        free = session.free_bytes(root)
-        if free is not None and size.compressed_bytes * ROOM_MARGIN > free:
-            raise PullFailed(f"Host {need.host}: not enough room to pull {need.image.text}: "
-                             f"it is {size.compressed_bytes / MB:.1f} MB compressed (the "
-                             f"registry's manifest) and {root} has {free / MB:.1f} MB free; "
-                             "free space on the Host (or prune images), then it is tried again")
+        self._check_room(session, job, size.compressed_bytes,
+                         f"{size.compressed_bytes / MB:.1f} MB compressed (the registry's "
+                         "manifest)")
 
     def tag_digest(self, session: HostSession, need: ImageNeed) -> str | None:
         """The digest the registry serves for a tag now, asked at most every TAG_CHECK_S per
@@ -264,6 +324,8 @@ def verify(session: HostSession, image: ImageRef) -> tuple[str, str]:
         raise PullFailed(f"Host {session.name}: the pull of {image.text} ended but the engine "
                          "does not list the image")
     digests = [d for d in found.repo_digests if d.startswith(image.name + "@")]
+    if image.digest is not None and found.id == image.digest:  # loaded: pinned by its ID
+        return found.id, ""
     if image.digest is not None and image.digest_ref(image.digest) not in found.repo_digests:
         raise PullFailed(f"Host {session.name}: {image.text} was pulled but the engine holds "
                          f"it under {', '.join(digests) or 'no digest of ' + image.name}, not "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -28,13 +29,15 @@ from tests.remote_engine import (  # noqa: F401  (fixtures)
     remote_fixture,
 )
 from tests.specs_factory import HOST, deployment, write
+from tests.throttle import SlowLink
 
 REPO = "vss/rt-vlm"
 
 
 def _host(registry: Registry, name: str = "local", docker_url: str | None = None,
-          extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {**HOST["spec"], "registries": [registry.login]}  # type: ignore[dict-item]
+          extra: dict[str, Any] | None = None, server: str | None = None) -> dict[str, Any]:
+    login = {**registry.login, "server": server or registry.address}
+    spec: dict[str, Any] = {**HOST["spec"], "registries": [login]}  # type: ignore[dict-item]
     if docker_url is not None:
         spec["docker"] = docker_url
     spec.update(extra or {})
@@ -277,3 +280,191 @@ def test_too_little_room_is_refused_before_pulling(
         assert client.images.list(all=True) == []
         after = os.statvfs(small.root / "data").f_bavail
         assert abs(before - after) * os.statvfs(small.root / "data").f_frsize < 1 << 20
+
+
+def _pulls_of(client: docker.DockerClient, name: str, since: float) -> int:
+    """How many pulls of ``name`` the engine made since ``since`` (its own image events)."""
+    events = client.events(since=since, until=time.time(), decode=True,
+                           filters={"type": "image", "event": "pull"})
+    return sum(1 for e in events if str(e.get("id", "")).startswith(name))
+
+
+def test_one_pull_serves_every_deployment_and_what_nothing_uses_is_pruned(
+        cli: Cli, registry: Registry, docker_client: docker.DockerClient, emulator_image: str,
+        instance: str, tmp_path: Path) -> None:
+    """The daemon: three Deployments on one absent image share one pull; moved to another
+    image, the first is removed once no container uses it (images.prune), and an image the
+    reconciler did not bring is never removed."""
+    first = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "shared-1")
+    second = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "shared-2")
+    name = f"{registry.address}/{REPO}"
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "host.yaml").write_text(json.dumps(_host(registry, extra={
+        "images": {"prune": True}})))
+    ports = [free_port() for _ in range(3)]
+
+    def spec(digest: str) -> None:
+        write(specs, *(deployment(f"vlm{i}", f"{name}@{digest}", port)
+                       for i, port in enumerate(ports)), host=False)
+
+    spec(first)
+    since = time.time()
+    cli.extra_env["NGC_API_KEY"] = registry.password
+    daemon = cli.popen("run", "--specs", str(specs), "--metrics-address", "off", "--resync", "3")
+    try:
+        def all_on(digest: str) -> bool | None:
+            done = cli("status", "-o", "json")
+            if done.returncode != 0:
+                return None
+            records = [r for r in json.loads(done.stdout) if r["kind"] == "Deployment"]
+            return True if len(records) == 3 and all(
+                r["facts"].get("imageDigest") == digest and any(
+                    c["type"] == "Ready" and c["status"] == "True" for c in r["conditions"])
+                for r in records) else None
+        assert until(lambda: all_on(first), timeout_s=120, pace=0.5)
+        assert _pulls_of(docker_client, name, since) == 1
+        events = cli("events").stdout
+        assert events.count("Pulled") == 3  # one pull, said to each Deployment it served
+
+        spec(second)
+        assert until(lambda: all_on(second), timeout_s=120, pace=0.5)
+
+        def pruned() -> bool | None:
+            try:
+                docker_client.images.get(f"{name}@{first}")
+            except docker.errors.ImageNotFound:
+                return True
+            return None
+        assert until(pruned, timeout_s=30, pace=0.5), cli("events").stdout
+        assert "Pruned" in cli("events").stdout
+        docker_client.images.get(emulator_image)  # not ours to remove: still there
+    finally:
+        daemon.terminate()
+        daemon.communicate(timeout=30)
+
+
+def test_a_mirror_serves_another_registrys_image(
+        cli: Cli, registry: Registry, docker_client: docker.DockerClient, emulator_image: str,
+        instance: str, tmp_path: Path) -> None:
+    """A Host that reaches only its mirror: ``nvcr.io/...@digest`` is pulled from the mirror's
+    copy (same path, same digest); nvcr.io is never asked (nor allowed by the trust file)."""
+    digest = registry.push(docker_client, TEST_IMAGE_TAG, "nvidia/vss-engine/rt-vlm", "m")
+    image = f"nvcr.io/nvidia/vss-engine/rt-vlm@{digest}"
+    specs = tmp_path / "specs"
+    write(specs, deployment("vlm", image, free_port()), host=False)
+    (specs / "host.yaml").write_text(json.dumps(_host(registry, extra={
+        "images": {"mirror": registry.address}})))
+    cli.extra_env["NGC_API_KEY"] = registry.password
+    plan = cli("plan", str(specs))
+    assert f"from registry {registry.address} (as $oauthtoken, mirroring nvcr.io)" in plan.stdout
+    done = cli("apply", str(specs), "--timeout", "120")
+    assert done.returncode == 0, done.stdout + done.stderr
+    status = _status(cli, "vlm")
+    assert status["facts"]["imageDigest"] == digest
+    assert cli("plan", str(specs)).returncode == 0  # found under the mirror's name: in sync
+
+
+def test_an_air_gapped_host_loads_its_image_from_an_archive(
+        cli: Cli, docker_client: docker.DockerClient, emulator_image: str, instance: str,
+        tmp_path: Path) -> None:
+    """No registry at all: the image, pinned by its ID, comes from a ``docker save`` archive
+    the Host lists (in the operator's images folders), streamed to its engine."""
+    with tempfile.TemporaryDirectory() as context:
+        (Path(context) / "Dockerfile").write_text(
+            f'FROM {TEST_IMAGE_TAG}\nLABEL rtvi.test.unique="{time.time_ns()}"\n')
+        built, _ = docker_client.images.build(path=context, rm=True)
+    built.tag("rtvi-airgap", "1")
+    archive = tmp_path / "rt-vlm.tar"
+    with archive.open("wb") as out:
+        for chunk in built.save(named=True):
+            out.write(chunk)
+    docker_client.images.remove(built.id, force=True)
+    image = f"rtvi-airgap@{built.id}"
+    specs = tmp_path / "specs"
+    write(specs, deployment("vlm", image, free_port()), host=False)
+    (specs / "host.yaml").write_text(json.dumps({**HOST, "spec": {
+        **HOST["spec"], "images": {"archives": [str(archive)]}}}))  # type: ignore[dict-item]
+    plan = cli("plan", str(specs))
+    assert plan.returncode == 2, plan.stdout + plan.stderr
+    assert f"load image {image}" in plan.stdout
+    assert f"from archive {archive}" in plan.stdout
+    done = cli("apply", str(specs), "--timeout", "120")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert containers_of(docker_client, instance)[0].image.id == built.id
+    elsewhere = tmp_path.parent / "outside-trust.toml"
+    elsewhere.write_text("[read]\nimages = [\"/nonexistent\"]\n")
+    refused = cli("--trust", str(elsewhere), "validate", str(specs))
+    assert refused.returncode == 1
+    assert "outside the folders images may be read from" in refused.stdout + refused.stderr
+
+
+def test_an_interrupted_pull_keeps_the_old_service_and_resumes(
+        cli: Cli, registry: Registry, docker_client: docker.DockerClient, emulator_image: str,
+        instance: str, tmp_path: Path) -> None:
+    """A 96 MiB layer over a slow link (a relay at 16 MB/s in front of the registry): the link
+    cut mid-pull (apply is printing bytes) leaves the old service serving, Degraded with the
+    registry's reason; with it back, a daemon killed with -9 mid-pull leaves no image behind,
+    and the next daemon brings it and converges."""
+    small = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "small")
+    large = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "large", random_mib=96)
+    link = SlowLink(("127.0.0.1", registry.port), rate=16e6)
+    address = registry.trust_at(link.port)
+    name = f"{address}/{REPO}"
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "host.yaml").write_text(json.dumps(_host(registry, server=address)))
+    port = free_port()
+    write(specs, deployment("vlm", f"{name}@{small}", port), host=False)
+    cli.extra_env.update({"NGC_API_KEY": registry.password, "PYTHONUNBUFFERED": "1"})
+    assert cli("apply", str(specs), "--timeout", "120").returncode == 0
+    old = containers_of(docker_client, instance)[0].id
+    write(specs, deployment("vlm", f"{name}@{large}", port), host=False)
+
+    apply = cli.popen("apply", str(specs), "--timeout", "120")
+    assert apply.stderr is not None
+    seen = []
+    for line in apply.stderr:  # progress lines: the link goes once bytes have come
+        seen.append(line)
+        if "pulling" in line and " of " in line and not line.split(": ")[-1].startswith("0.0"):
+            link.cut()
+            break
+    out, err = apply.communicate(timeout=120)
+    assert apply.returncode == 1, "".join(seen) + out + err
+    degraded = _condition(_status(cli, "vlm"), "Degraded")
+    assert degraded["reason"] == "PullFailed", degraded
+    assert "the registry stopped answering mid-pull" in degraded["message"]
+    assert containers_of(docker_client, instance)[0].id == old
+    ready = httpx.get(f"http://127.0.0.1:{port}/v1/health/ready", timeout=5)
+    assert ready.status_code == 200
+
+    link.restore()
+    daemon = cli.popen("run", "--specs", str(specs), "--metrics-address", "off")
+
+    def pulling() -> bool | None:
+        done = cli("status", "vlm", "-o", "json")
+        if done.returncode != 0:
+            return None
+        progressing = [c for c in json.loads(done.stdout)["conditions"]
+                       if c["type"] == "Progressing"]
+        return True if progressing and progressing[0]["reason"] == "Pulling" and (
+            progressing[0]["status"] == "True") else None
+    try:
+        assert until(pulling, timeout_s=60, pace=0.05)
+        daemon.kill()
+        assert "Pulling" in cli("status").stdout  # the table says a pull is under way
+        daemon.communicate(timeout=30)
+        with pytest.raises(docker.errors.ImageNotFound):
+            docker_client.images.get(f"{name}@{large}")
+        assert containers_of(docker_client, instance)[0].id == old
+        daemon = cli.popen("run", "--specs", str(specs), "--metrics-address", "off")
+
+        def converged() -> bool | None:
+            status = json.loads(cli("status", "vlm", "-o", "json").stdout)
+            return True if status["facts"].get("imageDigest") == large and _condition(
+                status, "Ready")["status"] == "True" else None
+        assert until(converged, timeout_s=180, pace=0.5), cli("events").stdout
+    finally:
+        daemon.terminate()
+        daemon.communicate(timeout=30)
+        link.cut()
