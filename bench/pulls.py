@@ -69,6 +69,16 @@ def cleanup(client: docker.DockerClient) -> None:
             container.remove(force=True)
 
 
+def timed(cmd: list[str], env: dict[str, str]) -> float:
+    """Seconds from the command's start to its exit; it must succeed."""
+    started = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:3])} ... failed:\n{done.stderr[-3000:]}")
+    return seconds
+
+
 def ours(n: int, ref: str, registry: Registry, work: Path) -> float:
     folder = work / f"specs-{n}"
     host = host_doc()
@@ -81,12 +91,7 @@ def ours(n: int, ref: str, registry: Registry, work: Path) -> float:
     env = dict(os.environ, NGC_API_KEY=registry.password)
     cmd = [RECONCILER, "--state-dir", str(work / f"state-{n}-{time.time_ns()}"), "--instance",
            INSTANCE, "--allow-pull", "127.0.0.1", "apply", str(folder), "--timeout", "600"]
-    started = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"reconciler apply failed:\n{done.stderr[-3000:]}")
-    return seconds
+    return timed(cmd, env)
 
 
 def theirs(n: int, ref: str, registry: Registry, work: Path, compose: list[str]) -> float:
@@ -103,12 +108,7 @@ def theirs(n: int, ref: str, registry: Registry, work: Path, compose: list[str])
         "environment": {"VLM_MODEL_TO_USE": "vllm-compatible",
                         "MODEL_PATH": "ngc:nim/nvidia/bench:1"}} for i in range(n)}}))
     cmd = [*compose, "-f", str(path), "-p", f"rtvibenchpull{n}", "up", "-d", "--wait"]
-    started = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"docker compose up failed:\n{done.stderr[-3000:]}")
-    return seconds
+    return timed(cmd, env)
 
 
 def main() -> None:

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import io
+import json
+import tarfile
+from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from controllers.deployment.plan import plan
-from controllers.host.pulls import ImageNeed, PullJob
+from controllers.errors import PullFailed
+from controllers.host.archives import MANIFEST, Held, archive_holding, images_in
+from controllers.host.pulls import STALL_S, ImageNeed, PullJob
 from reconciler.output import print_plan
 from specs.images import parse_image
 from specs.models import RegistryLogin
@@ -59,9 +66,46 @@ def test_a_pulls_progress_reads_like_docker_pull() -> None:
     job.note({"status": "Pulling from vss/rt-vlm", "id": "sha256"})
     job.note({"status": "Already exists", "id": "a1"})
     job.note({"status": "Pulling fs layer", "id": "b2"})
+    assert "0.0 of 30.0 MB" in job.summary()  # the manifest's size, until layers say theirs
     job.note({"status": "Downloading", "id": "b2",
               "progressDetail": {"current": 5_000_000, "total": 20_000_000}})
-    said = job.summary()
-    assert "from registry 127.0.0.1:5443 (as $oauthtoken): 5.0 of 30.0 MB, 1 of 2 layers" in said
+    said = job.summary()  # what it downloads: a layer the Host has is not counted
+    assert "from registry 127.0.0.1:5443 (as $oauthtoken): 5.0 of 20.0 MB, 1 of 2 layers" in said
     job.note({"status": "Download complete", "id": "b2"})
-    assert "20.0 of 30.0 MB, 2 of 2 layers" in job.summary()
+    assert "20.0 of 20.0 MB, 2 of 2 layers" in job.summary()
+
+
+def test_a_pull_the_registry_stopped_answering_is_given_up_with_what_the_engine_said() -> None:
+    job = PullJob(_need())
+    job.note({"status": "Downloading", "id": "b2",
+              "progressDetail": {"current": 1, "total": 10}})
+    job.note({"status": "Retrying in 5 seconds", "id": "b2"})
+    assert "(layer b2: Retrying in 5 seconds)" in job.summary()  # still waiting: no error
+    job._moved -= STALL_S  # as if no byte came for that long
+    with pytest.raises(PullFailed, match=r"stopped answering mid-pull .*Retrying in 4 seconds"):
+        job.note({"status": "Retrying in 4 seconds", "id": "b2"})
+
+
+def _archive(path: Path, manifest: object) -> None:
+    data = json.dumps(manifest).encode()
+    with tarfile.open(path, "w") as tar:
+        info = tarfile.TarInfo(MANIFEST)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+
+
+def test_an_archive_is_found_by_the_image_id_a_pin_names_or_by_its_tag(tmp_path: Path) -> None:
+    image_id = "ab" * 32
+    good = tmp_path / "good.tar"
+    _archive(good, [{"Config": f"{image_id}.json", "RepoTags": ["rtvi:1"], "Layers": []}])
+    junk = tmp_path / "junk.tar"
+    junk.write_bytes(b"not a tar")
+    odd = tmp_path / "odd.tar"
+    _archive(odd, {"Config": "x"})
+    assert images_in(str(good)) == [Held(f"sha256:{image_id}", ("rtvi:1",))]
+    assert images_in(str(junk)) == images_in(str(odd)) == []
+    paths = [str(junk), str(odd), str(good)]
+    assert archive_holding(paths, parse_image(f"rtvi@sha256:{image_id}")) == str(good)
+    assert archive_holding(paths, parse_image("rtvi:1")) == str(good)
+    assert archive_holding(paths, parse_image("rtvi:2")) is None
+    assert archive_holding(paths, parse_image("rtvi@sha256:" + "cd" * 32)) is None

@@ -21,6 +21,7 @@ import pytest
 
 from controllers.waiting import until
 from tests.conftest import TEST_IMAGE_TAG, Cli, containers_of
+from tests.e2e.stream_helpers import condition, status
 from tests.ports import free_port
 from tests.registry import Registry
 from tests.remote_engine import (  # noqa: F401  (fixtures)
@@ -42,17 +43,6 @@ def _host(registry: Registry, name: str = "local", docker_url: str | None = None
         spec["docker"] = docker_url
     spec.update(extra or {})
     return {**HOST, "metadata": {"name": name}, "spec": spec}
-
-
-def _status(cli: Cli, name: str) -> dict[str, Any]:
-    done = cli("status", name, "-o", "json")
-    assert done.returncode == 0, done.stdout + done.stderr
-    found: dict[str, Any] = json.loads(done.stdout)
-    return found
-
-
-def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
-    return next(c for c in status["conditions"] if c["type"] == kind)
 
 
 def _no_canary(folder: Path, *texts: str, canaries: tuple[str, ...]) -> None:
@@ -97,8 +87,8 @@ def test_a_fresh_host_pulls_by_digest_with_credentials_by_reference(
     cli.extra_env["NGC_API_KEY"] = wrong
     failed = cli("apply", str(specs), "--timeout", "60")
     assert failed.returncode == 1, failed.stdout + failed.stderr
-    status = _status(cli, "vlm")
-    degraded = _condition(status, "Degraded")
+    record = status(cli, "vlm")
+    degraded = condition(record, "Degraded")
     assert degraded["status"] == "True"
     assert degraded["reason"] == "PullFailed"
     assert "unauthorized" in degraded["message"].lower() or "authentication" in (
@@ -110,14 +100,25 @@ def test_a_fresh_host_pulls_by_digest_with_credentials_by_reference(
     done = cli("apply", str(specs), "--timeout", "120")
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"pulling {image}" in done.stdout + done.stderr
-    status = _status(cli, "vlm")
-    assert _condition(status, "Ready")["status"] == "True"
-    assert status["facts"]["imageDigest"] == digest
+    record = status(cli, "vlm")
+    assert condition(record, "Ready")["status"] == "True"
+    assert record["facts"]["imageDigest"] == digest
     assert docker_client.images.get(image).id == containers_of(docker_client, instance)[0].image.id
     events = cli("events")
     assert "Pulled" in events.stdout
     again = cli("plan", str(specs))
     assert again.returncode == 0, again.stdout  # in sync: nothing pulled twice
+
+    # A new digest with the wrong password: the running service is left as it was.
+    old = containers_of(docker_client, instance)[0].id
+    bumped = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "fresh-2")
+    write(specs, deployment("vlm", f"{registry.address}/{REPO}@{bumped}", port), host=False)
+    cli.extra_env["NGC_API_KEY"] = wrong
+    assert cli("apply", str(specs), "--timeout", "60").returncode == 1
+    assert condition(status(cli, "vlm"), "Degraded")["reason"] == "PullFailed"
+    assert containers_of(docker_client, instance)[0].id == old
+    ready = httpx.get(f"http://127.0.0.1:{port}/v1/health/ready", timeout=5)
+    assert ready.status_code == 200
 
     _no_canary(cli.state_dir, *cli.transcript, canaries=(registry.password, wrong))
     for container in containers_of(docker_client, instance):
@@ -217,7 +218,7 @@ def test_a_tag_that_moved_is_a_visible_cause(
     (specs / "host.yaml").write_text(json.dumps(_host(registry)))
     cli.extra_env["NGC_API_KEY"] = registry.password
     assert cli("apply", str(specs), "--timeout", "120").returncode == 0
-    assert _status(cli, "vlm")["facts"]["imageDigest"] == before
+    assert status(cli, "vlm")["facts"]["imageDigest"] == before
     assert cli("plan", str(specs)).returncode == 0  # the tag has not moved: in sync
 
     held = docker_client.images.get(image)
@@ -228,7 +229,7 @@ def test_a_tag_that_moved_is_a_visible_cause(
     assert f"tag {image} moved in {registry.address}: {before} → {after}" in plan.stdout
     done = cli("apply", str(specs), "--timeout", "120")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert _status(cli, "vlm")["facts"]["imageDigest"] == after
+    assert status(cli, "vlm")["facts"]["imageDigest"] == after
     [container] = containers_of(docker_client, instance)
     assert container.image.id == docker_client.images.get(f"{image}").id
 
@@ -273,7 +274,7 @@ def test_too_little_room_is_refused_before_pulling(
         cli.extra_env["NGC_API_KEY"] = registry.password
         done = cli("apply", str(specs), "--timeout", "60")
         assert done.returncode == 1, done.stdout + done.stderr
-        degraded = _condition(_status(cli, "vlm"), "Degraded")
+        degraded = condition(status(cli, "vlm"), "Degraded")
         assert degraded["reason"] == "PullFailed"
         assert "not enough room to pull" in degraded["message"]
         assert "MB compressed (the registry's manifest)" in degraded["message"]
@@ -360,8 +361,7 @@ def test_a_mirror_serves_another_registrys_image(
     assert f"from registry {registry.address} (as $oauthtoken, mirroring nvcr.io)" in plan.stdout
     done = cli("apply", str(specs), "--timeout", "120")
     assert done.returncode == 0, done.stdout + done.stderr
-    status = _status(cli, "vlm")
-    assert status["facts"]["imageDigest"] == digest
+    assert status(cli, "vlm")["facts"]["imageDigest"] == digest
     assert cli("plan", str(specs)).returncode == 0  # found under the mirror's name: in sync
 
 
@@ -431,7 +431,7 @@ def test_an_interrupted_pull_keeps_the_old_service_and_resumes(
             break
     out, err = apply.communicate(timeout=120)
     assert apply.returncode == 1, "".join(seen) + out + err
-    degraded = _condition(_status(cli, "vlm"), "Degraded")
+    degraded = condition(status(cli, "vlm"), "Degraded")
     assert degraded["reason"] == "PullFailed", degraded
     assert "the registry stopped answering mid-pull" in degraded["message"]
     assert containers_of(docker_client, instance)[0].id == old
@@ -461,10 +461,37 @@ def test_an_interrupted_pull_keeps_the_old_service_and_resumes(
 
         def converged() -> bool | None:
             status = json.loads(cli("status", "vlm", "-o", "json").stdout)
-            return True if status["facts"].get("imageDigest") == large and _condition(
+            return True if status["facts"].get("imageDigest") == large and condition(
                 status, "Ready")["status"] == "True" else None
         assert until(converged, timeout_s=180, pace=0.5), cli("events").stdout
     finally:
         daemon.terminate()
         daemon.communicate(timeout=30)
         link.cut()
+
+
+def test_an_experiments_template_image_is_pulled_and_its_digest_is_in_the_manifest(
+        cli: Cli, registry: Registry, docker_client: docker.DockerClient, emulator_image: str,
+        instance: str, tmp_path: Path) -> None:
+    """A canary whose template's image the Host lacks: planned with its pull, run, and the
+    registry digest it ran is in the run's manifest (the image provenance the guide asks)."""
+    from tests.e2e.stream_helpers import rtvi_deployment
+    from tests.e2e.test_experiment import canary
+
+    digest = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "canary")
+    image = f"{registry.address}/{REPO}@{digest}"
+    template = rtvi_deployment(emulator_image, free_port())
+    template["spec"]["image"] = image
+    specs = tmp_path / "specs"
+    write(specs, _host(registry), template,
+          canary("pulled-1", free_port(), streams=2, qualificationOnly=True), host=False)
+    cli.extra_env["NGC_API_KEY"] = registry.password
+    plan = cli("plan", str(specs))
+    assert plan.returncode == 2, plan.stdout + plan.stderr
+    assert f"Experiment/canary: pull image {image}" in plan.stdout
+    done = cli("apply", str(specs), "--timeout", "200", timeout=260)
+    assert done.returncode == 0, done.stdout + done.stderr
+    manifest = json.loads((cli.state_dir / "evidence" / "pulled-1" / "manifest.json")
+                          .read_text())
+    assert manifest["service"]["imageDigests"] == [image]
+    _no_canary(cli.state_dir, *cli.transcript, canaries=(registry.password,))
