@@ -97,7 +97,12 @@ def ours(n: int, ref: str, registry: Registry, work: Path) -> float:
 def theirs(n: int, ref: str, registry: Registry, work: Path, compose: list[str]) -> float:
     config = work / "docker-config"
     env = dict(os.environ, DOCKER_CONFIG=str(config))
-    if not config.exists():
+    if not config.exists():  # a throwaway config: the login is never kept
+        plugins = config / "cli-plugins"  # where docker looks for compose under it
+        plugins.mkdir(parents=True)
+        installed = Path.home() / ".docker" / "cli-plugins" / "docker-compose"
+        if installed.exists():
+            (plugins / "docker-compose").symlink_to(installed.resolve())
         subprocess.run(["docker", "login", registry.address, "-u", USER, "--password-stdin"],
                        input=registry.password, text=True, env=env, check=True,
                        capture_output=True)
