@@ -154,10 +154,11 @@ PATHS = click.argument("paths", nargs=-1, required=True,
 @click.option("--trust", "trust_file", type=click.Path(path_type=Path), envvar=ENV_TRUST_FILE,
               default=None, metavar="FILE",
               help="The operator's trust file (TOML): the folders specs may read secrets, media "
-                   "and harness files from ([read] secrets/media/harness = [DIRS]) and the "
-                   f"commands they may run ([run] commands = [...]) (env {ENV_TRUST_FILE}; "
+                   "and harness files from ([read] secrets/media/harness = [DIRS]), the "
+                   "commands they may run ([run] commands = [...]) and the registries Hosts "
+                   f"may pull from ([pull] registries = [...]) (env {ENV_TRUST_FILE}; "
                    "default $XDG_CONFIG_HOME/rtvi-reconciler/trust.toml where it exists). "
-                   "Without one, a spec may read no file and run no command.")
+                   "Without one, a spec may read no file, run no command and pull nothing.")
 @click.option("--allow-read", multiple=True, metavar="CATEGORY=DIR",
               help="Also let specs read CATEGORY (secrets, media, harness) files under DIR. "
                    "Repeatable.")

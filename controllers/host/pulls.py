@@ -18,6 +18,7 @@ or a plan. Nothing running is stopped for a pull: a failed one leaves the old se
 
 from __future__ import annotations
 
+import contextvars
 import os
 import threading
 import time
@@ -203,7 +204,10 @@ class Pulls(Part):
             if job is None:
                 auth = auth_config(need)  # a missing password fails this pass, not a thread
                 job = self._jobs[key] = PullJob(need)
-                threading.Thread(target=self._run, args=(session, job, auth), daemon=True,
+                # In the pass's context: a replica whose share of this Host moves away makes
+                # no further Docker call for it (``docker_client.fence_calls``).
+                threading.Thread(target=contextvars.copy_context().run, daemon=True,
+                                 args=(self._run, session, job, auth),
                                  name=f"pull-{need.host}").start()
             job.waiters[waiter] = wake
             return job

@@ -62,10 +62,12 @@ def test_by_default_a_spec_may_read_no_file_and_run_no_command(tmp_path: Path) -
     assert any(line.startswith(f"{specs}/all.yaml:{SECRET_LINE}:") and
                "spec.secrets.1.fromFile:" in line and "set by the default" in line
                for line in lines), done.stderr
-    # Every category the fixture reads, and the harness commands, are refused: 1 secret, 7
-    # media files, 6 harness paths (3 checkouts, 3 configs judged inside them), 1 mount, 2 SSH
-    # files, 1 evidence root, 3 commands: 21, of which a file shows 20 (max-issues).
+    # Every category the fixture reads, and the harness commands, are refused: 2 secrets (a
+    # Deployment's, a registry password), 7 media files, 6 harness paths (3 checkouts, 3
+    # configs judged inside them), 1 mount, 4 SSH files, 1 evidence root, 1 image archive, 3
+    # commands: 25, of which a file shows 20 and says how many more (max-issues).
     assert len(lines) == 20, lines
+    assert "5 more issue(s) in this file not shown" in done.stderr
     assert "21 errors; nothing was changed." in done.stderr
     assert sum("does not start with a command" in line for line in lines) == 3
 
@@ -75,9 +77,10 @@ def test_the_operator_s_folders_and_commands_let_exactly_those_through(tmp_path:
     secrets.mkdir()
     specs = _fixture_with(tmp_path, **{"/run/secrets/token": str(secrets / "token")})
     trust = tmp_path / "trust.toml"
-    trust.write_text(f'[read]\nsecrets = ["{secrets}"]\nmedia = ["/media"]\n'
+    trust.write_text(f'[read]\nsecrets = ["{secrets}", "/keys"]\nmedia = ["/media"]\n'
                      'harness = ["/opt/vss"]\nmounts = ["/models"]\nssh = ["/keys"]\n'
-                     'evidence = ["/var/lib"]\n[run]\ncommands = ["python3"]\n')
+                     'evidence = ["/var/lib"]\nimages = ["/images"]\n'
+                     '[run]\ncommands = ["python3"]\n')
     done = _reconciler(tmp_path, "validate", str(specs), trust=trust)
     assert done.returncode == 0, done.stderr
     # The same set with one command left out: only the harness argv is refused.
@@ -118,9 +121,10 @@ def test_the_daemon_s_sources_refuse_by_default(tmp_path: Path) -> None:
     with pytest.raises(SourceError) as info:
         FolderSource(specs).load()
     assert {i.rule for i in info.value.issues} - {"max-issues"} == {R_TRUST}
-    allowed = policy({"secrets": (str(fifo.parent),), "media": ("/media",),
+    allowed = policy({"secrets": (str(fifo.parent), "/keys"), "media": ("/media",),
                       "harness": ("/opt/vss",), "mounts": ("/models",), "ssh": ("/keys",),
-                      "evidence": ("/var/lib",)}, ("python3",), "test")
+                      "evidence": ("/var/lib",), "images": ("/images",)}, ("python3",),
+                     "test")
     assert FolderSource(specs, trust=allowed).load().spec_set.resources
 
 
@@ -164,7 +168,9 @@ def test_every_field_that_reads_or_runs_is_declared_on_the_models() -> None:
     assert "spec.mounts.0.source" in found
     assert "spec.ssh.keyFile" in found
     assert "spec.evidenceRoot" in found
-    assert len(found) == 21
+    assert "spec.registries.1.password.fromFile" in found
+    assert "spec.images.archives.0" in found
+    assert len(found) == 25
     assert sys.executable  # the stand-in's Python is what tests allow (tests/conftest.py)
 
 
