@@ -19,6 +19,7 @@ or a plan. Nothing running is stopped for a pull: a failed one leaves the old se
 from __future__ import annotations
 
 import contextvars
+import math
 import os
 import threading
 import time
@@ -47,8 +48,19 @@ RECHECK_S = 5.0  # the daemon's look at a pull under way (the board wakes it whe
 LOG_EVERY_S = 10.0  # a pull's progress in the log
 # A pull whose registry went away mid-pull: the engine retries each layer for about 75 s; after
 # this long without a byte the pull is given up (Degraded, PullFailed) and the queue's backoff
-# tries again, from the layers the engine kept.
+# tries again, from the layers the engine kept. RECONCILER_PULL_STALL_S sets it (a slow link
+# that pauses longer).
 STALL_S = 20.0
+STALL_ENV = "RECONCILER_PULL_STALL_S"
+
+
+def stall_s() -> float:
+    """The stall limit in force: the environment's (a number of at least 1 s), else STALL_S."""
+    try:
+        value = float(os.environ.get(STALL_ENV, ""))
+    except ValueError:
+        return STALL_S
+    return value if math.isfinite(value) and value >= 1 else STALL_S
 TAG_CHECK_S = 60.0  # a tag's digest is asked of the registry at most this often per Host
 ROOM_MARGIN = 1.1  # a pull needs its compressed size and a tenth more free
 DONE_STATES = ("Download complete", "Pull complete", "Already exists")
@@ -159,7 +171,7 @@ class PullJob:
         elif status.startswith("Retrying"):
             self.retrying = f"layer {layer[:12]}: {status}"
             stalled = time.monotonic() - self._moved
-            if stalled >= STALL_S:
+            if stalled >= stall_s():
                 raise PullFailed(f"{self.need.target} on Host {self.need.host}: the registry "
                                  f"stopped answering mid-pull (no bytes for {stalled:.0f}s; "
                                  f"the engine was retrying, {self.retrying}); the layers "

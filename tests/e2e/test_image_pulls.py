@@ -19,6 +19,7 @@ import docker
 import httpx
 import pytest
 
+from controllers.host.pulls import STALL_ENV
 from controllers.waiting import until
 from tests.conftest import TEST_IMAGE_TAG, Cli, containers_of
 from tests.e2e.stream_helpers import condition, status
@@ -402,13 +403,14 @@ def test_an_air_gapped_host_loads_its_image_from_an_archive(
 def test_an_interrupted_pull_keeps_the_old_service_and_resumes(
         cli: Cli, registry: Registry, docker_client: docker.DockerClient, emulator_image: str,
         instance: str, tmp_path: Path) -> None:
-    """A 96 MiB layer over a slow link (a relay at 16 MB/s in front of the registry): the link
+    """A 48 MiB layer over a slow link (a relay at 12 MB/s in front of the registry): the link
     cut mid-pull (apply is printing bytes) leaves the old service serving, Degraded with the
-    registry's reason; with it back, a daemon killed with -9 mid-pull leaves no image behind,
-    and the next daemon brings it and converges."""
+    registry's reason once no byte came for the stall limit (4 s here); with it back, a
+    daemon killed with -9 mid-pull leaves no image behind, and the next daemon brings it and
+    converges."""
     small = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "small")
-    large = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "large", random_mib=96)
-    link = SlowLink(("127.0.0.1", registry.port), rate=16e6)
+    large = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "large", random_mib=48)
+    link = SlowLink(("127.0.0.1", registry.port), rate=12e6)
     address = registry.trust_at(link.port)
     name = f"{address}/{REPO}"
     specs = tmp_path / "specs"
@@ -416,7 +418,8 @@ def test_an_interrupted_pull_keeps_the_old_service_and_resumes(
     (specs / "host.yaml").write_text(json.dumps(_host(registry, server=address)))
     port = free_port()
     write(specs, deployment("vlm", f"{name}@{small}", port), host=False)
-    cli.extra_env.update({"NGC_API_KEY": registry.password, "PYTHONUNBUFFERED": "1"})
+    cli.extra_env.update({"NGC_API_KEY": registry.password, "PYTHONUNBUFFERED": "1",
+                          STALL_ENV: "4"})  # given up 4 s after the last byte
     assert cli("apply", str(specs), "--timeout", "120").returncode == 0
     old = containers_of(docker_client, instance)[0].id
     write(specs, deployment("vlm", f"{name}@{large}", port), host=False)
