@@ -91,8 +91,8 @@ def resolve_desired(dep: Deployment, spec_set: SpecSet, session: HostSession,
     found = host_image(dep, session, view, pulls)
     image, need = found.image, found.need
     if need is not None and (refused := pull_refused(need)) is not None:
-        findings.append(Finding(("spec", "image"), f"image {dep.spec.image} is not present on "
-                                f"Host {facts.name} and {refused}", R_TRUST))
+        findings.append(Finding(("spec", "image"), f"image {dep.spec.image}: {need.cause}, "
+                                f"and {refused}", R_TRUST))
     elif (path := dep.spec.model.implementationPath) is not None and image is not None and (
             need is None) and covering_mount(dep.spec, path) is None and not (
             engine.path_in_image(image.id, path)):

@@ -272,7 +272,7 @@ def test_an_absent_image_from_a_registry_the_operator_does_not_allow_is_refused_
     for command in ("plan", "apply"):
         done = cli(command, str(specs))
         assert done.returncode == 1
-        assert "is not present on Host local and registry docker.io is not one images may " \
+        assert ": it is not on Host local, and registry docker.io is not one images may " \
             "be pulled from (127.0.0.1;" in done.stdout + done.stderr
     assert Store(cli.state_dir).events.read() == []
 
