@@ -36,15 +36,21 @@ install_packages() {
 }
 
 create_venv() {
-  local stamp="$VENV/.installed-$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)"
+  # The venv is the lock file (requirements.lock, made by scripts/lock.sh from pyproject.toml):
+  # every package at its pinned version and hash, then this project itself without resolving
+  # anything, so two machines set up a month apart run the same code.
+  local stamp="$VENV/.installed-$(cat "$ROOT/pyproject.toml" "$ROOT/requirements.lock" | sha256sum | cut -c1-16)"
   if [ -f "$stamp" ]; then return; fi
   if [ ! -x "$VENV/bin/python" ]; then
     say "creating $VENV"
     python3 -m venv "$VENV"
   fi
-  say "installing rtvi-reconciler and its dependencies into $VENV"
-  "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-  "$VENV/bin/python" -m pip install -q -e "$ROOT[dev]" 2>&1 | grep -v "^WARNING: Location" || true
+  say "installing the locked dependencies (requirements.lock) into $VENV"
+  "$VENV/bin/python" -m pip install -q --require-hashes -r "$ROOT/requirements.lock" 2>&1 \
+    | grep -v "^WARNING: Location" || true
+  say "installing rtvi-reconciler (editable, no dependency resolution)"
+  "$VENV/bin/python" -m pip install -qq --no-deps --no-build-isolation -e "$ROOT" 2>&1 \
+    | grep -v "^WARNING: Location" || true
   "$VENV/bin/python" -c "import reconciler, docker, pydantic" \
     || { say "venv install failed"; exit 1; }
   rm -f "$VENV"/.installed-* && touch "$stamp"
