@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, Self, TypeVar
 
@@ -28,6 +28,7 @@ import structlog
 from controllers.actions import Action
 from controllers.clients.http_api import ClientPool
 from controllers.errors import (
+    UNSEEN_CURE_RETRY_S,
     ControllerError,
     PermanentError,
     PlanError,
@@ -85,6 +86,7 @@ class ResourcePlan(Generic[D, P]):
     error: str | None = None
     error_reason: str = ""
     permanent: bool = True
+    retry_within_s: float = 0.0  # a transient refusal: its next try comes at most this late
     waiting: str | None = None  # a dependency is not ready: act records why and waits
 
     @property
@@ -99,6 +101,7 @@ class ResourcePlan(Generic[D, P]):
         if isinstance(exc, PlanError):
             self.issues, self.error, self.error_reason = exc.issues, str(exc), "PlanRejected"
             self.permanent = not exc.transient
+            self.retry_within_s = UNSEEN_CURE_RETRY_S if exc.transient else 0.0
         elif isinstance(exc, ControllerError):
             self.error, self.error_reason = str(exc), "ObserveFailed"
             self.permanent = isinstance(exc, PermanentError)
@@ -166,10 +169,14 @@ class Result:
     after_s: float = 0.0  # RECHECK only: seconds until the next look
     wake: tuple[Key, ...] = ()
     report: Report | None = None
+    # RETRY only: the backoff's ceiling for a failure whose cure sends no event (0: the queue's)
+    retry_within_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.after_s and self.outcome is not Outcome.RECHECK:
             raise ValueError("after_s goes with a RECHECK outcome only")
+        if self.retry_within_s and self.outcome is not Outcome.RETRY:
+            raise ValueError("retry_within_s goes with a RETRY outcome only")
 
     @property
     def ok(self) -> bool:
@@ -365,8 +372,10 @@ def unplanned(rp: ResourcePlan[Any, Any]) -> Result:
     """A resource that could not be planned (``rp.error``): say why, retry if not permanent."""
     message = rp.error or "not planned"
     reason = rp.error_reason or "Error"
-    return (terminal if rp.permanent else retry)(rp.resource, message, reason,
-                                                 report=Report(detail=message))
+    if rp.permanent:
+        return terminal(rp.resource, message, reason, report=Report(detail=message))
+    return replace(retry(rp.resource, message, reason, report=Report(detail=message)),
+                   retry_within_s=rp.retry_within_s)
 
 
 AnyKind = Kind[Any, Any, Any]

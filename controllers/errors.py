@@ -57,10 +57,18 @@ class PermanentError(ControllerError):
     """Not worth retrying until something changes."""
 
 
+UNSEEN_CURE_RETRY_S = 5.0
+"""The longest wait between tries of a refusal whose cure sends no event (a port another
+process frees): such a try is one bind probe, so it is cheap to look often, and the service
+comes back within seconds of the cure however long it was blocked (the backoff alone grew to
+its 30 s cap, and a try landing just before the cure made that a minute)."""
+
+
 class PlanError(PermanentError):
     """Spec rules that needed observed facts failed. ``transient``: only because of something
     the world may change without telling us (a port held by another process, which frees it
-    without an event): retried with backoff rather than Stalled until the next resync."""
+    without an event): retried at most :data:`UNSEEN_CURE_RETRY_S` apart rather than Stalled
+    until the next resync."""
 
     def __init__(self, issues: list[SpecIssue], transient: bool = False) -> None:
         self.issues = issues

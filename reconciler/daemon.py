@@ -397,7 +397,7 @@ class Daemon:
             return
         self.metrics.error(key.kind, result.reason or "Failed")
         if result.outcome is Outcome.RETRY and not self.stop.is_set():
-            delay = self.queue.retry(key)
+            delay = self.queue.retry(key, result.retry_within_s or None)
             self.store.events.append(key, "Normal", "Backoff",
                                      f"retrying in {delay:.1f}s (attempt "
                                      f"{self.queue.failures(key) + 1})")

@@ -203,12 +203,13 @@ class WorkQueue:
                 self._enqueue(key, pending.priority, pending.due, seq=pending.seq)
             self._cond.notify_all()  # a slot of this kind is free, or the queue may be idle
 
-    def retry(self, key: Key) -> float:
+    def retry(self, key: Key, within_s: float | None = None) -> float:
         """Count a failure of ``key`` and queue it (CHANGE) after the backoff; returns the delay.
 
         Delay: ``min(max, base * 2**(failures-1))``, jittered by ``±jitter`` and capped at
-        max. An earlier entry for the key wins. Called during the key's pass (the usual case),
-        the re-queue takes effect at ``done``.
+        max (or at ``within_s``, for a failure whose cure sends no event). An earlier entry for
+        the key wins. Called during the key's pass (the usual case), the re-queue takes effect
+        at ``done``.
         """
         with self._cond:
             failures = self._failures.get(key, 0) + 1
@@ -216,6 +217,8 @@ class WorkQueue:
             exponent = min(failures - 1, MAX_BACKOFF_EXPONENT)
             nominal = min(self._max_backoff_s, self._base_backoff_s * 2.0 ** exponent)
             delay = min(self._max_backoff_s, jittered(nominal, self._jitter, self._rng))
+            if within_s:
+                delay = min(delay, within_s)
             self._enqueue(key, Priority.CHANGE, self._clock() + delay)
             return delay
 

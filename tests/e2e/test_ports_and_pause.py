@@ -20,7 +20,7 @@ from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
 from specs.rules import R_PORT_FREE
 from tests.conftest import Cli, containers_of
-from tests.e2e.daemon_helpers import DaemonProcess, is_ready, status_of, wait_for
+from tests.e2e.daemon_helpers import DaemonProcess, events_of, is_ready, status_of, wait_for
 from tests.e2e.stream_helpers import rtvi_deployment
 from tests.ports import free_port
 from tests.specs_factory import deployment, pinned, write
@@ -150,11 +150,13 @@ def test_paused_container_is_degraded_and_left_paused(
     assert same.id == container.id
 
 
-def test_a_port_freed_by_another_process_is_taken_within_the_backoff(
+def test_a_port_freed_by_another_process_is_taken_within_seconds(
         cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
         tmp_path: Path) -> None:
     """Issue 26: the process frees its port without any event the daemon could see; the
-    Deployment was Stalled until the periodic resync (215 s). It is retried with backoff."""
+    Deployment was Stalled until the periodic resync (215 s). Issue 38: it was retried with
+    a backoff that grew to 30 s, and came back 62.7 s after the release; the tries of such a
+    refusal stay at most 5 s apart however long the port is held."""
     specs = tmp_path / "specs"
     listener = socket.socket()
     listener.bind(("127.0.0.1", free_port()))
@@ -170,8 +172,14 @@ def test_a_port_freed_by_another_process_is_taken_within_the_backoff(
             and f"host port {port} is taken" in json.dumps(s) else None), 30)
         stalled = [c for c in refused["conditions"] if c["type"] == "Stalled"]
         assert all(c["status"] != "True" for c in stalled)  # retried, not stalled
+        # Six tries: the plain backoff would be at 16 s by now (0.5, 1, 2, 4, 8, 16).
+        backoffs = wait_for("six tries", lambda: (
+            b if len(b := [e.message for e in events_of(cli, "Deployment/vlm")
+                           if e.reason == "Backoff"]) >= 6 else None), 60)
+        delays = [float(m.split("retrying in ")[1].split("s")[0]) for m in backoffs]
+        assert max(delays) <= 5.0, delays
         listener.close()
-        wait_for("Ready once the port is free", lambda: is_ready(cli, "Deployment/vlm"), 90)
+        wait_for("Ready once the port is free", lambda: is_ready(cli, "Deployment/vlm"), 30)
         assert len(containers_of(docker_client, instance)) == 1
     finally:
         listener.close()

@@ -101,6 +101,23 @@ def test_each_plan_time_exception_becomes_a_plan_error(exc: Exception, reason: s
     assert len(rp.issues) == issues
 
 
+def test_a_refusal_cured_without_an_event_is_retried_within_seconds() -> None:
+    """Issue 38: a port another process held came back 62.7 s after its release: the
+    backoff had grown to its 30 s cap. A transient refusal caps its own backoff."""
+    from controllers.contract import unplanned
+    from controllers.errors import UNSEEN_CURE_RETRY_S
+
+    issue = SpecIssue(Location("a.yaml", 3, 1), "spec.port.host", "host port 1 is taken", "port")
+    rp: ResourcePlan[object, PlanLike] = ResourcePlan(Key("Toy", "a"), "a").failed(
+        PlanError([issue], transient=True))
+    result = unplanned(rp)
+    assert (result.outcome, result.retry_within_s) == (Outcome.RETRY, UNSEEN_CURE_RETRY_S)
+    stalled = unplanned(ResourcePlan(Key("Toy", "a"), "a").failed(PlanError([issue])))
+    assert (stalled.outcome, stalled.retry_within_s) == (Outcome.TERMINAL, 0.0)
+    with pytest.raises(ValueError, match="RETRY"):
+        Result(Key("K", "a"), Outcome.TERMINAL, "no", "R", retry_within_s=3.0)
+
+
 def test_observing_keeps_what_was_planned_before_the_failure() -> None:
     rp: ResourcePlan[object, PlanLike] = ResourcePlan(Key("Toy", "a"), "a")
     with rp.observing():

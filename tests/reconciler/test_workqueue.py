@@ -278,6 +278,16 @@ def test_backoff_doubles_from_base_and_is_capped(clock: FakeClock) -> None:
     assert queue.retry(Key("Deployment", "b")) == 60
 
 
+def test_a_retry_may_ask_for_a_lower_ceiling(clock: FakeClock) -> None:
+    """A failure whose cure sends no event (a port another process frees) is looked at again
+    within seconds however many times it failed; the count still grows for the record."""
+    queue = make_queue(clock, base_backoff_s=0.5, max_backoff_s=30)
+    delays = [queue.retry(Key("Deployment", "a"), within_s=5.0) for _ in range(8)]
+    assert delays == [0.5, 1, 2, 4, 5, 5, 5, 5]
+    assert queue.failures(Key("Deployment", "a")) == 8
+    assert queue.retry(Key("Deployment", "a")) == 30  # without it: the queue's own cap
+
+
 def test_retry_queues_the_key_at_now_plus_delay_as_a_change(clock: FakeClock) -> None:
     queue = make_queue(clock)
     queue.add(Key("Deployment", "resync"), Priority.RESYNC)
