@@ -115,6 +115,9 @@ class Daemon:
         self._last_ok: dict[Key, bool] = {}  # each key's last pass: dependents wake on a flip
         # Revisions a person approved once (``sync --approve-prune``) despite the prune guard.
         self._approved: set[str] = set()
+        # Keys not worked while the state directory took no writes: worked when it does.
+        self._parked: set[Key] = set()
+        self._parked_lock = threading.Lock()
         self.metrics = Metrics(self)
         self.started = time.time()
 
@@ -142,8 +145,10 @@ class Daemon:
         forget = WRITES.on_recover(self._writes_recovered)
         # The main thread watches the state disk: while writes fail, a probe every few seconds
         # notices the recovery even when nothing else would write.
+        held = False
         while not self.stop.wait(PROBE_EVERY_S):
             WRITES.probe(self._probe_write)
+            held = self._say_write_health(held)
         forget()
         control.close()
         return self._shutdown()
@@ -153,9 +158,27 @@ class Daemon:
 
     def _writes_recovered(self) -> None:
         """The state disk takes writes again: look at everything (a save that arrived while
-        nothing could be recorded included), as ``reconciler sync`` does."""
-        self.say("the state directory takes writes again: re-checking every resource")
+        nothing could be recorded included, and what was parked meanwhile, pruning too), as
+        ``reconciler sync`` does."""
+        with self._parked_lock:
+            parked, self._parked = self._parked, set()
         self.sync()
+        for key in parked:
+            self.queue.add(key, Priority.CHANGE)
+
+    def _say_write_health(self, held: bool) -> bool:
+        """Say once when the state directory stops taking writes and once when it takes them
+        again (the main thread's look every few seconds); returns whether it is held now."""
+        failing = WRITES.failing
+        if failing is not None and not held:
+            log.error("state.held", directory=str(self.store.root), error=failing.reason)
+            self.say(f"the state directory {self.store.root} takes no writes ({failing.reason})"
+                     ": acting on nothing until it does; status and health still answer")
+        elif failing is None and held:
+            log.info("state.writable", directory=str(self.store.root))
+            self.say(f"the state directory {self.store.root} takes writes again: re-checking "
+                     "every resource")
+        return failing is not None
 
     def _install_signals(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -348,9 +371,23 @@ class Daemon:
             if key is None:
                 return
             try:  # whatever happens below, the key is handed back to the queue
-                self._work(key)
+                if WRITES.failing is None:
+                    self._work(key)
+                else:
+                    self._park(key)
+            except (OSError, StateError):
+                if WRITES.failing is None:
+                    raise
+                self._park(key)  # its pass met the held directory: it runs again after
             finally:
                 self.queue.done(key)
+
+    def _park(self, key: Key) -> None:
+        """No pass while the state directory takes no writes: a pass could neither record
+        what it is about to do (the write-ahead inventory) nor what it did, so it does
+        nothing; the key is worked once writes return (``_writes_recovered``)."""
+        with self._parked_lock:
+            self._parked.add(key)
 
     def _work(self, key: Key) -> None:
         if not self.mine(key):
@@ -367,6 +404,8 @@ class Daemon:
             log.info("reconcile.fenced", key=key, reason=str(exc))
             return
         except Exception as exc:  # guarded() already turns a kind's errors into results
+            if WRITES.failing is not None and isinstance(exc, OSError | StateError):
+                raise  # the held directory, not the resource: parked by the worker
             log.exception("reconcile.crashed", key=key)
             result = retry(key, f"{type(exc).__name__}: {exc}", type(exc).__name__)
         finally:
@@ -542,7 +581,7 @@ def _write_health() -> dict[str, Any]:
     failing = WRITES.failing
     if failing is None:
         return {}
-    return {"stateWrites": {"failing": failing.reason,
+    return {"stateWrites": {"directory": str(WRITES.root), "failing": failing.reason,
                             "sinceSeconds": round(time.time() - failing.since, 1),
                             "failures": failing.failures}}
 

@@ -7,11 +7,14 @@ supervisor. A death (an exception, or returning while the daemon runs) marks the
 thread that dies more than ``restarts`` times within ``window_s`` is beyond repair here: the
 supervisor records why and sets the stop event, and the daemon exits non-zero so that the
 supervisor outside (systemd, Docker) restarts the whole process. Deaths older than the window
-are forgiven: a thread that fails once a day should not end the daemon after a week.
+are forgiven: a thread that fails once a day should not end the daemon after a week. A thread
+that could not write while the state directory takes no writes has not died: it is held until
+writes return (``state.diskhealth``), and no restart loop hides the one condition to report.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -21,13 +24,16 @@ from dataclasses import dataclass
 import structlog
 import tenacity
 
-from controllers.waiting import StopWhenSet
-from state.diskhealth import DISK_ERRNOS
+from controllers.waiting import Stopped, StopWhenSet, until
+from state.diskhealth import DISK_ERRNOS, WRITES
+from state.errors import StateError
 
 THREAD_RESTARTS = 5
 THREAD_RESTART_BASE_S = 1.0
 THREAD_RESTART_MAX_S = 30.0
 THREAD_DEATH_WINDOW_S = 600.0
+WRITES_POLL_S = 0.5  # a parked thread looks this often whether the state directory is back
+HELD = "held: the state directory takes no writes"
 log = structlog.get_logger("reconciler.supervisor")
 
 
@@ -96,7 +102,7 @@ class Supervisor:
     def healthy(self) -> bool:
         """False while any thread is dead or waiting to be restarted, or the daemon is ending
         because one kept dying."""
-        return self.fatal is None and all(state == "running"
+        return self.fatal is None and all(state in ("running", HELD)
                                           for state in list(self.states.values()))
 
     def join(self, deadline: float) -> None:
@@ -129,22 +135,47 @@ class Supervisor:
         self.stop.wait(seconds)
 
     def _run(self, name: str, target: Callable[[], None], forever: bool) -> None:
-        self.states[name] = "running"
-        try:
-            target()
-        except Exception as exc:
-            if self.stop.is_set():
-                return
-            log.exception("thread.died", thread=name)
-            self._note_death(name, f"{type(exc).__name__}: {exc}")
-            cause = exc if isinstance(exc, OSError) else exc.__cause__
-            disk = isinstance(cause, OSError) and cause.errno in DISK_ERRNOS
-            raise ThreadDied(f"{type(exc).__name__}: {exc}", disk=disk) from exc
+        while True:
+            self.states[name] = "running"
+            try:
+                target()
+            except Exception as exc:
+                if self.stop.is_set():
+                    return
+                if self._held(exc):
+                    if self._wait_for_writes(name):
+                        continue  # not a death: the state directory took writes again
+                    return
+                log.exception("thread.died", thread=name)
+                self._note_death(name, f"{type(exc).__name__}: {exc}")
+                cause = exc if isinstance(exc, OSError) else exc.__cause__
+                disk = isinstance(cause, OSError) and cause.errno in DISK_ERRNOS
+                raise ThreadDied(f"{type(exc).__name__}: {exc}", disk=disk) from exc
+            break
         if forever and not self.stop.is_set():
             self._note_death(name, "returned while the daemon runs")
             raise ThreadDied("returned while the daemon runs")
         if not forever:
             self.states.pop(name, None)  # done with its work (e.g. its Host is gone)
+
+    @staticmethod
+    def _held(exc: Exception) -> bool:
+        """A thread that could not record something while the state directory takes no
+        writes has not died: nothing is wrong with it, and nothing it did is lost (what it
+        meant to record is looked at again when writes return)."""
+        return WRITES.failing is not None and isinstance(exc, OSError | StateError)
+
+    def _wait_for_writes(self, name: str) -> bool:
+        """Park ``name`` until the state directory takes writes (True) or the daemon stops.
+        The condition is the daemon's to report, once (``health``, the log): no death, no
+        traceback, no restart loop, however long the spell lasts."""
+        self.states[name] = HELD
+        try:
+            until(lambda: True if WRITES.failing is None else None, timeout_s=math.inf,
+                  pace=WRITES_POLL_S, stop=self.stop)
+        except Stopped:
+            return False
+        return True
 
     def _note_death(self, name: str, why: str) -> None:
         self.states[name] = "restarting"

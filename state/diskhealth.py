@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EIO})
-PROBE_EVERY_S = 5.0
+PROBE_EVERY_S = 1.0  # also how soon the daemon says that writes began to fail, or returned
 PROBE_FILE = ".write-probe"
 """Written (atomically) into the state directory while writes fail, to notice recovery."""
 

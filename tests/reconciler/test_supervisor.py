@@ -128,3 +128,41 @@ def test_deaths_from_a_full_disk_never_end_the_daemon() -> None:
     finally:
         stop.set()
         supervisor.join(time.monotonic() + 5)
+
+
+def test_a_thread_that_meets_a_held_state_directory_waits_instead_of_dying(
+        tmp_path: Path) -> None:
+    """Issue 38: while the state directory takes no writes, a thread whose write fails is
+    held (no death, no traceback, no restart loop) and runs again once writes return."""
+    from state.atomic import write_atomic
+    from state.errors import StateError
+
+    stop = threading.Event()
+    deaths: list[str] = []
+    supervisor = Supervisor(stop, RestartPolicy(restarts=1, base_s=0.01, max_s=0.01),
+                            lambda name, why: deaths.append(why))
+    runs = [0]
+
+    def recorder() -> None:
+        runs[0] += 1
+        if runs[0] == 1:
+            raise StateError("cannot write state file x.json: Read-only file system")
+        stop.wait()
+
+    WRITES.failed("x.json", OSError(30, "Read-only file system"))
+    try:
+        supervisor.spawn("recorder", recorder)
+        wait_for("the thread to be held", lambda: supervisor.states["recorder"].startswith(
+            "held") or None, 10, 0.01)
+        assert runs[0] == 1
+        assert deaths == []
+        assert supervisor.healthy()  # its state is the directory's, which health names
+        write_atomic(tmp_path / "probe", b"ok")  # a write succeeds: the directory is back
+        wait_for("the thread to run again", lambda: runs[0] == 2 or None, 10, 0.01)
+        assert supervisor.states["recorder"] == "running"
+        assert deaths == []
+        assert supervisor.deaths == {}
+    finally:
+        WRITES.succeeded()
+        stop.set()
+        supervisor.join(time.monotonic() + 5)
