@@ -38,6 +38,10 @@ class ExperimentStatusFacts(Facts):
     runner: str | None = None
     reported_at: str | None = None
     followed_at: str | None = None
+    # Written ahead of creating the runner (the write-ahead record of its creation): from then
+    # on the job may exist on its Host. A run launched without it never started anything, so
+    # whoever holds its Host now (a restart, another replica) starts it, once.
+    runner_claimed_at: str | None = None
 
     def where(self, now: datetime | None = None) -> str:
         """``job on <Host>, reported 4s ago``; under way and not looked at for more than

@@ -70,7 +70,7 @@ from specs.rules import Finding, check_deployment
 from specs.validate import spec_hash
 from state.errors import StateError
 from state.keys import Key
-from state.models import ResourceStatus
+from state.models import ResourceStatus, utc_now
 from state.store import Store
 
 if TYPE_CHECKING:  # a run's machinery (every type, reports, plots): imported by a pass that
@@ -163,6 +163,9 @@ class ExperimentKind:
                                    "spec; a run never changes once launched and a run ID is "
                                    "used once: give the changed spec a new runId")
                 rp.error, rp.error_reason = desired.refused, "RunIdReused"
+            elif _never_started(ctx, record, known):
+                with rp.observing():  # launched, but its job was never created: start it
+                    desired.launch = self._launch_plan(ctx, resource, view, launched=True)
             rp.plan = view
             return rp
         if record is not None and known.run_id and known.result is None:
@@ -174,7 +177,9 @@ class ExperimentKind:
         return rp
 
     def _launch_plan(self, ctx: PassContext, exp: Experiment,
-                     view: RunPlanView) -> runs.RunPlan:
+                     view: RunPlanView, launched: bool = False) -> runs.RunPlan:
+        """The run to start; ``launched``: its launch was recorded (its run ID claimed) but
+        nothing of it started, so its evidence folder is its own already."""
         from controllers.experiments import run as runs
         from controllers.experiments.types import run_type
 
@@ -182,7 +187,7 @@ class ExperimentKind:
         assert spec_set is not None
         spec = exp.spec
         root = evidence_root(ctx, exp)
-        if (root / spec.runId).exists():
+        if not launched and (root / spec.runId).exists():
             raise PermanentError(f"run ID {spec.runId} was used before: {root / spec.runId} "
                                  "exists (a run ID is used once; give the Experiment a new "
                                  "runId)")
@@ -266,6 +271,10 @@ class ExperimentKind:
         record = services.store.load(key)
         known = ExperimentStatusFacts.of(record)
         if record is not None and known.run_id and known.result is None:
+            launch = desired.launch
+            if (launch is not None and launch.spec.runId == known.run_id
+                    and self._job_absent(ctx, record, known)):
+                return self._start_launched(ctx, desired, launch)
             return self._under_way(ctx, record)  # a new runId starts once this one is done
         if desired.refused is not None or desired.launch is None:
             if record is not None and known.run_id == desired.experiment.spec.runId:
@@ -300,6 +309,32 @@ class ExperimentKind:
                          float(spec.budgetSeconds - spec.cleanupSeconds),
                          f"its budget of {spec.budgetSeconds}s ran out ({spec.cleanupSeconds}s "
                          "of it kept for cleanup)")
+
+    def _job_absent(self, ctx: PassContext, record: ResourceStatus,
+                    known: ExperimentStatusFacts) -> bool:
+        """No job of this run on its Host (looked up now, after the plan's look at the
+        record): its creation was never recorded, and none was made."""
+        from controllers.experiments.runner import hostjob
+
+        if RunBoard.of(ctx.services).running(known.run_id or ""):
+            return False
+        engine = self._session(ctx, record).engine()
+        return hostjob.find(engine, ctx.services.instance, record.key, known.run_id or "") is None
+
+    def _start_launched(self, ctx: PassContext, desired: ExperimentDesired,
+                        plan: runs.RunPlan) -> Result:
+        """A run whose launch was recorded but whose job was never created (its Host moved
+        to another replica, or the daemon ended, between the two): nothing of it ran, so it
+        starts now rather than ending INCONCLUSIVE."""
+        assert ctx.spec_set is not None
+        key = plan.resource
+        log.info("experiment.start_launched", resource=key, run_id=plan.spec.runId)
+        host = ctx.spec_set.host(plan.host)
+        assert host is not None  # crossref guarantees it
+        session = Hosts.of(ctx.services).session(host)
+        if plan.desired.pull is not None:
+            plan = self._pulled(ctx, key, plan, session)
+        return self._run(ctx, key, plan.spec.runId, self._job_work(ctx, plan, session), desired)
 
     def _under_way(self, ctx: PassContext, record: ResourceStatus) -> Result:
         """A run that is not terminal: report it, or recover it if this process lost it."""
@@ -347,6 +382,9 @@ class ExperimentKind:
         secrets = resolve_all(plan.desired.deployment.spec.secrets)
 
         def work(stop: threading.Event) -> str:
+            if stop.is_set():  # stopped while queued: nothing was created, nothing claimed
+                raise Stopped(f"run {plan.spec.runId} stopped before its job was created")
+            _claim_runner(ctx.services.store, plan.resource)
             try:
                 job = hostjob.start(session.engine(), plan, ctx.services.instance,
                                     hostjob.socket_on(session.host), secrets)
@@ -483,6 +521,26 @@ class ExperimentKind:
         services.store.events.append(record.key, "Normal", "Deleted",
                                      f"record removed{where}")
         return done(record.key, f"deleted{where}", changed=True)
+
+
+def _never_started(ctx: PassContext, record: ResourceStatus,
+                   known: ExperimentStatusFacts) -> bool:
+    """A run under way, as a job, whose runner's creation was never recorded and that this
+    process is not running: it may be started (``_job_absent`` then looks on its Host)."""
+    return (known.result is None and known.runner_claimed_at is None and known.runner is None
+            and FrozenRun.frozen(record).executor == "host"
+            and not RunBoard.of(ctx.services).running(known.run_id or ""))
+
+
+def _claim_runner(store: Store, key: Key) -> None:
+    """Record, ahead of creating it, that the run's runner is being created: from here on a
+    job may exist on the Host, and no other holder starts the run again (a replica whose
+    share moved meanwhile is fenced here, before any Docker call)."""
+    def mutate(st: ResourceStatus) -> None:
+        known = ExperimentStatusFacts.of(st)
+        known.runner_claimed_at = utc_now()
+        known.put(st)
+    store.update(key, mutate, create=False)
 
 
 def _note_reason(store: Store, key: Key, reason: str, unless_cleaning: bool = False) -> bool:

@@ -173,6 +173,54 @@ def test_kill_9_or_sigterm_of_the_daemon_mid_run_leaves_the_job_running_and_it_a
     assert not runners(docker_client, cli.instance)
 
 
+def test_a_run_launched_but_never_started_is_started_by_the_next_holder(
+        cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    """Issue 38: a run whose launch was recorded but whose job was never created (the board's
+    two workers busy; then the daemon is killed, as a replica losing its Host would be) ended
+    INCONCLUSIVE though nothing of it ran. The next holder starts it, once."""
+    specs = tmp_path / "specs"
+    names = ("canary-a", "canary-b", "canary-c")
+    runs = [{**measured(f"hand-{n[-1]}", 20, streams=1), "metadata": {"name": n}}
+            for n in names]
+    write(specs, rtvi_deployment(emulator_image, free_port()), *runs)
+    first = daemon_for(cli, specs, tmp_path / "daemon1.log")
+    try:
+        def one_queued() -> str | None:
+            facts = {n: (status_of(cli, f"Experiment/{n}") or {}).get("facts", {})
+                     for n in names}
+            if not all(f.get("runId") for f in facts.values()):
+                return None
+            if len([r for r in runners(docker_client, cli.instance)
+                    if r.status == "running"]) < 2:  # started, not only created
+                return None
+            queued = [n for n, f in facts.items() if not f.get("runnerClaimedAt")]
+            return queued[0] if len(queued) == 1 else None
+        queued = wait_for("two jobs running and one run launched behind them", one_queued, 120,
+                          0.2)
+    finally:
+        first.kill9()
+    run_id = f"hand-{queued[-1]}"
+    assert len(runners(docker_client, cli.instance)) == 2  # its job was never created
+    second = daemon_for(cli, specs, tmp_path / "daemon2.log")
+    try:
+        def verdicts() -> dict[str, str] | None:
+            found = {n: str((status_of(cli, f"Experiment/{n}") or {}).get("facts", {}).get(
+                "result") or "") for n in names}
+            return found if all(found.values()) else None
+        ended = wait_for("every verdict", verdicts, 300)
+    finally:
+        assert second.terminate() == 0, second.log()
+    assert ended == dict.fromkeys(names, "PASS"), (ended, status_of(cli, f"Experiment/{queued}"))
+    logged = (cli.state_dir / "reconciler.log").read_text()
+    assert logged.count('"experiment.start_launched"') == 1, logged[-3000:]
+    folder = cli.state_dir / "evidence" / run_id
+    assert verify(folder) == []
+    events = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
+    assert [e["reason"] for e in events].count("Launched") == 1, events
+    assert not runners(docker_client, cli.instance)
+
+
 def test_a_runner_killed_mid_run_ends_inconclusive_with_its_cleanup_proven(
         cli: Cli, emulator_image: str, remote: RemoteEngine, tmp_path: Path) -> None:
     specs = tmp_path / "specs"
