@@ -259,8 +259,12 @@ class ExperimentKind:
         desired = rp.desired
         if desired is None:
             return unplanned(rp)
-        # report=False: an Experiment's record is its run's to write (phases, verdict).
-        return guarded(rp.resource, lambda: self._advance(ctx, rp, desired), report=False)
+        result = guarded(rp.resource, lambda: self._advance(ctx, rp, desired))
+        if result.report is not None and _run_under_way(ctx.services.store, rp.resource):
+            # A run under way writes its own record (phases, verdict): a failure of this pass
+            # (its Host unreachable while it is followed) must not overwrite what it says.
+            return dataclasses.replace(result, report=None)
+        return result  # a failure before the launch is recorded like any kind's
 
     def _advance(self, ctx: PassContext, rp: ExperimentPlan, desired: ExperimentDesired
                  ) -> Result:
@@ -530,6 +534,15 @@ def _never_started(ctx: PassContext, record: ResourceStatus,
     return (known.result is None and known.runner_claimed_at is None and known.runner is None
             and FrozenRun.frozen(record).executor == "host"
             and not RunBoard.of(ctx.services).running(known.run_id or ""))
+
+
+def _run_under_way(store: Store, key: Key) -> bool:
+    """Whether ``key``'s record is a run's under way (launched, no verdict yet)."""
+    try:
+        known = ExperimentStatusFacts.of(store.load(key))
+    except StateError:
+        return False
+    return bool(known.run_id) and known.result is None
 
 
 def _claim_runner(store: Store, key: Key) -> None:

@@ -488,10 +488,18 @@ def test_an_experiments_template_image_is_pulled_and_its_digest_is_in_the_manife
     specs = tmp_path / "specs"
     write(specs, _host(registry), template,
           canary("pulled-1", free_port(), streams=2, qualificationOnly=True), host=False)
-    cli.extra_env["NGC_API_KEY"] = registry.password
+    cli.extra_env["NGC_API_KEY"] = "not-the-password"
     plan = cli("plan", str(specs))
     assert plan.returncode == 2, plan.stdout + plan.stderr
     assert f"Experiment/canary: pull image {image}" in plan.stdout
+    # Issue 38: a failure before the run's launch was recorded nowhere (the Experiment's act
+    # bypassed the one status writer); it is recorded like any kind's, and no run is claimed.
+    refused = cli("apply", str(specs), "--timeout", "60", timeout=120)
+    assert refused.returncode != 0
+    degraded = condition(status(cli, "Experiment/canary"), "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "PullFailed"), degraded
+    assert not (cli.state_dir / "evidence" / "pulled-1").exists()
+    cli.extra_env["NGC_API_KEY"] = registry.password
     done = cli("apply", str(specs), "--timeout", "200", timeout=260)
     assert done.returncode == 0, done.stdout + done.stderr
     manifest = json.loads((cli.state_dir / "evidence" / "pulled-1" / "manifest.json")
