@@ -4,14 +4,15 @@ resources it references.
 ``specs.validate`` parses a document with its kind's model and checks its rules,
 ``specs.crossref`` checks that every reference names a resource of the set, and the kind's
 adapter (``controllers/<kind>/kind.py``) takes its model and its dependencies from the same
-declaration, so the three cannot disagree. A new kind declares its ``SpecKind`` and is
-registered with the kind registry, which adds it here (``register``): one table, changed from
-one place.
+declaration, so the three cannot disagree. ``KINDS`` is the one table of kinds: each line names
+a kind's spec declaration and its controller, read by ``validate``, ``schema``, ``plan``, the
+engine and the daemon alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import importlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,15 +76,75 @@ EXPERIMENT = SpecKind("Experiment", Experiment, check_experiment, (
     Reference(("spec", "template"), "Deployment", lambda e: e.spec.template, checked=False),),
     facts="controllers.experiments.facts:ExperimentStatusFacts")
 
-SPEC_KINDS: dict[str, SpecKind] = {k.name: k for k in (HOST, DEPLOYMENT, STREAMSET, EXPERIMENT)}
-_BUILT_IN = frozenset(SPEC_KINDS)
+
+
+@dataclass(frozen=True)
+class KindEntry:
+    """One line of the table of kinds: where a kind's spec declaration (a ``SpecKind``) and its
+    controller (a class of the kind contract, ``controllers.contract.Kind``) live, each as
+    ``module:attribute``, named and not imported: ``validate`` and ``schema`` load the spec
+    side only, ``plan``, ``apply`` and the daemon the controllers too (``reconciler.kinds``)."""
+
+    spec: str
+    controller: str
+
+
+KINDS: tuple[KindEntry, ...] = (
+    # The one table: a new kind is its folder (its spec declaration and its controller) and
+    # one line here; nothing else of the CLI, the engine or the daemon names it.
+    KindEntry("specs.kinds:HOST", "controllers.host.kind:HostKind"),
+    KindEntry("specs.kinds:DEPLOYMENT", "controllers.deployment.kind:DeploymentKind"),
+    KindEntry("specs.kinds:STREAMSET", "controllers.streamset.kind:StreamSetKind"),
+    KindEntry("specs.kinds:EXPERIMENT", "controllers.experiments.kind:ExperimentKind"),
+)
+
+
+def load(reference: str) -> Any:
+    """The object ``module:attribute`` names (a table entry's spec or controller)."""
+    module, _, attribute = reference.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+class SpecKinds(Mapping[str, SpecKind]):
+    """Every kind's spec declaration by name, from ``KINDS`` (loaded on first use), plus those
+    registered while a process runs (tests' toy kinds)."""
+
+    def __init__(self) -> None:
+        self._kinds: dict[str, SpecKind] | None = None
+        self._table: frozenset[str] = frozenset()
+
+    def _loaded(self) -> dict[str, SpecKind]:
+        if self._kinds is None:
+            declared = [load(entry.spec) for entry in KINDS]
+            self._kinds = {kind.name: kind for kind in declared}
+            self._table = frozenset(self._kinds)
+        return self._kinds
+
+    def __getitem__(self, name: str) -> SpecKind:
+        return self._loaded()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._loaded())
+
+    def __len__(self) -> int:
+        return len(self._loaded())
+
+    def register(self, kind: SpecKind) -> None:
+        """Add a kind's declaration (the kind registry does, for a kind not in the table)."""
+        self._loaded()[kind.name] = kind
+
+    def unregister(self, name: str) -> None:
+        if name not in self._table:
+            self._loaded().pop(name, None)
+
+
+SPEC_KINDS = SpecKinds()
 
 
 def register(kind: SpecKind) -> None:
-    """Add a kind's declaration (the kind registry does, for a kind that is not built in)."""
-    SPEC_KINDS[kind.name] = kind
+    """Add a kind's declaration (the kind registry does, for a kind that is not in the table)."""
+    SPEC_KINDS.register(kind)
 
 
 def unregister(name: str) -> None:
-    if name not in _BUILT_IN:
-        SPEC_KINDS.pop(name, None)
+    SPEC_KINDS.unregister(name)

@@ -1,7 +1,8 @@
 """Every kind the reconciler knows, registered once in dependency order.
 
-``REGISTRY`` is what the daemon, the engine and the CLI iterate; a new kind is one more
-``register`` call here (or, in a test, a toy kind registered for the test's duration).
+``REGISTRY`` is what the daemon, the engine and the CLI iterate, made from the one table of
+kinds (``specs.kinds.KINDS``: a new kind is its folder and one line there), or, in a test, a toy
+kind registered for the test's duration.
 """
 
 from __future__ import annotations
@@ -26,17 +27,13 @@ from controllers.contract import (
     terminal,
     wait,
 )
-from controllers.deployment.kind import DeploymentKind
-from controllers.experiments.kind import ExperimentKind
-from controllers.host.kind import HostKind
 from controllers.services import Services
-from controllers.streamset.kind import StreamSetKind
 from reconciler.kinds.registry import Registry, RegistryError
+from specs.kinds import KINDS, load
 from specs.models import SpecResource
 
 REGISTRY = Registry()
-for _kind in (HostKind(), DeploymentKind(), StreamSetKind(), ExperimentKind()):
-    REGISTRY.register(_kind)
+REGISTRY.register_all([load(entry.controller)() for entry in KINDS])
 
 __all__ = ["REGISTRY", "AnyKind", "AnyPlan", "Hooks", "Kind", "NoHooks", "Outcome",
            "PassContext", "Registry", "RegistryError", "Report", "ResourcePlan", "Result",

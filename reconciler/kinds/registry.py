@@ -45,6 +45,19 @@ class Registry:
                                           default=-1)
         spec_kinds.register(kind.spec)
 
+    def register_all(self, kinds: Iterable[AnyKind]) -> None:
+        """Register ``kinds`` in their dependency order, whatever the order given (the table
+        of kinds lists them as people added them)."""
+        pending = list(kinds)
+        while pending:
+            ready = [k for k in pending if all(d in self._kinds or d == k.name
+                                               for d in k.spec.depends_on)]
+            if not ready:  # a cycle, or a dependency no kind declares: register says which
+                ready = pending[:1]
+            for kind in ready:
+                self.register(kind)
+                pending.remove(kind)
+
     def unregister(self, name: str) -> None:
         """Remove a kind nobody depends on (tests register toy kinds and take them away)."""
         users = [k.name for k in self._kinds.values() if name in k.spec.depends_on]
