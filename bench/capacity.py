@@ -2,7 +2,7 @@
 
 Baseline (named, in the same run): ``harness`` — the harness's linear ramp from
 ``initialStreamCount`` by ``addStreamCount`` until a window fails, then bisection
-(``controllers.experiments.capacity.search.harness_search``). Ours: ``search`` (latency-guided
+(``controllers.kinds.experiments.capacity.search.harness_search``). Ours: ``search`` (latency-guided
 growth and refinement). Both must report the same boundary within ±1.
 
 Windows follow the RTVI emulator's laws, with its knobs' meaning: p95 chunk latency is
@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from controllers.experiments.capacity.search import (
+from controllers.kinds.experiments.capacity.search import (
     Outcome,
     SearchSpec,
     Verdict,

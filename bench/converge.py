@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.specdocs import deployment_doc, host_doc  # noqa: E402
-from controllers.host.fleet import Hosts  # noqa: E402
+from controllers.kinds.host.fleet import Hosts  # noqa: E402
 from controllers.waiting import until  # noqa: E402
 from emulators.image import build_emulator_image  # noqa: E402
 from reconciler import logsetup as rlog  # noqa: E402

@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.specdocs import deployment_doc, host_doc  # noqa: E402
-from controllers.host.hostview import VIEW_MAX_AGE_S  # noqa: E402
+from controllers.kinds.host.hostview import VIEW_MAX_AGE_S  # noqa: E402
 from controllers.waiting import until  # noqa: E402
 from emulators.image import build_emulator_image  # noqa: E402
 from reconciler import control  # noqa: E402

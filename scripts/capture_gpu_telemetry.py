@@ -1,4 +1,5 @@
-"""Capture GPU telemetry on a real GPU machine, as test data for ``controllers.host.gputelemetry``.
+"""Capture GPU telemetry on a real GPU machine, as test data for
+``controllers.kinds.host.gputelemetry``.
 
 Run on a machine with an NVIDIA GPU (the device tool's H200):
     python3 scripts/capture_gpu_telemetry.py OUT_DIR
@@ -24,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from controllers.host.gpus import run_local
-from controllers.host.gputelemetry import (
+from controllers.kinds.host.gpus import run_local
+from controllers.kinds.host.gputelemetry import (
     SMI_ARGS,
     NvmlTelemetry,
     Sampler,

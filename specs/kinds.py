@@ -63,18 +63,18 @@ class SpecKind:
                 yield ref, name
 
 
-HOST = SpecKind("Host", Host, check_host, facts="controllers.host.facts:HostStatusFacts")
+HOST = SpecKind("Host", Host, check_host, facts="controllers.kinds.host.facts:HostStatusFacts")
 DEPLOYMENT = SpecKind("Deployment", Deployment, check_deployment, (
     Reference(("spec", "host"), "Host", lambda d: d.spec.host),),
-    facts="controllers.deployment.facts:DeploymentStatusFacts")
+    facts="controllers.kinds.deployment.facts:DeploymentStatusFacts")
 STREAMSET = SpecKind("StreamSet", StreamSet, check_streamset, (
     Reference(("spec", "deployment"), "Deployment", lambda s: s.spec.deployment,
               ready_first=True),
     Reference(("spec", "publisher", "host"), "Host", lambda s: s.spec.publisher.host)),
-    facts="controllers.streamset.facts:StreamSetStatusFacts")
+    facts="controllers.kinds.streamset.facts:StreamSetStatusFacts")
 EXPERIMENT = SpecKind("Experiment", Experiment, check_experiment, (
     Reference(("spec", "template"), "Deployment", lambda e: e.spec.template, checked=False),),
-    facts="controllers.experiments.facts:ExperimentStatusFacts")
+    facts="controllers.kinds.experiments.facts:ExperimentStatusFacts")
 
 
 
@@ -92,10 +92,10 @@ class KindEntry:
 KINDS: tuple[KindEntry, ...] = (
     # The one table: a new kind is its folder (its spec declaration and its controller) and
     # one line here; nothing else of the CLI, the engine or the daemon names it.
-    KindEntry("specs.kinds:HOST", "controllers.host.kind:HostKind"),
-    KindEntry("specs.kinds:DEPLOYMENT", "controllers.deployment.kind:DeploymentKind"),
-    KindEntry("specs.kinds:STREAMSET", "controllers.streamset.kind:StreamSetKind"),
-    KindEntry("specs.kinds:EXPERIMENT", "controllers.experiments.kind:ExperimentKind"),
+    KindEntry("specs.kinds:HOST", "controllers.kinds.host.kind:HostKind"),
+    KindEntry("specs.kinds:DEPLOYMENT", "controllers.kinds.deployment.kind:DeploymentKind"),
+    KindEntry("specs.kinds:STREAMSET", "controllers.kinds.streamset.kind:StreamSetKind"),
+    KindEntry("specs.kinds:EXPERIMENT", "controllers.kinds.experiments.kind:ExperimentKind"),
 )
 
 

@@ -37,8 +37,18 @@ def _lint(tree: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _plant(tree: Path, module: str, line: str) -> None:
+    _fifth_kind(tree)
     path = tree / (module.replace(".", "/") + ".py")
     path.write_text(path.read_text() + f"\n{line}  # planted\n")
+
+
+def _fifth_kind(tree: Path) -> None:
+    """A kind none of the contracts names (``controllers.kinds.beacon``): they must hold for
+    it as for the four, since they name the kinds' parent package, not the kinds."""
+    folder = tree / "controllers" / "kinds" / "beacon"
+    folder.mkdir(exist_ok=True)
+    (folder / "__init__.py").write_text('"""A fifth kind."""\n')
+    (folder / "kind.py").write_text('"""Its adapter."""\n')
 
 
 def test_the_tree_keeps_every_contract(tmp_path: Path) -> None:
@@ -51,18 +61,27 @@ def test_the_tree_keeps_every_contract(tmp_path: Path) -> None:
     ("controllers.errors", "import reconciler.engine", "over the spec and state models"),
     ("specs.models", "import controllers.ownership", "over the spec and state models"),
     ("reconciler.engine", "import reconciler.daemon", "CLI over daemon"),
-    ("controllers.contract", "import controllers.host.session", "registry know no kind"),
-    ("reconciler.kinds.registry", "import controllers.streamset.plan", "registry know no kind"),
-    ("controllers.services", "import controllers.streamset.captions", "registry know no kind"),
-    ("controllers.clients.rtvi_client", "import controllers.streamset.frames",
-     "Shared clients and modules know no kind"),
-    ("controllers.host.session", "import controllers.deployment.readiness",
-     "over the kinds it depends on"),
-    ("controllers.deployment.plan", "import controllers.experiments.capacity.search",
-     "over the kinds it depends on"),
-    ("controllers.deployment.kind", "import controllers.streamset.kind",
+    ("controllers.contract", "import controllers.kinds.host.session", "registry know no kind"),
+    ("reconciler.kinds.registry", "import controllers.kinds.streamset.plan",
+     "registry know no kind"),
+    ("controllers.services", "import controllers.kinds.streamset.captions",
+     "registry know no kind"),
+    # every kind, present and future: a kind folder that is not one of the four
+    ("reconciler.engine", "import controllers.kinds.beacon", "never import a kind"),
+    ("reconciler.output", "import controllers.kinds.host.facts", "never import a kind"),
+    ("reconciler.sharing", "import controllers.kinds.deployment.plan", "never import a kind"),
+    ("controllers.kinds.beacon.kind", "import controllers.kinds.host.kind",
      "do not import each other"),
-    ("controllers.deployment.readiness", "import emulators.rtvi", "never imports the emulators"),
+    ("controllers.clients.rtvi_client", "import controllers.kinds.streamset.frames",
+     "Shared clients and modules know no kind"),
+    ("controllers.kinds.host.session", "import controllers.kinds.deployment.readiness",
+     "over the kinds it depends on"),
+    ("controllers.kinds.deployment.plan", "import controllers.kinds.experiments.capacity.search",
+     "over the kinds it depends on"),
+    ("controllers.kinds.deployment.kind", "import controllers.kinds.streamset.kind",
+     "do not import each other"),
+    ("controllers.kinds.deployment.readiness", "import emulators.rtvi",
+     "never imports the emulators"),
     ("emulators.rtvi.core", "import specs.models", "not our code"),
 ])
 def test_a_wrong_way_import_breaks_its_contract(tmp_path: Path, module: str, line: str,

@@ -71,7 +71,8 @@ def test_the_venv_is_the_lock() -> None:
 
 def test_no_dependency_warning_reaches_the_terminal() -> None:
     """The daemon talking SSH once opened with five CryptographyDeprecationWarning lines."""
-    code = "import asyncssh, docker, reconciler.cli, controllers.clients.ssh, controllers.host.gpus"
+    code = ("import asyncssh, docker, reconciler.cli, controllers.clients.ssh, "
+            "controllers.kinds.host.gpus")
     done = subprocess.run(
         [sys.executable, "-W", "error", "-c", code],
         capture_output=True, text=True, timeout=60, check=False,

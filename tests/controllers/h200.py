@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controllers.host.gputelemetry import GpuReading, Snapshot
+from controllers.kinds.host.gputelemetry import GpuReading, Snapshot
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "h200-telemetry"
 UUID = "GPU-d9031a23-259b-a182-af39-0018caae2354"

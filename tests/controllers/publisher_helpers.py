@@ -7,7 +7,7 @@ from typing import TypeVar
 
 from controllers.clients.docker_client import DockerEngine
 from controllers.errors import ControllerError
-from controllers.streamset.frames import FrameSample, probe
+from controllers.kinds.streamset.frames import FrameSample, probe
 from tests.emulators.helpers import wait_for
 
 DOCKER_URL = "unix:///var/run/docker.sock"

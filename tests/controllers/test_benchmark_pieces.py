@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from controllers.experiments import processes
-from controllers.experiments.benchmark import harnessreport
-from controllers.experiments.benchmark.runtype import (
+from controllers.kinds.experiments import processes
+from controllers.kinds.experiments.benchmark import harnessreport
+from controllers.kinds.experiments.benchmark.runtype import (
     _env,
     derived_config,
     environment_problems,
@@ -24,8 +24,8 @@ from controllers.experiments.benchmark.runtype import (
     list_scenarios,
     scenario_problem,
 )
-from controllers.experiments.capacity import harness as capacityharness
-from controllers.experiments.harnessproc import HarnessError
+from controllers.kinds.experiments.capacity import harness as capacityharness
+from controllers.kinds.experiments.harnessproc import HarnessError
 from specs.experiments.benchmark import BenchmarkSpec
 
 STANDIN = Path(__file__).resolve().parents[1] / "harness_standin.py"

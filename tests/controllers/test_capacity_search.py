@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from controllers.experiments.capacity.search import (
+from controllers.kinds.experiments.capacity.search import (
     Outcome,
     SearchSpec,
     Verdict,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from controllers.experiments.capacity.runtype import judge
-from controllers.experiments.capacity.search import Verdict
-from controllers.experiments.cleanup import CleanupEvidence, CleanupReport
-from controllers.experiments.driver import Measured
-from controllers.experiments.ledger import UnitOutcome
-from controllers.streamset.caption_events import CaptionChunk
+from controllers.kinds.experiments.capacity.runtype import judge
+from controllers.kinds.experiments.capacity.search import Verdict
+from controllers.kinds.experiments.cleanup import CleanupEvidence, CleanupReport
+from controllers.kinds.experiments.driver import Measured
+from controllers.kinds.experiments.ledger import UnitOutcome
+from controllers.kinds.streamset.caption_events import CaptionChunk
 from specs.experiments.capacity import CapacitySpec
 
 CAP = CapacitySpec(initialStreamCount=2, maxStreamCount=8, maxP95LatencyMs=500)

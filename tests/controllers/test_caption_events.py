@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from controllers.experiments.ledger import UnitOutcome, chunk_latency, performance_report
-from controllers.streamset.caption_events import CaptionChunk, chunks_of
+from controllers.kinds.experiments.ledger import UnitOutcome, chunk_latency, performance_report
+from controllers.kinds.streamset.caption_events import CaptionChunk, chunks_of
 
 SPEC = Path(__file__).resolve().parents[1] / "contract" / "rtvi-openapi.json"  # ../shared/contracts
 

@@ -4,8 +4,8 @@ hand (the end-to-end proof is tests/e2e/test_experiment.py, with a slow decoder)
 
 from __future__ import annotations
 
-from controllers.experiments.captures import Capture, _drop_warmup, _Window
-from controllers.streamset.caption_events import CaptionChunk
+from controllers.kinds.experiments.captures import Capture, _drop_warmup, _Window
+from controllers.kinds.streamset.caption_events import CaptionChunk
 
 NO_FRAME = CaptionChunk("No new frame.", chunk_id=0, frame_count=0)
 FRAMED = CaptionChunk("A red frame.", chunk_id=1, frame_count=2)

@@ -14,8 +14,8 @@ import docker
 import pytest
 
 from controllers.clients.docker_client import ContainerRequest, DockerEngine
-from controllers.experiments import service
-from controllers.experiments.cleanup import clean
+from controllers.kinds.experiments import service
+from controllers.kinds.experiments.cleanup import clean
 from controllers.ownership import labels_for
 
 RESOURCE = "Experiment/stubborn"

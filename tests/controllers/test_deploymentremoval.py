@@ -13,7 +13,7 @@ import pytest
 
 from controllers import ownership
 from controllers.clients.docker_client import ContainerInfo
-from controllers.deployment.removal import (
+from controllers.kinds.deployment.removal import (
     DEFAULT_STOP_GRACE_S,
     Verdict,
     containers_of,

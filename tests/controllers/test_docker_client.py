@@ -7,7 +7,7 @@ import httpx
 from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from controllers.clients.docker_client import PROBE_LABEL, ContainerRequest, DockerEngine
-from controllers.host.hostview import view_from_rows
+from controllers.kinds.host.hostview import view_from_rows
 from tests.ports import free_port
 
 

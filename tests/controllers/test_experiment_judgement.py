@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from controllers.experiments import isolation
-from controllers.experiments.ledger import (
+from controllers.kinds.experiments import isolation
+from controllers.kinds.experiments.ledger import (
     UnitOutcome,
     dropped_count,
     ledger_of,
     percentile,
     performance_report,
 )
-from controllers.streamset.caption_events import CaptionChunk
+from controllers.kinds.streamset.caption_events import CaptionChunk
 from specs.errors import SpecError
 from specs.validate import parse_text
 
@@ -135,7 +135,7 @@ spec:
 def test_a_run_over_its_budget_is_stopped_and_says_why() -> None:
     import threading
 
-    from controllers.experiments.board import RunBoard
+    from controllers.kinds.experiments.board import RunBoard
     from controllers.waiting import pause
 
     board = RunBoard(stop=threading.Event())
@@ -163,7 +163,7 @@ def test_a_run_over_its_budget_is_stopped_and_says_why() -> None:
 def test_shutdown_stops_every_run_and_refuses_new_ones() -> None:
     import threading
 
-    from controllers.experiments.board import RunBoard
+    from controllers.kinds.experiments.board import RunBoard
     from controllers.waiting import pause
 
     shutdown = threading.Event()
@@ -187,7 +187,7 @@ def test_gpu_memory_is_measured_where_it_can_be_and_never_passed_where_not() -> 
     import threading
 
     from controllers.errors import TemporaryError
-    from controllers.experiments import gpumemory
+    from controllers.kinds.experiments import gpumemory
 
     assert gpumemory.measure(None, []).as_evidence() == gpumemory.NO_GPU
 

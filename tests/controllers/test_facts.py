@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controllers.deployment.controller import gpus_held_by_others
-from controllers.deployment.runtime_facts import VLLM_DEFAULT, fatal_marker, update_facts
-from controllers.host.gpus import parse_apps_csv, parse_gpu_csv
+from controllers.kinds.deployment.controller import gpus_held_by_others
+from controllers.kinds.deployment.runtime_facts import VLLM_DEFAULT, fatal_marker, update_facts
+from controllers.kinds.host.gpus import parse_apps_csv, parse_gpu_csv
 from specs.facts import GpuInfo, HostFacts
 from specs.hostrules import check_against_host, check_gpu_exclusivity
 from specs.validate import parse_text
@@ -21,7 +21,8 @@ VLLM_CONFIG_LINE = (
     "dtype=torch.bfloat16, max_seq_len=16384, quantization=fp8, enforce_eager=True, "
     "kv_cache_dtype=fp8_e4m3, device_config=cuda, seed=0"
 )
-# Captured on a real H200 with the exact queries controllers.host.gpus runs (GPU_QUERY, APPS_QUERY),
+# Captured on a real H200 with the exact queries controllers.kinds.host.gpus runs (GPU_QUERY,
+# APPS_QUERY),
 # the apps file while a CUDA process held memory.
 DATA = Path(__file__).resolve().parent.parent / "data"
 H200_GPUS = (DATA / "nvidia-smi-h200-gpus.csv").read_text()

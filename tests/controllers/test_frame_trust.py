@@ -9,12 +9,17 @@ import pytest
 
 from controllers.clients.http_api import ClientPool
 from controllers.errors import ControllerError
-from controllers.streamset.captions import CaptionHub
-from controllers.streamset.controller import StreamSetController
-from controllers.streamset.facts import SourceFacts, StreamSetStatusFacts
-from controllers.streamset.framewatch import FrameWatch
-from controllers.streamset.health import SourceReport, StreamSetResult
-from controllers.streamset.plan import StreamPlan, StreamSetDesired, desired_sources, source_action
+from controllers.kinds.streamset.captions import CaptionHub
+from controllers.kinds.streamset.controller import StreamSetController
+from controllers.kinds.streamset.facts import SourceFacts, StreamSetStatusFacts
+from controllers.kinds.streamset.framewatch import FrameWatch
+from controllers.kinds.streamset.health import SourceReport, StreamSetResult
+from controllers.kinds.streamset.plan import (
+    StreamPlan,
+    StreamSetDesired,
+    desired_sources,
+    source_action,
+)
 from specs.models import Deployment, StreamSet
 from state.keys import Key
 from state.models import ResourceStatus

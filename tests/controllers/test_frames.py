@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from controllers.streamset.frames import (
+from controllers.kinds.streamset.frames import (
     BACKGROUND_NICE,
     HEIGHT,
     WIDTH,

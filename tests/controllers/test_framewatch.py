@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from controllers.streamset.framewatch import due
+from controllers.kinds.streamset.framewatch import due
 from state.models import ResourceStatus
 
 NOW = datetime(2026, 12, 4, 9, 0, 0, tzinfo=UTC).timestamp()
@@ -52,7 +52,7 @@ def test_other_kinds_and_bad_facts_are_ignored() -> None:
 
 
 def test_the_watch_rests_until_the_next_proof_falls_due() -> None:
-    from controllers.streamset.framewatch import MAX_IDLE_S, ROUND_PAUSE_S, idle_s
+    from controllers.kinds.streamset.framewatch import MAX_IDLE_S, ROUND_PAUSE_S, idle_s
     assert idle_s([], NOW) == MAX_IDLE_S
     soon = _set("a", "True", {"s": _src("2026-12-04T08:59:47Z")})  # 13 s of a 15 s budget
     assert idle_s([soon], NOW) == 2.0

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from controllers.host.gpus import run_local
-from controllers.host.gputelemetry import (
+from controllers.kinds.host.gpus import run_local
+from controllers.kinds.host.gputelemetry import (
     DcgmTelemetry,
     GpuReading,
     GpuWindow,

@@ -1,5 +1,5 @@
 """Where the harness runs: the Host folders a job's harness container is given, and nothing
-more (``controllers.experiments.harnessproc``)."""
+more (``controllers.kinds.experiments.harnessproc``)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import pytest
 import yaml
 from pydantic import TypeAdapter
 
-from controllers.experiments.benchmark.runtype import harness_reads, trusted_config
-from controllers.experiments.harnessproc import (
+from controllers.kinds.experiments.benchmark.runtype import harness_reads, trusted_config
+from controllers.kinds.experiments.harnessproc import (
     HarnessError,
     host_mounts,
     interpreter_root,
     read_only_binds,
 )
-from controllers.experiments.runner.job import JobPlan
+from controllers.kinds.experiments.runner.job import JobPlan
 from specs.experiments.benchmark import BenchmarkSpec
 from specs.trust import TrustPolicy, enforce, policy
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controllers.host.hostview import container_from_row, view_from_rows
+from controllers.kinds.host.hostview import container_from_row, view_from_rows
 
 
 def _row(name: str, state: str, status: str, ports: list[dict[str, object]] | None = None

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from controllers.deployment.facts import DeploymentStatusFacts, RuntimeFacts
-from controllers.experiments.facts import FrozenRun
-from controllers.host.facts import HostStatusFacts
-from controllers.streamset.facts import SourceFacts, StreamSetStatusFacts
+from controllers.kinds.deployment.facts import DeploymentStatusFacts, RuntimeFacts
+from controllers.kinds.experiments.facts import FrozenRun
+from controllers.kinds.host.facts import HostStatusFacts
+from controllers.kinds.streamset.facts import SourceFacts, StreamSetStatusFacts
 from specs.facts import GpuInfo
 from state.models import ResourceStatus
 
@@ -112,8 +112,8 @@ def test_a_kind_declares_its_facts_and_status_imports_only_the_one_it_shows() ->
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parents[2])
     first, loaded = out.stdout.splitlines()
-    assert first == "controllers.streamset.facts StreamSetStatusFacts None None"
-    assert loaded == "['controllers.facts', 'controllers.streamset.facts']"
+    assert first == "controllers.kinds.streamset.facts StreamSetStatusFacts None None"
+    assert loaded == "['controllers.facts', 'controllers.kinds.streamset.facts']"
 
 
 def test_a_runs_frozen_spec_is_read_leniently_with_defaults_for_what_it_lacks() -> None:

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from controllers.ownership import LABEL_RUN_ID, LABEL_SOURCE
-from controllers.streamset.publisher.run import (
+from controllers.kinds.streamset.publisher.run import (
     MediaMismatch,
     PublishedSource,
     _sha256_of,
@@ -17,6 +16,7 @@ from controllers.streamset.publisher.run import (
     media_sha256,
     publisher_request,
 )
+from controllers.ownership import LABEL_RUN_ID, LABEL_SOURCE
 from controllers.waiting import until
 
 

@@ -6,8 +6,8 @@ import pytest
 
 from controllers import ownership
 from controllers.clients.docker_client import ContainerInfo
-from controllers.deployment.plan import Desired, plan
 from controllers.errors import PlanError
+from controllers.kinds.deployment.plan import Desired, plan
 from specs.errors import Location, SpecIssue
 from specs.rules import R_SECRET_VALUE
 from specs.validate import parse_text, spec_hash

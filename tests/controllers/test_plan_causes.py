@@ -12,7 +12,8 @@ import pytest
 from controllers import ownership
 from controllers.actions import Action
 from controllers.clients.docker_client import ContainerInfo
-from controllers.deployment.plan import (
+from controllers.errors import PlanError
+from controllers.kinds.deployment.plan import (
     MAX_IMAGE_CHARS,
     MAX_VALUE_CHARS,
     STAGED_SUFFIX,
@@ -21,7 +22,6 @@ from controllers.deployment.plan import (
     plan,
     staged_name,
 )
-from controllers.errors import PlanError
 from specs.errors import Location, SpecIssue
 from specs.rules import R_SECRET_VALUE
 from specs.validate import parse_text, spec_hash

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from controllers.experiments.harnessproc import LocalLauncher
-from controllers.experiments.portvalidation.runtype import PortValidationType
-from controllers.experiments.runtype import RunContext
-from controllers.experiments.service import RunService
+from controllers.kinds.experiments.harnessproc import LocalLauncher
+from controllers.kinds.experiments.portvalidation.runtype import PortValidationType
+from controllers.kinds.experiments.runtype import RunContext
+from controllers.kinds.experiments.service import RunService
 from emulators.rtvi.config import ANSWER_MODES
 from specs.experiments.portvalidation import PortValidationExperimentSpec
 from state.evidence import Evidence

@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 
 from controllers.clients.docker_client import DockerEngine
-from controllers.ownership import LABEL_SOURCE, selector
-from controllers.streamset.digest import file_sha256
-from controllers.streamset.publisher import image as publisher_image
-from controllers.streamset.publisher.run import (
+from controllers.kinds.streamset.digest import file_sha256
+from controllers.kinds.streamset.publisher import image as publisher_image
+from controllers.kinds.streamset.publisher.run import (
     MediaMismatch,
     PublishedSource,
     publisher_request,
     start_publisher,
     wait_for_url,
 )
+from controllers.ownership import LABEL_SOURCE, selector
 from tests.controllers.publisher_helpers import (
     RESOURCE,
     SPEC_HASH,

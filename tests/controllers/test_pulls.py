@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from controllers.deployment.plan import plan
 from controllers.errors import PullFailed
-from controllers.host.archives import MANIFEST, Held, archive_holding, images_in
-from controllers.host.pulls import STALL_S, ImageNeed, PullJob
+from controllers.kinds.deployment.plan import plan
+from controllers.kinds.host.archives import MANIFEST, Held, archive_holding, images_in
+from controllers.kinds.host.pulls import STALL_S, ImageNeed, PullJob
 from reconciler.output import print_plan
 from specs.images import parse_image
 from specs.models import RegistryLogin

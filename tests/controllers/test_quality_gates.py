@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controllers.experiments.portvalidation.quality import judge
+from controllers.kinds.experiments.portvalidation.quality import judge
 
 
 @pytest.mark.parametrize("answer", [

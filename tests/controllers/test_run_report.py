@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from controllers.experiments import report
-from controllers.experiments.canary.runtype import CanaryPerformance
-from controllers.experiments.capacity.documents import WindowDocument
-from controllers.experiments.ledger import LatencySummary, Ledger, PerformanceReport
-from controllers.experiments.manifest import RunManifest
-from controllers.experiments.reportparts import Section
-from controllers.experiments.types import TYPES
+from controllers.kinds.experiments import report
+from controllers.kinds.experiments.canary.runtype import CanaryPerformance
+from controllers.kinds.experiments.capacity.documents import WindowDocument
+from controllers.kinds.experiments.ledger import LatencySummary, Ledger, PerformanceReport
+from controllers.kinds.experiments.manifest import RunManifest
+from controllers.kinds.experiments.reportparts import Section
+from controllers.kinds.experiments.types import TYPES
 from state.evidence import REPORT, Evidence, verify
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

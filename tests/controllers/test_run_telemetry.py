@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from controllers.experiments import gpumemory
-from controllers.experiments.telemetry import NO_SOURCE, RunTelemetry
-from controllers.host.gputelemetry import (
+from controllers.kinds.experiments import gpumemory
+from controllers.kinds.experiments.telemetry import NO_SOURCE, RunTelemetry
+from controllers.kinds.host.gputelemetry import (
     DcgmTelemetry,
     SmiTelemetry,
     Snapshot,
     TelemetryUnavailable,
 )
-from controllers.host.session import HostSession
+from controllers.kinds.host.session import HostSession
 from controllers.waiting import until
 from specs.experiments.base import TelemetrySpec
 from specs.validate import parse_text

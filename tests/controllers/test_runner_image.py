@@ -13,7 +13,7 @@ import docker
 import pytest
 
 from controllers.clients.docker_client import DockerEngine
-from controllers.experiments.runner import image as runner_image
+from controllers.kinds.experiments.runner import image as runner_image
 from controllers.ownership import LABEL_MANAGED_BY, MANAGED_BY
 from tests.controllers.publisher_helpers import engine
 from tests.remote_engine import RemoteEngine, remote_engine_fixture  # noqa: F401
@@ -23,13 +23,15 @@ pytestmark = pytest.mark.docker
 # Every run type, the run itself and a plot written as the report does; then what must be absent.
 CHECK = """
 import importlib, importlib.util, sys
-for name in ("controllers.experiments.run", "controllers.experiments.kind",
-             "controllers.experiments.canary.runtype", "controllers.experiments.capacity.runtype",
-             "controllers.experiments.portvalidation.runtype",
-             "controllers.experiments.benchmark.runtype", "controllers.experiments.harnessproc",
+for name in ("controllers.kinds.experiments.run", "controllers.kinds.experiments.kind",
+             "controllers.kinds.experiments.canary.runtype",
+             "controllers.kinds.experiments.capacity.runtype",
+             "controllers.kinds.experiments.portvalidation.runtype",
+             "controllers.kinds.experiments.benchmark.runtype",
+             "controllers.kinds.experiments.harnessproc",
              "pynvml", "prometheus_client.parser"):  # the lazy imports too (DCGM's parser)
     importlib.import_module(name)
-from controllers.experiments.plots import LatencyPoint, latency_by_streams
+from controllers.kinds.experiments.plots import LatencyPoint, latency_by_streams
 png = latency_by_streams([LatencyPoint(2, 90.0, 120.0, 130.0, "stable"),
                           LatencyPoint(4, 3900.0, 4100.0, 4200.0, "unstable")],
                          "capacity", 2000.0, (2, 4))

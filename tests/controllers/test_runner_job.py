@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter
 
-from controllers.deployment.plan import Desired
-from controllers.experiments.benchmark.runtype import trusted_config
-from controllers.experiments.harnessproc import HarnessError
-from controllers.experiments.run import RunPlan
-from controllers.experiments.runner import job as jobs
+from controllers.kinds.deployment.plan import Desired
+from controllers.kinds.experiments.benchmark.runtype import trusted_config
+from controllers.kinds.experiments.harnessproc import HarnessError
+from controllers.kinds.experiments.run import RunPlan
+from controllers.kinds.experiments.runner import job as jobs
 from specs.experiment import ExperimentSpec
 from specs.models import Deployment
 from specs.trust import enforce, enforced, policy
@@ -103,7 +103,7 @@ def test_the_runner_reads_the_gpus_its_host_reports_and_only_without_a_dcgm_expo
         tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from controllers.experiments.runner import hostjob
+    from controllers.kinds.experiments.runner import hostjob
 
     plan = replace(_plan(tmp_path), host_gpus=("GPU-1",))
     req = hostjob.runner_request(plan, "run-job-7", "sha256:img", {}, "/run/docker.sock")

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from controllers.errors import PermanentError
-from controllers.experiments.runner import image as runner_image
+from controllers.kinds.experiments.runner import image as runner_image
 
 
 def test_the_distributions_are_the_run_codes_imports_and_their_requirements_only() -> None:
@@ -28,6 +28,6 @@ def test_the_plan_holds_our_run_packages_and_no_cli_daemon_or_emulator() -> None
     items = runner_image.plan()
     app = {dest.split("/")[3] for dest in items if dest.startswith(runner_image.APP + "/")}
     assert app == {"controllers", "specs", "state"}
-    assert f"{runner_image.APP}/controllers/experiments/run.py" in items
+    assert f"{runner_image.APP}/controllers/kinds/experiments/run.py" in items
     assert not [d for d in items if "__pycache__" in d or d.endswith(".pyc")]
     assert "usr/bin/python3" in items

@@ -25,8 +25,8 @@ import structlog.testing
 from controllers.clients.docker_client import DockerEngine
 from controllers.clients.ssh import SshTunnel
 from controllers.errors import HostUnreachable, PermanentError
-from controllers.host.gpus import local_gpus, remote_gpus
-from controllers.host.gputelemetry import (
+from controllers.kinds.host.gpus import local_gpus, remote_gpus
+from controllers.kinds.host.gputelemetry import (
     GpuReading,
     SmiStream,
     SmiTelemetry,

@@ -6,7 +6,7 @@ from typing import Any
 
 from controllers.clients.docker_client import ContainerInfo
 from controllers.clients.rtvi_client import StreamInfo
-from controllers.streamset.plan import (
+from controllers.kinds.streamset.plan import (
     KIND_PUBLISHER,
     KIND_STREAM,
     StreamSetDesired,

@@ -17,10 +17,10 @@ from controllers.clients.docker_client import DockerEngine
 from controllers.clients.rtvi_client import MAX_BATCH, RtviClient
 from controllers.clients.vst_client import VstClient
 from controllers.errors import HostUnreachable
-from controllers.streamset.captions import CaptionHub
-from controllers.streamset.facts import SourceFacts, StreamSetStatusFacts
-from controllers.streamset.plan import KIND_PUBLISHER, KIND_SENSOR, KIND_STREAM, sensor_name
-from controllers.streamset.teardown import Teardown, delete_streams
+from controllers.kinds.streamset.captions import CaptionHub
+from controllers.kinds.streamset.facts import SourceFacts, StreamSetStatusFacts
+from controllers.kinds.streamset.plan import KIND_PUBLISHER, KIND_SENSOR, KIND_STREAM, sensor_name
+from controllers.kinds.streamset.teardown import Teardown, delete_streams
 from controllers.waiting import Stopped, until
 from state.keys import Key
 from state.models import InventoryItem, ResourceStatus

@@ -14,7 +14,7 @@ import pytest
 
 from controllers.clients.docker_client import ContainerRequest, DockerEngine
 from controllers.errors import ControllerError, PermanentError
-from controllers.host.session import HostSession
+from controllers.kinds.host.session import HostSession
 from specs.models import Host
 from specs.trust import enforce, policy
 from tests.conftest import LABEL_TEST, TEST_IMAGE_TAG

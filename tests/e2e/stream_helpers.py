@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from controllers.streamset.facts import StreamSetStatusFacts
+from controllers.kinds.streamset.facts import StreamSetStatusFacts
 from tests.conftest import Cli
 from tests.e2e.daemon_helpers import wait_for
 from tests.ports import free_port

@@ -15,7 +15,7 @@ from typing import Any
 import docker
 import pytest
 
-from controllers.experiments.streams import stream_id
+from controllers.kinds.experiments.streams import stream_id
 from tests.conftest import Cli
 from tests.e2e.daemon_helpers import run_containers, status_of
 from tests.e2e.stream_helpers import rtvi_deployment

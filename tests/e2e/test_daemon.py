@@ -10,8 +10,8 @@ import docker
 import httpx
 import pytest
 
-from controllers.deployment.facts import DeploymentStatusFacts
-from controllers.host.facts import HostStatusFacts
+from controllers.kinds.deployment.facts import DeploymentStatusFacts
+from controllers.kinds.host.facts import HostStatusFacts
 from tests.conftest import Cli
 from tests.e2e.daemon_helpers import (
     DaemonProcess,

@@ -14,7 +14,7 @@ from typing import Any
 import docker
 import pytest
 
-from controllers.experiments.streams import stream_id
+from controllers.kinds.experiments.streams import stream_id
 from controllers.ownership import LABEL_RUN_ID, LABEL_SOURCE, project_name
 from tests.conftest import Cli
 from tests.e2e.daemon_helpers import DaemonProcess, run_containers, status_of, wait_for

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import docker
 
-from controllers.streamset.plan import stream_id
+from controllers.kinds.streamset.plan import stream_id
 from state.keys import Key
 from state.models import InventoryItem, ResourceStatus
 from state.store import Store

@@ -10,7 +10,7 @@ from typing import Any
 
 import docker
 
-from controllers.experiments.runner.hostjob import LABEL_ROLE, ROLE_RUNNER
+from controllers.kinds.experiments.runner.hostjob import LABEL_ROLE, ROLE_RUNNER
 from controllers.ownership import LABEL_INSTANCE, LABEL_RUN_ID
 from state.evidence import verify
 from tests.conftest import Cli
@@ -181,7 +181,7 @@ def test_a_run_launched_but_never_started_is_started_by_the_next_holder(
     INCONCLUSIVE though nothing of it ran. The next holder starts it, once."""
     specs = tmp_path / "specs"
     names = ("canary-a", "canary-b", "canary-c")
-    runs = [{**measured(f"hand-{n[-1]}", 20, streams=1), "metadata": {"name": n}}
+    runs = [{**measured(f"hand-{n[-1]}", 8, streams=1), "metadata": {"name": n}}
             for n in names]
     write(specs, rtvi_deployment(emulator_image, free_port()), *runs)
     first = daemon_for(cli, specs, tmp_path / "daemon1.log")

@@ -19,7 +19,7 @@ import docker
 import httpx
 import pytest
 
-from controllers.host.pulls import STALL_ENV
+from controllers.kinds.host.pulls import STALL_ENV
 from controllers.waiting import until
 from tests.conftest import TEST_IMAGE_TAG, Cli, containers_of
 from tests.e2e.stream_helpers import condition, status

@@ -13,7 +13,7 @@ The encoder input is forced to I420: left to negotiate, ``videoconvert`` hands x
 (``Y444_10LE``), x264 encodes High 4:4:4, a client asking for baseline makes x264 fail
 (``baseline profile doesn't support 4:4:4``) and gst-rtsp-server then aborts
 (``gst_rtsp_media_get_rates: assertion failed``), so every later test of the session timed out.
-The publisher (``controllers/streamset/publisher/app.py``) forces I420 for the same reason. A
+The publisher (``controllers/kinds/streamset/publisher/app.py``) forces I420 for the same reason. A
 dead server is reported by :meth:`RtspSource.url` with the server's log, instead of cascading
 timeouts.
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from controllers.experiments.portvalidation import quality
+from controllers.kinds.experiments.portvalidation import quality
 from emulators.rtvi.config import ANSWER_MODES
 from tests.inproc_rtvi import ask, inproc_rtvi
 

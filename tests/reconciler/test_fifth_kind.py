@@ -1,7 +1,7 @@
 """A fifth kind added the way a contributor would: a folder and one line in the table of kinds.
 
 The product's packages are copied to a temporary folder; a ``Beacon`` kind (its world: a file
-holding a message) is added there as ``controllers/beacon/`` plus one line in
+holding a message) is added there as ``controllers/kinds/beacon/`` plus one line in
 ``specs.kinds.KINDS``, and nothing else is edited (the test compares the two trees). The real
 CLI, run from the copy, then validates, plans, applies, shows and describes it in the schema,
 and a real daemon converges a change and a new Beacon. Before the one table, ``validate`` and
@@ -23,7 +23,7 @@ from tests.e2e.daemon_helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("reconciler", "controllers", "specs", "state")
-TABLE_LINE = '    KindEntry("specs.kinds:HOST", "controllers.host.kind:HostKind"),\n'
+TABLE_LINE = '    KindEntry("specs.kinds:HOST", "controllers.kinds.host.kind:HostKind"),\n'
 
 SPEC_PY = '''"""The Beacon kind's spec side: a file that holds a message."""
 
@@ -57,7 +57,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from controllers.actions import Action
-from controllers.beacon.spec import BEACON, Beacon
+from controllers.kinds.beacon.spec import BEACON, Beacon
 from controllers.contract import (
     PassContext, Report, ResourcePlan, Result, Runtime, declared_references, done,
 )
@@ -127,10 +127,10 @@ def _beacon(name: str, file: Path, message: str) -> str:
 def _tree(tmp_path: Path) -> Path:
     """The packages, then the contributor's change: the folder and the table's one line."""
     tree = tmp_path / "tree"
-    for package in PACKAGES:
+    for package in (*PACKAGES, "emulators"):
         shutil.copytree(ROOT / package, tree / package,
                         ignore=shutil.ignore_patterns("__pycache__"))
-    folder = tree / "controllers" / "beacon"
+    folder = tree / "controllers" / "kinds" / "beacon"
     folder.mkdir()
     (folder / "__init__.py").write_text('"""The Beacon kind: a file that holds a message."""\n')
     (folder / "spec.py").write_text(SPEC_PY)
@@ -139,8 +139,8 @@ def _tree(tmp_path: Path) -> Path:
     text = table.read_text()
     assert TABLE_LINE in text
     table.write_text(text.replace(TABLE_LINE, TABLE_LINE + '    KindEntry('
-                                  '"controllers.beacon.spec:BEACON", '
-                                  '"controllers.beacon.kind:BeaconKind"),\n'))
+                                  '"controllers.kinds.beacon.spec:BEACON", '
+                                  '"controllers.kinds.beacon.kind:BeaconKind"),\n'))
     return tree
 
 
@@ -157,8 +157,9 @@ def _changed(tree: Path) -> list[str]:
 
 def test_a_fifth_kind_needs_its_folder_and_one_line(tmp_path: Path) -> None:
     tree = _tree(tmp_path)
-    assert _changed(tree) == ["controllers/beacon/__init__.py", "controllers/beacon/kind.py",
-                              "controllers/beacon/spec.py", "specs/kinds.py"]
+    assert _changed(tree) == ["controllers/kinds/beacon/__init__.py",
+                              "controllers/kinds/beacon/kind.py",
+                              "controllers/kinds/beacon/spec.py", "specs/kinds.py"]
     state, specs, world = tmp_path / "state", tmp_path / "specs", tmp_path / "world"
     state.mkdir(mode=0o700)
     specs.mkdir()
@@ -182,7 +183,8 @@ def test_a_fifth_kind_needs_its_folder_and_one_line(tmp_path: Path) -> None:
     assert applied.returncode == 0, applied.stdout + applied.stderr
     assert (world / "hello").read_text() == "hi"
     shown = cli("status")
-    assert "Beacon/hello" in shown.stdout and "Lit" in shown.stdout, shown.stdout
+    assert "Beacon/hello" in shown.stdout, shown.stdout
+    assert "Lit" in shown.stdout, shown.stdout
     assert cli("plan", str(specs)).returncode == 0  # in sync
 
     daemon = subprocess.Popen([*base, "run", "--specs", str(specs), "--metrics-address", "off",
@@ -200,3 +202,9 @@ def test_a_fifth_kind_needs_its_folder_and_one_line(tmp_path: Path) -> None:
     assert daemon.returncode == 0, out
     assert "Traceback" not in out
     assert "Beacon/second" in cli("status").stdout
+    # The layering holds for it unchanged: its contracts name the kinds' parent, not the kinds.
+    shutil.copy(ROOT / "pyproject.toml", tree / "pyproject.toml")
+    lint = subprocess.run([str(Path(sys.executable).parent / "lint-imports"), "--no-cache",
+                           "--no-logo"], cwd=tree, env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert lint.returncode == 0, lint.stdout + lint.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from controllers.experiments.board import RunBoard
+from controllers.kinds.experiments.board import RunBoard
 from controllers.waiting import until
 from reconciler.sharing import FLEET, NotHeld, Sharing, assign, replicas
 from state.errors import StateError

@@ -1,0 +1,44 @@
+"""What a Deployment's record says about it (``ResourceStatus.facts``; see
+``controllers.facts``): where it runs, in which container, serving what, and what the model
+server said of itself."""
+
+from __future__ import annotations
+
+from pydantic import ConfigDict
+
+from controllers.facts import EngineFacts, Facts
+
+
+class RuntimeFacts(Facts):
+    """What the model server said about itself in its logs (rule 11); absent = not said.
+
+    Keys are snake_case on disk as the log parser names them
+    (``controllers.kinds.deployment.runtime_facts``)."""
+
+    model_config = ConfigDict(alias_generator=None)
+
+    precision: str | None = None
+    max_model_len: str | None = None
+    kv_cache_dtype: str | None = None
+    mode: str | None = None
+    gpu_memory_utilization: str | None = None
+    max_num_seqs: str | None = None
+    max_num_batched_tokens: str | None = None
+    enable_prefix_caching: str | None = None
+    mm_processor_cache_gb: str | None = None
+    preprocess_workers: str | None = None
+
+
+class DeploymentStatusFacts(EngineFacts):
+    """A Deployment: where it runs, in which container, serving what, since when."""
+
+    host: str | None = None
+    container: str | None = None
+    container_id: str | None = None
+    image: str | None = None
+    image_id: str | None = None
+    image_digest: str | None = None  # the registry digest it runs (none: built on the Host)
+    url: str | None = None
+    model: str | None = None
+    runtime: RuntimeFacts | None = None
+    ready_since: str | None = None
