@@ -14,13 +14,13 @@ keys and keeps the rest — a bad fact is an unknown fact, never a crash of the 
 
 from __future__ import annotations
 
-import importlib
 from datetime import UTC, datetime
 from typing import ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
+from specs.kinds import entry, load
 from state.models import ResourceStatus
 
 
@@ -36,15 +36,13 @@ class Facts(BaseModel):
 
     @classmethod
     def for_kind(cls, kind: str) -> type[Facts] | None:
-        """The facts model of ``kind``'s records, if its kind declares one (``SpecKind.facts``,
-        imported only now: ``status`` does not load every kind to show one record)."""
-        from specs.kinds import SPEC_KINDS  # here: ``status`` alone need not load the specs
-
-        declared = SPEC_KINDS.get(kind)
+        """The facts model of ``kind``'s records, if its line of the table of kinds names one
+        (imported only now: ``status`` loads neither the spec models nor every kind's facts
+        to show one record)."""
+        declared = entry(kind)
         if declared is None or not declared.facts:
             return None
-        module, _, name = declared.facts.partition(":")
-        found = getattr(importlib.import_module(module), name, None)
+        found = load(declared.facts)
         return found if isinstance(found, type) and issubclass(found, Facts) else None
 
     def table(self, now: datetime | None = None) -> list[dict[str, str]]:

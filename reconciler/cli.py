@@ -19,6 +19,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+# pydantic looks for plugins among every installed distribution's entry points the first time
+# a model is built: a scan of site-packages on every command (status included) for plugins
+# this tool never uses. A user who wants one sets the variable themselves.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
 import click
 
 from reconciler.textsafe import safe, safe_block, safe_json

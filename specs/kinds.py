@@ -14,14 +14,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from specs.experiment import Experiment, check_experiment
-from specs.images import check_host
-from specs.loader import PathKey
-from specs.models import Deployment, Host, StreamSet, Strict
-from specs.rules import Finding, check_deployment
-from specs.streamrules import check_streamset
+if TYPE_CHECKING:  # types only: this table is read by ``status``, which loads no spec model
+    from specs.loader import PathKey
+    from specs.models import Strict
+    from specs.rules import Finding
 
 
 @dataclass(frozen=True)
@@ -45,9 +43,6 @@ class SpecKind:
     model: type[Strict]
     rules: Callable[[Any], list[Finding]] | None = None
     references: tuple[Reference, ...] = ()
-    facts: str = ""
-    """``module:Class`` of what its records say about themselves (a ``controllers.facts.Facts``),
-    named, not imported: ``status NAME`` imports only the one it shows."""
 
     @property
     def depends_on(self) -> tuple[str, ...]:
@@ -63,39 +58,35 @@ class SpecKind:
                 yield ref, name
 
 
-HOST = SpecKind("Host", Host, check_host, facts="controllers.kinds.host.facts:HostStatusFacts")
-DEPLOYMENT = SpecKind("Deployment", Deployment, check_deployment, (
-    Reference(("spec", "host"), "Host", lambda d: d.spec.host),),
-    facts="controllers.kinds.deployment.facts:DeploymentStatusFacts")
-STREAMSET = SpecKind("StreamSet", StreamSet, check_streamset, (
-    Reference(("spec", "deployment"), "Deployment", lambda s: s.spec.deployment,
-              ready_first=True),
-    Reference(("spec", "publisher", "host"), "Host", lambda s: s.spec.publisher.host)),
-    facts="controllers.kinds.streamset.facts:StreamSetStatusFacts")
-EXPERIMENT = SpecKind("Experiment", Experiment, check_experiment, (
-    Reference(("spec", "template"), "Deployment", lambda e: e.spec.template, checked=False),),
-    facts="controllers.kinds.experiments.facts:ExperimentStatusFacts")
-
-
-
 @dataclass(frozen=True)
 class KindEntry:
-    """One line of the table of kinds: where a kind's spec declaration (a ``SpecKind``) and its
-    controller (a class of the kind contract, ``controllers.contract.Kind``) live, each as
-    ``module:attribute``, named and not imported: ``validate`` and ``schema`` load the spec
-    side only, ``plan``, ``apply`` and the daemon the controllers too (``reconciler.kinds``)."""
+    """One line of the table of kinds: its name, and where its spec declaration (a
+    ``SpecKind``), its controller (a class of the kind contract, ``controllers.contract.Kind``)
+    and what its records say about themselves (a ``controllers.facts.Facts``; "" for none)
+    live, each as ``module:attribute``, named and not imported: ``status`` loads only the
+    facts it shows, ``validate`` and ``schema`` the spec side, ``plan``, ``apply`` and the
+    daemon the controllers too (``reconciler.kinds``)."""
 
+    name: str
     spec: str
     controller: str
+    facts: str = ""
 
 
 KINDS: tuple[KindEntry, ...] = (
     # The one table: a new kind is its folder (its spec declaration and its controller) and
     # one line here; nothing else of the CLI, the engine or the daemon names it.
-    KindEntry("specs.kinds:HOST", "controllers.kinds.host.kind:HostKind"),
-    KindEntry("specs.kinds:DEPLOYMENT", "controllers.kinds.deployment.kind:DeploymentKind"),
-    KindEntry("specs.kinds:STREAMSET", "controllers.kinds.streamset.kind:StreamSetKind"),
-    KindEntry("specs.kinds:EXPERIMENT", "controllers.kinds.experiments.kind:ExperimentKind"),
+    KindEntry("Host", "specs.declarations:HOST", "controllers.kinds.host.kind:HostKind",
+              "controllers.kinds.host.facts:HostStatusFacts"),
+    KindEntry("Deployment", "specs.declarations:DEPLOYMENT",
+              "controllers.kinds.deployment.kind:DeploymentKind",
+              "controllers.kinds.deployment.facts:DeploymentStatusFacts"),
+    KindEntry("StreamSet", "specs.declarations:STREAMSET",
+              "controllers.kinds.streamset.kind:StreamSetKind",
+              "controllers.kinds.streamset.facts:StreamSetStatusFacts"),
+    KindEntry("Experiment", "specs.declarations:EXPERIMENT",
+              "controllers.kinds.experiments.kind:ExperimentKind",
+              "controllers.kinds.experiments.facts:ExperimentStatusFacts"),
 )
 
 
@@ -115,9 +106,14 @@ class SpecKinds(Mapping[str, SpecKind]):
 
     def _loaded(self) -> dict[str, SpecKind]:
         if self._kinds is None:
-            declared = [load(entry.spec) for entry in KINDS]
-            self._kinds = {kind.name: kind for kind in declared}
-            self._table = frozenset(self._kinds)
+            kinds = {}
+            for entry in KINDS:
+                declared = load(entry.spec)
+                if not isinstance(declared, SpecKind) or declared.name != entry.name:
+                    raise TypeError(f"the table of kinds names {entry.spec} for kind "
+                                    f"{entry.name}, which is not that kind's SpecKind")
+                kinds[entry.name] = declared
+            self._kinds, self._table = kinds, frozenset(kinds)
         return self._kinds
 
     def __getitem__(self, name: str) -> SpecKind:
@@ -139,6 +135,11 @@ class SpecKinds(Mapping[str, SpecKind]):
 
 
 SPEC_KINDS = SpecKinds()
+
+
+def entry(name: str) -> KindEntry | None:
+    """``name``'s line of the table (None for a kind that is not in it)."""
+    return next((e for e in KINDS if e.name == name), None)
 
 
 def register(kind: SpecKind) -> None:

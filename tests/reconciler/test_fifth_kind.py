@@ -23,7 +23,9 @@ from tests.e2e.daemon_helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("reconciler", "controllers", "specs", "state")
-TABLE_LINE = '    KindEntry("specs.kinds:HOST", "controllers.kinds.host.kind:HostKind"),\n'
+TABLE_LINE = ('    KindEntry("Host", "specs.declarations:HOST", '
+              '"controllers.kinds.host.kind:HostKind",\n'
+              '              "controllers.kinds.host.facts:HostStatusFacts"),\n')
 
 SPEC_PY = '''"""The Beacon kind's spec side: a file that holds a message."""
 
@@ -138,7 +140,7 @@ def _tree(tmp_path: Path) -> Path:
     table = tree / "specs" / "kinds.py"
     text = table.read_text()
     assert TABLE_LINE in text
-    table.write_text(text.replace(TABLE_LINE, TABLE_LINE + '    KindEntry('
+    table.write_text(text.replace(TABLE_LINE, TABLE_LINE + '    KindEntry("Beacon", '
                                   '"controllers.kinds.beacon.spec:BEACON", '
                                   '"controllers.kinds.beacon.kind:BeaconKind"),\n'))
     return tree

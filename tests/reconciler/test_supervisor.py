@@ -149,6 +149,7 @@ def test_a_thread_that_meets_a_held_state_directory_waits_instead_of_dying(
             raise StateError("cannot write state file x.json: Read-only file system")
         stop.wait()
 
+    root, WRITES.root = WRITES.root, tmp_path  # this folder is the state directory here
     WRITES.failed("x.json", OSError(30, "Read-only file system"))
     try:
         supervisor.spawn("recorder", recorder)
@@ -164,5 +165,6 @@ def test_a_thread_that_meets_a_held_state_directory_waits_instead_of_dying(
         assert supervisor.deaths == {}
     finally:
         WRITES.succeeded()
+        WRITES.root = root
         stop.set()
         supervisor.join(time.monotonic() + 5)

@@ -35,8 +35,8 @@ from controllers.kinds.deployment.removal import remove_owned
 from controllers.kinds.host.fleet import Hosts
 from controllers.kinds.host.pulls import Pulls, bring
 from controllers.services import Services
+from specs.declarations import DEPLOYMENT
 from specs.images import parse_image, source_of
-from specs.kinds import DEPLOYMENT
 from specs.models import Deployment
 from state.keys import Key
 from state.models import ResourceStatus

@@ -62,9 +62,9 @@ from controllers.kinds.host.session import HostSession
 from controllers.secrets import api_token, resolve, resolve_all
 from controllers.services import Services
 from controllers.waiting import Stopped
+from specs.declarations import EXPERIMENT
 from specs.experiment import Experiment, measure_warnings, run_deployment
 from specs.experiments.base import TelemetrySpec
-from specs.kinds import EXPERIMENT
 from specs.models import DeploymentSpec
 from specs.rules import Finding, check_deployment
 from specs.validate import spec_hash

@@ -27,8 +27,8 @@ from controllers.kinds.host.facts import HostStatusFacts
 from controllers.kinds.host.fleet import Hosts
 from controllers.kinds.host.watch import HostWatchers
 from controllers.services import Services
+from specs.declarations import HOST
 from specs.facts import HostFacts
-from specs.kinds import HOST
 from specs.models import Host
 from specs.validate import spec_hash
 from state.keys import Key

@@ -42,7 +42,7 @@ from controllers.kinds.streamset.plan import (
 )
 from controllers.secrets import api_token
 from controllers.services import Services
-from specs.kinds import STREAMSET
+from specs.declarations import STREAMSET
 from specs.models import DeploymentSpec, StreamSet, TeardownSpec
 from specs.validate import SpecSet, spec_hash
 from state.keys import Key
