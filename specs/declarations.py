@@ -13,7 +13,9 @@ from specs.streamrules import check_streamset
 
 HOST = SpecKind("Host", Host, check_host)
 DEPLOYMENT = SpecKind("Deployment", Deployment, check_deployment, (
-    Reference(("spec", "host"), "Host", lambda d: d.spec.host),))
+    Reference(("spec", "host"), "Host", lambda d: d.spec.host),),
+    # Neither changes the container: the token is only what we send to the service.
+    hash_excludes=frozenset({"readiness", "apiTokenSecret"}))
 STREAMSET = SpecKind("StreamSet", StreamSet, check_streamset, (
     Reference(("spec", "deployment"), "Deployment", lambda s: s.spec.deployment,
               ready_first=True),

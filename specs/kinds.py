@@ -43,6 +43,9 @@ class SpecKind:
     model: type[Strict]
     rules: Callable[[Any], list[Finding]] | None = None
     references: tuple[Reference, ...] = ()
+    hash_excludes: frozenset[str] = frozenset()
+    """Fields of its ``spec`` that its hash leaves out: a change of one is no reason to act
+    (a Deployment's readiness budget: waiting longer recreates nothing)."""
 
     @property
     def depends_on(self) -> tuple[str, ...]:

@@ -228,10 +228,10 @@ def spec_hash(resource: SpecResource) -> str:
     """Content hash of what a resource asks for (kind, name, spec); labels don't count.
 
     Defaults are left out, so a release that adds an optional field (at its default) does not
-    change every existing resource's hash and recreate what is running. A Deployment's
-    readiness budget is left out too: waiting longer is no reason to recreate a container."""
-    # Neither changes the container: the token is only what we send to the service.
-    exclude = {"readiness", "apiTokenSecret"} if isinstance(resource, Deployment) else set()
+    change every existing resource's hash and recreate what is running; so is what its kind
+    says its hash leaves out (``SpecKind.hash_excludes``: a Deployment's readiness budget)."""
+    declared = SPEC_KINDS.get(resource.kind)
+    exclude = set(declared.hash_excludes) if declared is not None else set()
     body = {"kind": resource.kind, "name": resource.metadata.name,
             "spec": resource.spec.model_dump(mode="json", exclude_defaults=True,
                                              exclude=exclude)}
