@@ -1,4 +1,7 @@
-"""Rules across resources: unique names, references, GPU and port double-booking.
+"""Rules across resources: unique names and references for every kind, then each kind's own
+rules over the set (``SpecKind.set_rules``: the Deployment's and the Experiment's GPU and port
+double-booking, run IDs, pairings), so the set's rules are asked of the kinds, not written
+for four of them here.
 
 These need the whole spec set but no observation. GPU claims are compared as written here
 (index 0 twice); ``specs.hostrules`` catches an index and a UUID naming the same device.
@@ -33,15 +36,30 @@ def check_set(resources: list[Resource]) -> list[tuple[Resource, Finding]]:
                                        f"named {res.metadata.name}", R_UNIQUE)))
         seen.add(key)
     found.extend(_references(resources, seen))
+    for declared in SPEC_KINDS.values():  # each kind's own rules over the set
+        if declared.set_rules is not None:
+            found.extend(declared.set_rules(resources))
+    return found
+
+
+def deployment_set_rules(resources: list[Resource]) -> list[tuple[Resource, Finding]]:
+    """The Deployment kind's rules over the set: no GPU of a Host claimed twice, no port of a
+    Host published twice on clashing addresses."""
+    deployments = [r for r in resources if isinstance(r, Deployment)]
+    return _gpu_claims(deployments, {}) + _port_claims(deployments)
+
+
+def experiment_set_rules(resources: list[Resource]) -> list[tuple[Resource, Finding]]:
+    """The Experiment kind's rules over the set: its template suits it, its port and GPUs are
+    free of every Deployment's and every other run's, run IDs are unique, pairings are sound."""
+    experiments = [r for r in resources if isinstance(r, Experiment)]
+    if not experiments:
+        return []
     deployments = [r for r in resources if isinstance(r, Deployment)]
     owners: dict[tuple[str, str], str] = {}  # (Host, GPU) -> the Deployment that claims it
-    found.extend(_gpu_claims(deployments, owners))
-    found.extend(_port_claims(deployments))
-    experiments = [r for r in resources if isinstance(r, Experiment)]
-    found.extend(_experiments(experiments, deployments))
-    found.extend(_run_gpus(experiments, deployments, owners))
-    found.extend(_pairings(experiments))
-    return found
+    _gpu_claims(deployments, owners)  # its findings are the Deployments' own
+    return (_experiments(experiments, deployments)
+            + _run_gpus(experiments, deployments, owners) + _pairings(experiments))
 
 
 def _run_gpus(experiments: list[Experiment], deployments: list[Deployment],

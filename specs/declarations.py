@@ -4,6 +4,7 @@ resources it references (``specs.kinds.SpecKind``), named by the table of kinds
 
 from __future__ import annotations
 
+from specs.crossref import deployment_set_rules, experiment_set_rules
 from specs.experiment import Experiment, check_experiment
 from specs.images import check_host
 from specs.kinds import Reference, SpecKind
@@ -14,6 +15,7 @@ from specs.streamrules import check_streamset
 HOST = SpecKind("Host", Host, check_host)
 DEPLOYMENT = SpecKind("Deployment", Deployment, check_deployment, (
     Reference(("spec", "host"), "Host", lambda d: d.spec.host),),
+    set_rules=deployment_set_rules,
     # Neither changes the container: the token is only what we send to the service.
     hash_excludes=frozenset({"readiness", "apiTokenSecret"}))
 STREAMSET = SpecKind("StreamSet", StreamSet, check_streamset, (
@@ -21,6 +23,7 @@ STREAMSET = SpecKind("StreamSet", StreamSet, check_streamset, (
               ready_first=True),
     Reference(("spec", "publisher", "host"), "Host", lambda s: s.spec.publisher.host)))
 EXPERIMENT = SpecKind("Experiment", Experiment, check_experiment, (
-    Reference(("spec", "template"), "Deployment", lambda e: e.spec.template, checked=False),))
+    Reference(("spec", "template"), "Deployment", lambda e: e.spec.template, checked=False),),
+    set_rules=experiment_set_rules)
 
 

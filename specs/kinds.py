@@ -43,6 +43,9 @@ class SpecKind:
     model: type[Strict]
     rules: Callable[[Any], list[Finding]] | None = None
     references: tuple[Reference, ...] = ()
+    set_rules: Callable[[list[Any]], list[tuple[Any, Finding]]] | None = None
+    """Its rules over the whole spec set (no observation), each finding attached to the
+    resource whose document should change: GPUs and ports claimed twice, run IDs used twice."""
     hash_excludes: frozenset[str] = frozenset()
     """Fields of its ``spec`` that its hash leaves out: a change of one is no reason to act
     (a Deployment's readiness budget: waiting longer recreates nothing)."""
