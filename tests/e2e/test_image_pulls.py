@@ -12,6 +12,7 @@ import os
 import tempfile
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import pytest
 from controllers.kinds.host.pulls import STALL_ENV
 from controllers.waiting import until
 from tests.conftest import TEST_IMAGE_TAG, Cli, containers_of
+from tests.e2e.daemon_helpers import events_of
 from tests.e2e.stream_helpers import condition, status
 from tests.ports import free_port
 from tests.registry import Registry
@@ -176,7 +178,7 @@ def test_a_digest_bump_pulls_while_the_old_service_answers(
         assert containers_of(docker_client, instance)[0].id == old
 
         # Back: pulled while the old service answers every probe, then replaced.
-        answers: list[int] = []
+        answers: list[tuple[float, int]] = []  # (when, status code)
         probing = threading.Event()
 
         def probe() -> None:
@@ -184,10 +186,11 @@ def test_a_digest_bump_pulls_while_the_old_service_answers(
                 if docker_client.api.inspect_container(old)["State"]["Running"] is False:
                     return  # the replacement began: the pull is over
                 try:
-                    answers.append(httpx.get(f"http://127.0.0.1:{port}/v1/health/ready",
-                                             timeout=2).status_code)
+                    code = httpx.get(f"http://127.0.0.1:{port}/v1/health/ready",
+                                     timeout=2).status_code
                 except httpx.HTTPError:
-                    answers.append(0)
+                    code = 0
+                answers.append((time.time(), code))
                 time.sleep(0.05)
         prober = threading.Thread(target=probe, daemon=True)
         prober.start()
@@ -201,8 +204,14 @@ def test_a_digest_bump_pulls_while_the_old_service_answers(
         assert "Recreated" in events, events
         assert events.index("Pulled") < events.index("Recreated")
         # every probe before the old container stopped was answered
-        assert answers, "the old service was never probed"
-        assert all(code == 200 for code in answers[:-1]), answers
+        # Every probe until the pull ended was answered (a container being stopped still
+        # says Running for a moment after its service stopped answering: the probes after
+        # the pull are the replacement's, not the pull's).
+        [pulled] = [e for e in events_of(cli, "Deployment/vlm") if e.reason == "Pulled"][-1:]
+        pulled_at = datetime.fromisoformat(pulled.time.replace("Z", "+00:00")).timestamp()
+        during = [code for at, code in answers if at < pulled_at]
+        assert during, ("the old service was never probed during the pull", answers)
+        assert all(code == 200 for code in during), answers
     finally:
         daemon.terminate()
         out, err = daemon.communicate(timeout=30)
