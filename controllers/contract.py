@@ -86,7 +86,6 @@ class ResourcePlan(Generic[D, P]):
     error: str | None = None
     error_reason: str = ""
     permanent: bool = True
-    retry_within_s: float = 0.0  # a transient refusal: its next try comes at most this late
     waiting: str | None = None  # a dependency is not ready: act records why and waits
 
     @property
@@ -101,7 +100,6 @@ class ResourcePlan(Generic[D, P]):
         if isinstance(exc, PlanError):
             self.issues, self.error, self.error_reason = exc.issues, str(exc), "PlanRejected"
             self.permanent = not exc.transient
-            self.retry_within_s = UNSEEN_CURE_RETRY_S if exc.transient else 0.0
         elif isinstance(exc, ControllerError):
             self.error, self.error_reason = str(exc), "ObserveFailed"
             self.permanent = isinstance(exc, PermanentError)
@@ -374,8 +372,11 @@ def unplanned(rp: ResourcePlan[Any, Any]) -> Result:
     reason = rp.error_reason or "Error"
     if rp.permanent:
         return terminal(rp.resource, message, reason, report=Report(detail=message))
+    # Refused by a rule that was not permanent (issues, and not permanent): its cure, a port
+    # another process frees, sends no event, so it is looked at again within seconds.
+    within = UNSEEN_CURE_RETRY_S if rp.issues else 0.0
     return replace(retry(rp.resource, message, reason, report=Report(detail=message)),
-                   retry_within_s=rp.retry_within_s)
+                   retry_within_s=within)
 
 
 AnyKind = Kind[Any, Any, Any]

@@ -84,7 +84,6 @@ EVIDENCE_DIR = "evidence"
 CLEANING = ("Collecting", "CleaningUp", "Done")
 
 
-
 @dataclass
 class RunPlanView:
     """What a pass would do for an Experiment (``plan`` prints it)."""
@@ -290,10 +289,7 @@ class ExperimentKind:
         if conflict is not None:
             return terminal(key, f"Conflict: {conflict}", "Conflict",
                             report=Report(detail=conflict))
-        plan = desired.launch
-        session = Hosts.of(services).session(ctx.spec_set.host(host))  # type: ignore[union-attr]
-        if plan.desired.pull is not None:  # the template's image, before the run is claimed
-            plan = self._pulled(ctx, key, plan, session)
+        plan, session = self._prepared(ctx, desired.launch)
         engine = session.engine()
         telemetry = session.telemetry(plan.spec.telemetry.dcgmUrl,
                                       plan.spec.telemetry.intervalSeconds)
@@ -314,14 +310,24 @@ class ExperimentKind:
                          f"its budget of {spec.budgetSeconds}s ran out ({spec.cleanupSeconds}s "
                          "of it kept for cleanup)")
 
+    def _prepared(self, ctx: PassContext, plan: runs.RunPlan
+                  ) -> tuple[runs.RunPlan, HostSession]:
+        """The run's Host session, and its plan with the template's image on that Host
+        (pulled now if it must be: before the run is claimed or its job is created)."""
+        assert ctx.spec_set is not None
+        host = ctx.spec_set.host(plan.host)
+        assert host is not None  # crossref guarantees it
+        session = Hosts.of(ctx.services).session(host)
+        if plan.desired.pull is not None:
+            plan = self._pulled(ctx, plan.resource, plan, session)
+        return plan, session
+
     def _job_absent(self, ctx: PassContext, record: ResourceStatus,
                     known: ExperimentStatusFacts) -> bool:
-        """No job of this run on its Host (looked up now, after the plan's look at the
-        record): its creation was never recorded, and none was made."""
+        """No job of this run on its Host (looked up now: the plan read the record, and
+        found no claim of its runner's creation and no run of it on this process's board)."""
         from controllers.kinds.experiments.runner import hostjob
 
-        if RunBoard.of(ctx.services).running(known.run_id or ""):
-            return False
         engine = self._session(ctx, record).engine()
         return hostjob.find(engine, ctx.services.instance, record.key, known.run_id or "") is None
 
@@ -330,15 +336,10 @@ class ExperimentKind:
         """A run whose launch was recorded but whose job was never created (its Host moved
         to another replica, or the daemon ended, between the two): nothing of it ran, so it
         starts now rather than ending INCONCLUSIVE."""
-        assert ctx.spec_set is not None
-        key = plan.resource
-        log.info("experiment.start_launched", resource=key, run_id=plan.spec.runId)
-        host = ctx.spec_set.host(plan.host)
-        assert host is not None  # crossref guarantees it
-        session = Hosts.of(ctx.services).session(host)
-        if plan.desired.pull is not None:
-            plan = self._pulled(ctx, key, plan, session)
-        return self._run(ctx, key, plan.spec.runId, self._job_work(ctx, plan, session), desired)
+        log.info("experiment.start_launched", resource=plan.resource, run_id=plan.spec.runId)
+        plan, session = self._prepared(ctx, plan)
+        return self._run(ctx, plan.resource, plan.spec.runId,
+                         self._job_work(ctx, plan, session), desired)
 
     def _under_way(self, ctx: PassContext, record: ResourceStatus) -> Result:
         """A run that is not terminal: report it, or recover it if this process lost it."""
