@@ -108,7 +108,6 @@ class SpecKinds(Mapping[str, SpecKind]):
 
     def __init__(self) -> None:
         self._kinds: dict[str, SpecKind] | None = None
-        self._table: frozenset[str] = frozenset()
 
     def _loaded(self) -> dict[str, SpecKind]:
         if self._kinds is None:
@@ -119,7 +118,7 @@ class SpecKinds(Mapping[str, SpecKind]):
                     raise TypeError(f"the table of kinds names {entry.spec} for kind "
                                     f"{entry.name}, which is not that kind's SpecKind")
                 kinds[entry.name] = declared
-            self._kinds, self._table = kinds, frozenset(kinds)
+            self._kinds = kinds
         return self._kinds
 
     def __getitem__(self, name: str) -> SpecKind:
@@ -136,7 +135,7 @@ class SpecKinds(Mapping[str, SpecKind]):
         self._loaded()[kind.name] = kind
 
     def unregister(self, name: str) -> None:
-        if name not in self._table:
+        if entry(name) is None:  # a kind of the table stays
             self._loaded().pop(name, None)
 
 
