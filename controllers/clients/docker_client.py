@@ -15,6 +15,7 @@ import tarfile
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,6 +147,7 @@ class DockerEngine:
         self.resolver = resolver  # where bind sources are resolved: on the engine's Host
         self.probe_sweep_age_s = probe_sweep_age_s
         self._calls = 0
+        self._by_call: Counter[str] = Counter()  # calls per kind of call (health says them)
         self._generation = 0
         self._lock = threading.Lock()
         self._probes_swept = False
@@ -159,6 +161,12 @@ class DockerEngine:
     def api_calls(self) -> int:
         return self._calls
 
+    def calls_by_kind(self) -> Counter[str]:
+        """Calls so far per kind of call (``container list``, ``version``...): where a pass's
+        calls went, when their count says more were made than expected."""
+        with self._lock:
+            return Counter(self._by_call)
+
     @property
     def generation(self) -> int:
         """Bumped by every call that changes containers or images (a cached view is stale)."""
@@ -170,6 +178,7 @@ class DockerEngine:
             fence(self.host_name)  # a replica that does not hold this work: no call made
         with self._lock:
             self._calls += 1
+            self._by_call[what] += 1
             if what in CHANGING_CALLS:
                 self._generation += 1
         try:

@@ -99,8 +99,10 @@ class Hosts(Part):
     # --- the services' part -------------------------------------------------------------------
 
     def describe(self) -> dict[str, Any]:
-        return {"hosts": {n: ("unreachable" if n in self.errors else "ok")
-                          for n in list(self.sessions)}}
+        sessions = list(self.sessions.items())
+        return {"hosts": {n: ("unreachable" if n in self.errors else "ok") for n, _ in sessions},
+                "dockerCallsByHost": {n: dict(sorted(s.calls_by_kind().items()))
+                                      for n, s in sessions}}
 
     def calls(self) -> Iterable[tuple[str, float]]:
         for name, session in list(self.sessions.items()):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,7 +46,7 @@ class HostSession:
         self._runtime_dir = runtime_dir
         self._lock = threading.RLock()
         self._engine: DockerEngine | None = None
-        self._retired_calls = 0  # API calls of engines dropped on reconnect
+        self._retired: Counter[str] = Counter()  # API calls of engines dropped on reconnect
         self._tunnel: SshTunnel | None = None
         self.facts: HostFacts | None = None
         self.observed_at = 0.0  # monotonic time of the last full observe (facts)
@@ -210,12 +211,16 @@ class HostSession:
     @property
     def api_calls(self) -> int:
         """Docker API calls made through this session, across reconnects (for metrics)."""
-        current = self._engine.api_calls if self._engine is not None else 0
-        return self._retired_calls + current
+        return self.calls_by_kind().total()
+
+    def calls_by_kind(self) -> Counter[str]:
+        """Those calls per kind of call (``health`` says them), across reconnects."""
+        engine = self._engine
+        return self._retired + (engine.calls_by_kind() if engine is not None else Counter())
 
     def _drop_engine(self) -> None:
         if self._engine is not None:
-            self._retired_calls += self._engine.api_calls
+            self._retired += self._engine.calls_by_kind()
             self._engine.close()
             self._engine = None
 
