@@ -22,6 +22,7 @@ import docker
 import docker.api.client
 import docker.errors
 import pytest
+import tenacity
 
 from emulators.image import build_emulator_image
 from specs.trust import enforce
@@ -197,16 +198,12 @@ def cli(state_dir: Path, instance: str) -> Cli:
     return Cli(state_dir, instance, {})
 
 
-def containers_of(client: docker.DockerClient, instance: str) -> list[Any]:
-    """Every container (any state) of one test instance. docker-py lists, then inspects each
-    one; a container removed in between (a short-lived probe) raises NotFound, so list again."""
-    found: list[Any]
-    for _ in range(5):
-        try:
-            found = client.containers.list(all=True,
-                                           filters={"label": f"{LABEL_INSTANCE}={instance}"})
-            return found
-        except docker.errors.NotFound:
-            continue
-    found = client.containers.list(all=True, filters={"label": f"{LABEL_INSTANCE}={instance}"})
+def containers_of(client: docker.DockerClient, instance: str, *labels: str) -> list[Any]:
+    """Every container (any state) of one test instance, carrying ``labels`` too (``key`` or
+    ``key=value``). docker-py lists, then inspects each one; a container removed in between
+    (a short-lived probe, a job ending) raises NotFound, so it lists again."""
+    wanted = [f"{LABEL_INSTANCE}={instance}", *labels]
+    listing = tenacity.Retrying(retry=tenacity.retry_if_exception_type(docker.errors.NotFound),
+                                stop=tenacity.stop_after_attempt(5), reraise=True)
+    found: list[Any] = listing(client.containers.list, all=True, filters={"label": wanted})
     return found

@@ -13,7 +13,7 @@ import docker
 from controllers.kinds.experiments.runner.hostjob import LABEL_ROLE, ROLE_RUNNER
 from controllers.ownership import LABEL_INSTANCE, LABEL_RUN_ID
 from state.evidence import verify
-from tests.conftest import Cli
+from tests.conftest import Cli, containers_of
 from tests.e2e.daemon_helpers import DaemonProcess, run_containers, status_of, wait_for
 from tests.e2e.stream_helpers import rtvi_deployment
 from tests.e2e.test_benchmark import (  # noqa: F401
@@ -90,9 +90,7 @@ def state_bytes(cli: Cli) -> bytes:
 
 
 def runners(client: docker.DockerClient, instance: str) -> list[Any]:
-    found: list[Any] = client.containers.list(all=True, filters={"label": [
-        f"{LABEL_INSTANCE}={instance}", f"{LABEL_ROLE}={ROLE_RUNNER}"]})
-    return found
+    return containers_of(client, instance, f"{LABEL_ROLE}={ROLE_RUNNER}")
 
 
 def test_a_canary_runs_as_a_job_on_its_host_and_its_bundle_comes_home_verified(
@@ -350,8 +348,7 @@ def on_edge(remote: RemoteEngine, template: dict[str, Any], run: dict[str, Any],
 def left_on(client: docker.DockerClient, instance: str) -> list[str]:
     """Containers of this instance's runs (service, publishers, harness, runner) still there
     (the template's own Deployment is not a run's)."""
-    return [c.name for c in client.containers.list(all=True, filters={
-        "label": [f"{LABEL_INSTANCE}={instance}", LABEL_RUN_ID]})]
+    return [c.name for c in containers_of(client, instance, LABEL_RUN_ID)]
 
 
 def test_a_port_validation_runs_as_a_job_on_an_ssh_host_reading_its_media_there(
