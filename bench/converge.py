@@ -84,7 +84,7 @@ def run_reconciler(n: int, image_id: str, work: Path) -> tuple[float, float, int
     store = Store(work / "state")
     rlog.configure(store.root, verbose=False)  # JSON logs to the state dir, not the table
     spec_set = load_spec_set([folder])
-    engine = Engine(store, INSTANCE, lambda *_: None)
+    engine = Engine(store, store.instance(INSTANCE), lambda *_: None)
     try:
         started = time.monotonic()
         outcomes = engine.apply(engine.plan(spec_set), None, spec_set)

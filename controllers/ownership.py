@@ -10,7 +10,9 @@ other's containers. ``Store.instance()`` returns an :class:`~state.models.Owner`
 directory's ID; everything we create is labelled with it, and a container labelled with another
 ID is not ours. A container with no owner label but our instance was created before owner IDs
 existed and stays ours (migration). A caller that passes a plain ``str`` instance has no owner
-ID: it labels nothing with one and accepts only containers that carry none.
+ID: it labels nothing with one and accepts only containers that carry none. The functions
+here take an :class:`Owner` and a :class:`Key` (mypy refuses a plain ``str`` for either): a
+name passed where an owner was meant once labelled containers without the owner ID.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 
+from state.keys import Key
 from state.models import Owner
 
 LABEL_PREFIX = "rtvi.reconciler/"
@@ -36,14 +39,21 @@ CONTAINER_PREFIX = "rtvi-"
 OWNER_ID_SHOWN = 8  # hex digits of a foreign owner ID put in a Conflict message
 
 
-def owner_id_of(instance: str) -> str | None:
-    """The state directory's owner ID carried by ``instance``, or None for a plain name."""
-    return instance.owner_id if isinstance(instance, Owner) else None
+def owner_id_of(instance: Owner) -> str | None:
+    """The state directory's owner ID carried by ``instance`` (None only for an ``Owner``
+    made without one)."""
+    return instance.owner_id or None
 
 
-def labels_for(instance: str, resource: str, spec_hash: str,
+def labels_for(instance: Owner, resource: Key, spec_hash: str,
                run_id: str | None = None) -> dict[str, str]:
-    """Labels of a container we create: ours by name, instance, resource and owner ID."""
+    """Labels of a container we create: ours by name, instance, resource and owner ID.
+
+    A plain name instead of the :class:`Owner` is refused here too, not only by mypy: its
+    labels would lack the owner ID, and another state directory could take the container."""
+    if not isinstance(instance, Owner):
+        raise TypeError(f"labels_for needs the Owner of the state directory, not the plain "
+                        f"name {instance!r} (its labels would carry no owner ID)")
     labels = {
         LABEL_MANAGED_BY: MANAGED_BY,
         LABEL_INSTANCE: str(instance),
@@ -58,7 +68,7 @@ def labels_for(instance: str, resource: str, spec_hash: str,
     return labels
 
 
-def selector(instance: str, resource: str | None = None) -> dict[str, str]:
+def selector(instance: Owner, resource: Key | None = None) -> dict[str, str]:
     """Label filter for listing what this instance (or one of its resources) may own.
 
     Docker's filters cannot say "owner label absent or equal", so this selects by instance
@@ -70,7 +80,7 @@ def selector(instance: str, resource: str | None = None) -> dict[str, str]:
     return sel
 
 
-def is_owned(labels: dict[str, str], instance: str, resource: str) -> bool:
+def is_owned(labels: dict[str, str], instance: Owner, resource: Key) -> bool:
     """Ours: our selector labels, and no owner label or our own (see the module docstring)."""
     if not all(labels.get(k) == v for k, v in selector(instance, resource).items()):
         return False
@@ -78,7 +88,7 @@ def is_owned(labels: dict[str, str], instance: str, resource: str) -> bool:
     return theirs is None or theirs == owner_id_of(instance)
 
 
-def why_not_ours(labels: dict[str, str], instance: str) -> str:
+def why_not_ours(labels: dict[str, str], instance: Owner) -> str:
     """For a Conflict message: whose the container is, as far as its labels say."""
     theirs = labels.get(LABEL_OWNER)
     if (labels.get(LABEL_INSTANCE) == str(instance) and theirs is not None

@@ -16,6 +16,7 @@ from typing import Any, Self, TypeVar
 
 import structlog
 
+from state.models import Owner
 from state.store import Store
 
 Progress = Callable[[str, str], None]
@@ -55,7 +56,7 @@ P = TypeVar("P", bound=Part)
 
 
 class Services:
-    def __init__(self, store: Store, instance: str, progress: Progress,
+    def __init__(self, store: Store, instance: Owner, progress: Progress,
                  stop: threading.Event | None = None) -> None:
         self.store = store
         self.instance = instance

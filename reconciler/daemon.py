@@ -63,7 +63,7 @@ from state.atomic import write_atomic
 from state.diskhealth import PROBE_EVERY_S, PROBE_FILE, WRITES
 from state.errors import CorruptState, StateError, StateFenced
 from state.keys import InvalidKey, Key
-from state.models import ResourceStatus
+from state.models import Owner, ResourceStatus
 from state.store import RESOURCES_DIR, Store
 
 # SIGTERM → exit within this long (``docker stop`` kills after 10 s): every wait of a pass
@@ -90,7 +90,7 @@ class DaemonOptions:
 
 
 class Daemon:
-    def __init__(self, store: Store, instance: str, source: Source, options: DaemonOptions,
+    def __init__(self, store: Store, instance: Owner, source: Source, options: DaemonOptions,
                  say: Callable[[str], None]) -> None:
         self.store = store
         self.sharing: Sharing | None = None  # one replica of many: it acts on its shares

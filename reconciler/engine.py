@@ -37,6 +37,7 @@ from reconciler.kinds import (
 from specs.validate import SpecSet, spec_hash
 from state.errors import StateError
 from state.keys import Key
+from state.models import Owner
 from state.store import Store
 
 MAX_PARALLEL_APPLIES = 16  # readiness waits are I/O-bound; a fleet converges together
@@ -45,7 +46,7 @@ Progress = Callable[[str, str], None]
 
 
 class Engine:
-    def __init__(self, store: Store, instance: str, progress: Progress,
+    def __init__(self, store: Store, instance: Owner, progress: Progress,
                  registry: Registry = REGISTRY, stop: threading.Event | None = None) -> None:
         # Set to end every wait of every pass (the daemon's shutdown).
         self.stop = stop if stop is not None else threading.Event()

@@ -27,6 +27,7 @@ import tenacity
 from emulators.image import build_emulator_image
 from specs.trust import enforce
 from state.lock import pid_alive
+from state.models import Owner
 from tests.etcd_cluster import etcd_cluster  # noqa: F401  (a fixture for every test module)
 from tests.registry import registry  # noqa: F401  (a fixture for every test module)
 
@@ -134,9 +135,12 @@ def emulator_image(docker_client: docker.DockerClient) -> str:
 
 
 @pytest.fixture
-def instance(docker_client: docker.DockerClient) -> Iterator[str]:
+def instance(docker_client: docker.DockerClient) -> Iterator[Owner]:
+    """A test's own instance name. As an :class:`Owner` with no owner ID (a test's engine
+    calls have no state directory): its labels are judged by the name alone, and a state
+    directory of the same name adopts what it labels."""
     name = f"{TEST_INSTANCE_PREFIX}-{os.getpid()}-{secrets.token_hex(3)}"
-    yield name
+    yield Owner(name, "")
     for container in docker_client.containers.list(
         all=True, filters={"label": f"{LABEL_INSTANCE}={name}"}
     ):

@@ -8,10 +8,11 @@ from typing import TypeVar
 from controllers.clients.docker_client import DockerEngine
 from controllers.errors import ControllerError
 from controllers.kinds.streamset.frames import FrameSample, probe
+from state.keys import Key
 from tests.emulators.helpers import wait_for
 
 DOCKER_URL = "unix:///var/run/docker.sock"
-RESOURCE = "StreamSet/cams"
+RESOURCE = Key("StreamSet", "cams")
 SPEC_HASH = "0123456789abcdef"
 READY_S = 30.0
 T = TypeVar("T")

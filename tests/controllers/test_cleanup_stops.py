@@ -17,8 +17,10 @@ from controllers.clients.docker_client import ContainerRequest, DockerEngine
 from controllers.kinds.experiments import service
 from controllers.kinds.experiments.cleanup import clean
 from controllers.ownership import labels_for
+from state.keys import Key
+from state.models import Owner
 
-RESOURCE = "Experiment/stubborn"
+RESOURCE = Key("Experiment", "stubborn")
 DEADLINE_S = 8.0
 TEMPLATE_GRACE_S = 30  # longer than the whole cleanup deadline
 COMMANDS = {
@@ -28,7 +30,7 @@ COMMANDS = {
 
 
 def test_cleanup_kills_what_ignores_sigterm_within_its_deadline_and_says_which(
-        docker_client: docker.DockerClient, emulator_image: str, instance: str) -> None:
+        docker_client: docker.DockerClient, emulator_image: str, instance: Owner) -> None:
     engine = DockerEngine("unix:///var/run/docker.sock", "local")
     names = set()
     try:
@@ -53,7 +55,7 @@ def test_cleanup_kills_what_ignores_sigterm_within_its_deadline_and_says_which(
 
 
 def test_a_stop_queued_behind_others_gets_only_what_the_deadline_leaves(
-        docker_client: docker.DockerClient, emulator_image: str, instance: str,
+        docker_client: docker.DockerClient, emulator_image: str, instance: Owner,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """More containers than stopping threads: one queued behind a container that ignored
     SIGTERM is given what is left of the deadline, not a whole grace period again."""

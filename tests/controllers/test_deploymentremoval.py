@@ -25,10 +25,10 @@ from controllers.kinds.deployment.removal import (
 )
 from specs.models import DeploymentSpec
 from state.keys import Key
-from state.models import InventoryItem, ResourceStatus
+from state.models import InventoryItem, Owner, ResourceStatus
 from state.store import Store
 
-INSTANCE = "default"
+INSTANCE = Owner("default", "0" * 32)
 RESOURCE = Key("Deployment", "vlm")
 CONTAINER_ID = "0123456789abcdef" * 4
 
@@ -69,8 +69,8 @@ def test_verdicts() -> None:
     assert judge(None, INSTANCE, RESOURCE) is Verdict.GONE
     assert judge(_info(ours), INSTANCE, RESOURCE) is Verdict.REMOVE
     assert judge(_info({}), INSTANCE, RESOURCE) is Verdict.FOREIGN
-    assert judge(_info(ours), "other", RESOURCE) is Verdict.FOREIGN
-    assert judge(_info(ours), INSTANCE, "Deployment/other") is Verdict.FOREIGN
+    assert judge(_info(ours), Owner("other", "0" * 32), RESOURCE) is Verdict.FOREIGN
+    assert judge(_info(ours), INSTANCE, Key("Deployment", "other")) is Verdict.FOREIGN
     another_dir = dict(ours, **{ownership.LABEL_OWNER: "f" * 32})
     assert judge(_info(another_dir), INSTANCE, RESOURCE) is Verdict.FOREIGN
 

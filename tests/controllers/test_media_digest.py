@@ -18,6 +18,8 @@ from controllers.kinds.streamset.publisher.run import (
 )
 from controllers.ownership import LABEL_RUN_ID, LABEL_SOURCE
 from controllers.waiting import until
+from state.keys import Key
+from state.models import Owner
 
 
 def _pinned(path: Path) -> PublishedSource:
@@ -64,8 +66,9 @@ def test_a_file_replaced_by_another_is_hashed_again(tmp_path: Path) -> None:
 
 def test_an_experiments_publisher_carries_its_run_id_and_a_streamsets_none() -> None:
     source = PublishedSource("red", "colour", colour="RED")
-    plain = publisher_request("t", "StreamSet/cams", "h", source, "img")
-    run = publisher_request("t", "Experiment/canary", "h", source, "img", run_id="canary-7")
+    plain = publisher_request(Owner("t", ""), Key("StreamSet", "cams"), "h", source, "img")
+    run = publisher_request(Owner("t", ""), Key("Experiment", "canary"), "h", source, "img",
+                            run_id="canary-7")
     assert LABEL_RUN_ID not in plain.labels
     assert run.labels[LABEL_RUN_ID] == "canary-7"
     assert run.labels[LABEL_SOURCE] == "red"

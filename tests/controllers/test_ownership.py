@@ -4,51 +4,57 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
+
 from controllers import ownership as own
+from state.keys import Key
 from state.models import Owner
 
 MINE = Owner("default", "a" * 32)
 THEIRS = Owner("default", "b" * 32)
+VLM, OTHER = Key("Deployment", "vlm"), Key("Deployment", "other")
+CANARY, CAMS = Key("Experiment", "c"), Key("StreamSet", "cams")
 
 
 def test_labels_say_instance_resource_spec_owner_and_run_id_only_when_given() -> None:
-    labels = own.labels_for(MINE, "Deployment/vlm", "h1")
+    labels = own.labels_for(MINE, VLM, "h1")
     assert labels == {own.LABEL_MANAGED_BY: own.MANAGED_BY, own.LABEL_INSTANCE: "default",
-                      own.LABEL_RESOURCE: "Deployment/vlm", own.LABEL_SPEC_HASH: "h1",
+                      own.LABEL_RESOURCE: VLM, own.LABEL_SPEC_HASH: "h1",
                       own.LABEL_OWNER: "a" * 32}
-    with_run = own.labels_for(MINE, "Experiment/c", "h2", run_id="canary-001")
+    with_run = own.labels_for(MINE, CANARY, "h2", run_id="canary-001")
     assert with_run[own.LABEL_RUN_ID] == "canary-001"
-    assert own.LABEL_OWNER not in own.labels_for("plain", "Deployment/vlm", "h1")
+    with pytest.raises(TypeError, match="no owner ID"):  # a plain name: refused, not unowned
+        own.labels_for("plain", VLM, "h1")  # type: ignore[arg-type]
 
 
 def test_a_container_is_ours_only_with_every_label_of_its_own_resource() -> None:
-    labels = own.labels_for(MINE, "Deployment/vlm", "h1")
-    assert own.is_owned(labels, MINE, "Deployment/vlm")
-    assert not own.is_owned(labels, MINE, "Deployment/other")  # another resource's container
-    assert not own.is_owned(labels, Owner("staging", "a" * 32), "Deployment/vlm")
-    assert not own.is_owned(labels, THEIRS, "Deployment/vlm")  # another state directory
-    assert not own.is_owned({}, MINE, "Deployment/vlm")
+    labels = own.labels_for(MINE, VLM, "h1")
+    assert own.is_owned(labels, MINE, VLM)
+    assert not own.is_owned(labels, MINE, OTHER)  # another resource's container
+    assert not own.is_owned(labels, Owner("staging", "a" * 32), VLM)
+    assert not own.is_owned(labels, THEIRS, VLM)  # another state directory
+    assert not own.is_owned({}, MINE, VLM)
     unlabelled_owner = {k: v for k, v in labels.items() if k != own.LABEL_OWNER}
-    assert own.is_owned(unlabelled_owner, MINE, "Deployment/vlm")  # before owner IDs existed
+    assert own.is_owned(unlabelled_owner, MINE, VLM)  # before owner IDs existed
     assert not own.is_owned({**labels, own.LABEL_MANAGED_BY: "someone-else"}, MINE,
-                            "Deployment/vlm")
+                            VLM)
 
 
 def test_the_selector_filters_by_instance_and_optionally_resource() -> None:
     assert own.selector(MINE) == {own.LABEL_MANAGED_BY: own.MANAGED_BY,
                                   own.LABEL_INSTANCE: "default"}
-    assert own.selector(MINE, "StreamSet/cams")[own.LABEL_RESOURCE] == "StreamSet/cams"
+    assert own.selector(MINE, CAMS)[own.LABEL_RESOURCE] == CAMS
 
 
 def test_a_conflict_says_whose_the_container_is() -> None:
-    theirs = own.labels_for(THEIRS, "Deployment/vlm", "h1")
+    theirs = own.labels_for(THEIRS, VLM, "h1")
     said = own.why_not_ours(theirs, MINE)
     assert said == ("created by another state directory with the same instance name, owner ID "
                     "bbbbbbbb...")
     assert own.why_not_ours({own.LABEL_RESOURCE: "Deployment/x"}, MINE) == "Deployment/x"
     assert own.why_not_ours({}, MINE) == "no reconciler labels"
-    same_dir = own.labels_for(MINE, "Deployment/vlm", "h1")
-    assert own.why_not_ours(same_dir, MINE) == "Deployment/vlm"
+    same_dir = own.labels_for(MINE, VLM, "h1")
+    assert own.why_not_ours(same_dir, MINE) == VLM
 
 
 def test_names_keep_instances_apart_and_project_names_follow_the_run_id() -> None:

@@ -12,10 +12,10 @@ from specs.errors import Location, SpecIssue
 from specs.rules import R_SECRET_VALUE
 from specs.validate import parse_text, spec_hash
 from state.keys import Key
-from state.models import InventoryItem, ResourceStatus
+from state.models import InventoryItem, Owner, ResourceStatus
 from tests.specs.cases import HEADER, body
 
-INSTANCE = "default"
+INSTANCE = Owner("default", "0" * 32)
 IMAGE_A = "sha256:" + "a" * 64
 IMAGE_B = "sha256:" + "b" * 64
 
@@ -24,7 +24,7 @@ def _desired(extra: str = "") -> Desired:
     dep = parse_text(HEADER + body(extra=extra)).deployments[0]
     digest = spec_hash(dep)
     return Desired(dep, Key("Deployment", "vlm"), digest, "rtvi-vlm", IMAGE_A, {},
-                   ownership.labels_for(INSTANCE, "Deployment/vlm", digest),
+                   ownership.labels_for(INSTANCE, Key("Deployment", "vlm"), digest),
                    "http://127.0.0.1:18000", "http://127.0.0.1:18000", "x.yaml")
 
 

@@ -26,10 +26,10 @@ from specs.errors import Location, SpecIssue
 from specs.rules import R_SECRET_VALUE
 from specs.validate import parse_text, spec_hash
 from state.keys import Key
-from state.models import InventoryItem, ResourceStatus
+from state.models import InventoryItem, Owner, ResourceStatus
 from tests.specs.cases import HEADER, body
 
-INSTANCE = "default"
+INSTANCE = Owner("default", "0" * 32)
 IMAGE_A = "sha256:" + "a" * 64
 IMAGE_B = "sha256:" + "b" * 64
 NAME = "rtvi-vlm"

@@ -19,6 +19,7 @@ from controllers.kinds.streamset.publisher.run import (
     wait_for_url,
 )
 from controllers.ownership import LABEL_SOURCE, selector
+from state.models import Owner
 from tests.controllers.publisher_helpers import (
     RESOURCE,
     SPEC_HASH,
@@ -65,7 +66,7 @@ def test_image_is_built_once_and_reused(docker_engine: DockerEngine, image_id: s
 
 
 def test_three_colours_probe_back_as_themselves(docker_engine: DockerEngine, image_id: str,
-                                                instance: str) -> None:
+                                                instance: Owner) -> None:
     sources = [PublishedSource("red", "colour", colour="RED"),
                PublishedSource("green", "colour", colour="#00FF00"),
                PublishedSource("framed", "colour", colour="YELLOW", border="blue")]
@@ -83,7 +84,7 @@ def test_three_colours_probe_back_as_themselves(docker_engine: DockerEngine, ima
     assert all(c.name.startswith(f"rtvi-{instance}-pub-cams-") for c in owned)
 
 
-def test_file_is_served_in_a_loop(docker_engine: DockerEngine, image_id: str, instance: str,
+def test_file_is_served_in_a_loop(docker_engine: DockerEngine, image_id: str, instance: Owner,
                                   clip: Path) -> None:
     source = PublishedSource("clip", "file", file=clip, sha256=file_sha256(clip))
     container = start_publisher(docker_engine, instance, RESOURCE, SPEC_HASH, source, image_id)
@@ -97,7 +98,7 @@ def test_file_is_served_in_a_loop(docker_engine: DockerEngine, image_id: str, in
 
 
 def test_sha256_mismatch_is_refused_before_any_container(docker_engine: DockerEngine,
-                                                         image_id: str, instance: str,
+                                                         image_id: str, instance: Owner,
                                                          clip: Path) -> None:
     source = PublishedSource("clip", "file", file=clip, sha256=WRONG_SHA)
     with pytest.raises(MediaMismatch) as caught:
@@ -108,7 +109,7 @@ def test_sha256_mismatch_is_refused_before_any_container(docker_engine: DockerEn
 
 
 def test_app_refuses_a_wrong_digest_with_exit_3(docker_engine: DockerEngine, image_id: str,
-                                               instance: str, clip: Path) -> None:
+                                               instance: Owner, clip: Path) -> None:
     source = PublishedSource("clip", "file", file=clip, sha256=WRONG_SHA)
     request = publisher_request(instance, RESOURCE, SPEC_HASH, source, image_id)
     container = docker_engine.create(request)  # bypasses the controller-side check on purpose

@@ -72,7 +72,7 @@ def test_the_frozen_plan_names_secrets_and_thaws_to_the_same_run(tmp_path: Path)
 
 def test_secrets_arrive_on_one_line_of_stdin_and_a_missing_one_is_named(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    frozen = jobs.freeze(_plan(tmp_path), "default")
+    frozen = jobs.freeze(_plan(tmp_path), Owner("default", "0" * 32))
     monkeypatch.delenv(jobs.SECRET_ENV_PREFIX + "API_TOKEN", raising=False)
     jobs.take_secrets(frozen, io.StringIO(json.dumps({"API_TOKEN": CANARY}) + "\n{"))
     assert os.environ[jobs.SECRET_ENV_PREFIX + "API_TOKEN"] == CANARY
@@ -90,7 +90,7 @@ def test_an_unusable_plan_or_a_spent_run_id_starts_nothing(
     assert jobs.run_job(tmp_path, io.StringIO(""), stop) == jobs.EXIT_UNUSABLE  # no plan.json
     (tmp_path / jobs.PLAN_FILE).write_text('{"instance": 1}')
     assert jobs.run_job(tmp_path, io.StringIO(""), stop) == jobs.EXIT_UNUSABLE
-    frozen = jobs.freeze(_plan(tmp_path), "default")
+    frozen = jobs.freeze(_plan(tmp_path), Owner("default", "0" * 32))
     (tmp_path / jobs.PLAN_FILE).write_text(frozen.model_dump_json())
     assert jobs.run_job(tmp_path, io.StringIO("{}\n"), stop) == jobs.EXIT_UNUSABLE  # no secret
     (tmp_path / jobs.EVIDENCE_DIR / "job-7").mkdir(parents=True)
@@ -127,7 +127,7 @@ def test_a_job_judges_what_its_harness_reads_by_the_trust_it_was_given(tmp_path:
     outside.write_text("s3cret")
     enforce(policy({"media": (str(media),), "harness": (str(tmp_path / "vss"),)}, (), "test"))
     try:
-        frozen = jobs.freeze(_plan(tmp_path), "default")
+        frozen = jobs.freeze(_plan(tmp_path), Owner("default", "0" * 32))
     finally:
         enforce(None)  # the runner starts with none of its own
     (tmp_path / jobs.PLAN_FILE).write_text(frozen.model_dump_json())

@@ -20,6 +20,7 @@ from state.keys import Key
 from state.models import InventoryItem, ResourceStatus
 
 INSTANCE = "default"
+CAMS = Key("StreamSet", "cams")
 HEAD = """\
 apiVersion: rtvi.reconciler/v1
 kind: Host
@@ -58,7 +59,7 @@ def _desired_from(text: str) -> StreamSetDesired:
 
 def _converged(desired: StreamSetDesired) -> tuple[StreamSetObserved, ResourceStatus]:
     """What the world and the record look like after a successful apply of ``desired``."""
-    record = ResourceStatus(resource="StreamSet/cams", kind="StreamSet", name="cams")
+    record = ResourceStatus(resource=CAMS, kind="StreamSet", name="cams")
     streams, publishers = {}, {}
     for src in desired.sources.values():
         record.facts.setdefault("sources", {})[src.name] = {
@@ -103,8 +104,8 @@ def test_converged_set_has_no_actions_and_ids_are_deterministic() -> None:
     assert _actions(desired, observed, record) == []
     again = _desired(THREE)
     assert {s.stream_id for s in again.sources.values()} == {
-        stream_id(INSTANCE, "StreamSet/cams", n) for n in ("red", "green", "cam")}
-    assert stream_id("other", "StreamSet/cams", "red") != stream_id(INSTANCE, "StreamSet/cams",
+        stream_id(INSTANCE, CAMS, n) for n in ("red", "green", "cam")}
+    assert stream_id("other", CAMS, "red") != stream_id(INSTANCE, CAMS,
                                                                       "red")
 
 

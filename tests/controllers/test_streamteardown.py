@@ -23,7 +23,7 @@ from controllers.kinds.streamset.plan import KIND_PUBLISHER, KIND_SENSOR, KIND_S
 from controllers.kinds.streamset.teardown import Teardown, delete_streams
 from controllers.waiting import Stopped, until
 from state.keys import Key
-from state.models import InventoryItem, ResourceStatus
+from state.models import InventoryItem, Owner, ResourceStatus
 from state.store import Store
 from tests.inproc_rtvi import InprocRtvi, inproc_rtvi
 from tests.inproc_vst import inproc_vst
@@ -210,7 +210,7 @@ def _teardown(store: Store, vst: Callable[[str], VstClient] = _no_vst,
               stop: threading.Event | None = None,
               hub: CaptionHub | None = None) -> tuple[Teardown, list[str]]:
     said: list[str] = []
-    return Teardown(store, "default", hub or CaptionHub(), engine_for,
+    return Teardown(store, Owner("default", "0" * 32), hub or CaptionHub(), engine_for,
                     lambda resource, message: said.append(f"{resource}: {message}"),
                     RtviClient, vst, stop), said
 

@@ -16,13 +16,14 @@ import docker
 import pytest
 
 from controllers.kinds.experiments.streams import stream_id
+from state.keys import Key
 from tests.conftest import Cli
 from tests.e2e.daemon_helpers import run_containers, status_of
 from tests.e2e.stream_helpers import rtvi_deployment
 from tests.ports import free_port
 from tests.specs_factory import write
 
-RESOURCE = "Experiment/capacity"
+RESOURCE = Key("Experiment", "capacity")
 MAX_P95_MS = 2000.0
 BREACH_MS = "4000"
 """Far apart: a window under capacity stays stable when a loaded machine (a CI runner)

@@ -16,13 +16,14 @@ import pytest
 
 from controllers.kinds.experiments.streams import stream_id
 from controllers.ownership import LABEL_RUN_ID, LABEL_SOURCE, project_name
+from state.keys import Key
 from tests.conftest import Cli
 from tests.e2e.daemon_helpers import DaemonProcess, run_containers, status_of, wait_for
 from tests.e2e.stream_helpers import rtvi_deployment
 from tests.ports import free_port
 from tests.specs_factory import write
 
-RESOURCE = "Experiment/canary"
+RESOURCE = Key("Experiment", "canary")
 
 
 def canary(run_id: str, port: int, telemetry: dict[str, Any] | None = None,

@@ -31,7 +31,7 @@ from tests.specs_factory import deployment, pinned, write
 
 def test_a_stream_that_refuses_deletion_is_left_behind_and_named(
         cli: Cli, emulator_image: str, tmp_path: Path) -> None:
-    stuck = stream_id(cli.instance, "StreamSet/cams", "red")
+    stuck = stream_id(cli.instance, Key("StreamSet", "cams"), "red")
     fault = {"kind": "stuck_delete", "streams": [stuck]}
     specs = tmp_path / "specs"
     write(specs, rtvi_deployment(emulator_image, free_port(), RTVI_EMU_FAULTS=json.dumps([fault])),

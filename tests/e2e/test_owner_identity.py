@@ -13,13 +13,14 @@ from pathlib import Path
 import docker
 
 from controllers import ownership
+from state.keys import Key
 from state.models import Owner
 from state.store import Store
 from tests.conftest import Cli, containers_of
 from tests.ports import free_port
 from tests.specs_factory import deployment, pinned, write
 
-RESOURCE = "Deployment/vlm"
+RESOURCE = Key("Deployment", "vlm")
 OURS, THEIRS = "a" * 32, "b" * 32
 
 
@@ -36,7 +37,7 @@ def test_is_owned_judges_by_owner_id() -> None:
     assert labels[ownership.LABEL_INSTANCE] == "inst"
     assert ownership.is_owned(labels, ours, RESOURCE)
     assert not ownership.is_owned(labels, Owner("inst", THEIRS), RESOURCE)
-    assert not ownership.is_owned(labels, "inst", RESOURCE)  # no ID known: not provably ours
+    assert not ownership.is_owned(labels, Owner("inst", ""), RESOURCE)  # no ID: not provably ours
     legacy = {k: v for k, v in labels.items() if k != ownership.LABEL_OWNER}
     assert ownership.is_owned(legacy, ours, RESOURCE)  # created before owner IDs: still ours
     assert "another state directory" in ownership.why_not_ours(labels, Owner("inst", THEIRS))
@@ -58,7 +59,7 @@ def test_instance_records_an_owner_id_and_migrates_old_files(tmp_path: Path) -> 
 
 
 def test_second_state_dir_with_the_same_instance_conflicts_and_deletes_nothing(
-        cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
+        cli: Cli, instance: Owner, emulator_image: str, docker_client: docker.DockerClient,
         tmp_path: Path) -> None:
     specs = tmp_path / "specs"
     write(specs, deployment("vlm", pinned(emulator_image), free_port()))
@@ -85,7 +86,7 @@ def test_second_state_dir_with_the_same_instance_conflicts_and_deletes_nothing(
 
 
 def test_container_without_owner_label_stays_ours(
-        cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
+        cli: Cli, instance: Owner, emulator_image: str, docker_client: docker.DockerClient,
         tmp_path: Path) -> None:
     """A container from before owner IDs (no owner label, our instance) is recreated for a
     changed spec like any of ours, not reported as a Conflict."""

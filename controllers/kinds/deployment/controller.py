@@ -61,7 +61,7 @@ from specs.rules import R4, R10, R_PORT_FREE, R_SECRET_VALUE, Finding, covering_
 from specs.trust import R_TRUST
 from specs.validate import SpecSet, spec_hash
 from state.keys import Key
-from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
+from state.models import HistoryEntry, InventoryItem, Owner, ResourceStatus, utc_now
 from state.store import Store
 
 GPU_RELEASE_TIMEOUT_S = 120
@@ -73,7 +73,7 @@ Progress = Callable[[str], None]
 
 
 def resolve_desired(dep: Deployment, spec_set: SpecSet, session: HostSession,
-                    instance: str, store: Store | None = None,
+                    instance: Owner, store: Store | None = None,
                     pulls: Pulls | None = None) -> Desired:
     """Judge the Deployment against its Host's facts (and, with ``store``, against what earlier
     runs left running) and resolve its image: present on the Host, or a pull it needs first
@@ -178,7 +178,7 @@ def gpus_held_by_others(dep: Deployment, spec_set: SpecSet, store: Store,
 class DeploymentController:
     """Acts on one Host for a set of Deployments, recording everything in the store."""
 
-    def __init__(self, session: HostSession, store: Store, instance: str,
+    def __init__(self, session: HostSession, store: Store, instance: Owner,
                  progress: Callable[[str, str], None],
                  stop: threading.Event | None = None) -> None:
         self.session = session

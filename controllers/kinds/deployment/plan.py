@@ -22,7 +22,7 @@ from controllers.kinds.host.pulls import ImageNeed
 from specs.errors import SpecIssue
 from specs.models import Deployment
 from state.keys import Key
-from state.models import ResourceStatus
+from state.models import Owner, ResourceStatus
 
 Verb = Literal["pull", "load", "create", "recreate"]
 KIND_CONTAINER = "container"
@@ -78,7 +78,7 @@ def staged_name(container_name: str) -> str:
 
 
 def plan(desired: Desired, container: ContainerInfo | None, record: ResourceStatus | None,
-         instance: str) -> Plan:
+         instance: Owner) -> Plan:
     """Pure: the actions that make ``container`` match ``desired``, each with its cause.
     Raises PlanError when something is to be created but a secret's value is unusable."""
     result = _plan(desired, container, record, instance)
@@ -88,7 +88,7 @@ def plan(desired: Desired, container: ContainerInfo | None, record: ResourceStat
 
 
 def _plan(desired: Desired, container: ContainerInfo | None, record: ResourceStatus | None,
-          instance: str) -> Plan:
+          instance: Owner) -> Plan:
     result = Plan(desired.resource, container=container, record=record)
     name = desired.container_name
     if desired.pull is not None:  # first, while whatever runs goes on serving

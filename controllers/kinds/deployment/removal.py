@@ -15,7 +15,8 @@ from controllers import ownership
 from controllers.clients.docker_client import ContainerInfo, DockerEngine
 from controllers.kinds.deployment.plan import KIND_CONTAINER
 from specs.models import DeploymentSpec
-from state.models import InventoryItem, ResourceStatus
+from state.keys import Key
+from state.models import InventoryItem, Owner, ResourceStatus
 from state.store import Store
 
 # One source for every default: the spec model's (a record from an older release may lack it).
@@ -40,7 +41,7 @@ def lookup_ref(item: InventoryItem) -> str:
     return item.id if item.id else item.name
 
 
-def judge(info: ContainerInfo | None, instance: str, resource: str) -> Verdict:
+def judge(info: ContainerInfo | None, instance: Owner, resource: Key) -> Verdict:
     if info is None:
         return Verdict.GONE
     if not ownership.is_owned(info.labels, instance, resource):
@@ -64,7 +65,7 @@ def stop_grace(record: ResourceStatus) -> int:
     return int(grace) if isinstance(grace, int | float) else DEFAULT_STOP_GRACE_S
 
 
-def remove_owned(engine: DockerEngine, store: Store, instance: str, resource: str,
+def remove_owned(engine: DockerEngine, store: Store, instance: Owner, resource: Key,
                  record: ResourceStatus) -> tuple[list[str], list[str]]:
     """Delete containers the inventory lists AND that carry our labels; returns (removed,
     left) with a reason for each one left alone (still on record)."""

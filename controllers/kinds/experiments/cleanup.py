@@ -29,6 +29,8 @@ from controllers.kinds.experiments.service import owned_containers, remove_conta
 from controllers.kinds.experiments.streams import delete_proven
 from controllers.waiting import Stopped
 from state.evidence import Document
+from state.keys import Key
+from state.models import Owner
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ class CleanupReport:
         return not self.problems
 
 
-def clean(engine: DockerEngine, instance: str, resource: str,
+def clean(engine: DockerEngine, instance: Owner, resource: Key,
           make_client: Callable[[], RtviClient] | None, stream_ids: list[str],
           containers: set[str], deadline_s: float, grace_s: int,
           stop: threading.Event, gpu: GpuProof | None = None,

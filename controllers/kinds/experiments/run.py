@@ -70,7 +70,7 @@ from specs.experiments.base import CanaryPublisher
 from specs.models import Deployment
 from state.evidence import MANIFEST, Evidence, EvidenceError, Verdict
 from state.keys import Key
-from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
+from state.models import HistoryEntry, InventoryItem, Owner, ResourceStatus, utc_now
 from state.store import Store
 
 log = structlog.get_logger("controllers.kinds.experiments")
@@ -214,7 +214,7 @@ def launch_record(store: Store, plan: RunPlan) -> Evidence:
     return evidence
 
 
-def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
+def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: Owner,
             stop: threading.Event, progress: Callable[[str], None],
             telemetry: Telemetry | None = None) -> Verdict:
     """The whole run; returns its result (raises Stopped on shutdown, leaving it resumable).
@@ -272,7 +272,7 @@ def execute(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
     return _finish(evidence, rec, result, declared, reason, cleaned)
 
 
-def _running(plan: RunPlan, engine: DockerEngine, instance: str, stop: threading.Event,
+def _running(plan: RunPlan, engine: DockerEngine, instance: Owner, stop: threading.Event,
              progress: Callable[[str], None], rec: Recorder, evidence: Evidence,
              started: list[RunService], gpu: GpuProof | None) -> tuple[Verdict, str]:
     """The Running phase: the type's own work, through a context that starts and retires
@@ -337,13 +337,13 @@ def _gpu_back(gpu: GpuProof | None, timeout_s: float, stop: threading.Event
     return now.as_evidence(), over
 
 
-def _launcher(plan: RunPlan, engine: DockerEngine, instance: str, stop: threading.Event,
+def _launcher(plan: RunPlan, engine: DockerEngine, instance: Owner, stop: threading.Event,
               rec: Recorder) -> Launcher:
     """Where the run's harness runs (``harnessproc``), recorded write-ahead either way."""
     on_host = plan.harness_on_host
     if on_host is None:
         return LocalLauncher(note=lambda name: rec.processes([name]))
-    labels = ownership.labels_for(instance, str(plan.resource), plan.run_hash,
+    labels = ownership.labels_for(instance, plan.resource, plan.run_hash,
                                   run_id=plan.spec.runId)
     labels[ownership.LABEL_ROLE] = ownership.ROLE_HARNESS
     return ContainerLauncher(
@@ -367,7 +367,7 @@ def _without(desired: Desired, names: frozenset[str]) -> Desired:
                                env={k: v for k, v in desired.env.items() if k not in names})
 
 
-def _cleanup(plan: RunPlan, engine: DockerEngine, store: Store, instance: str,
+def _cleanup(plan: RunPlan, engine: DockerEngine, store: Store, instance: Owner,
              stop: threading.Event, evidence: Evidence,
              make_client: Callable[[], RtviClient] | None, gpu: GpuProof | None) -> bool:
     record = store.load(plan.resource)
@@ -400,7 +400,7 @@ def _finish(evidence: Evidence, rec: Recorder, result: Verdict, declared: list[s
     return final
 
 
-def recover(store: Store, record: ResourceStatus, engine: DockerEngine, instance: str,
+def recover(store: Store, record: ResourceStatus, engine: DockerEngine, instance: Owner,
             evidence_root: Path, stop: threading.Event, token: str | None,
             telemetry: Telemetry | None = None) -> Verdict:
     """A run the process lost (crash, kill -9): INCONCLUSIVE, after its cleanup."""
@@ -421,7 +421,7 @@ def recover(store: Store, record: ResourceStatus, engine: DockerEngine, instance
     deadline = float(FrozenRun.frozen(record).cleanup_seconds)
     if evidence is not None and known.container:  # before cleanup removes the container
         _keep_log(engine, evidence, known.container)
-    report = clean(engine, instance, record.resource,
+    report = clean(engine, instance, record.key,
                    make if service is not None and service.running else None, ids, names,
                    deadline, 10, stop, _recorded_gpus(evidence, gpumemory.reader(telemetry)),
                    processes_of(record))

@@ -31,6 +31,7 @@ from specs.models import Deployment
 from specs.rules import R10, Finding
 from specs.validate import SpecSet
 from state.keys import Key
+from state.models import Owner
 
 STOP_GRACE_CAP_S = 30  # a run's cleanup has one deadline: never wait longer than this per stop
 STOP_WORKERS = 8  # containers stopped at once (each stop mostly waits on the engine)
@@ -56,7 +57,7 @@ def gpu_conflicts(run: Deployment, spec_set: SpecSet, facts: HostFacts) -> list[
     return found
 
 
-def for_run(desired: Desired, instance: str, resource: Key, run_id: str,
+def for_run(desired: Desired, instance: Owner, resource: Key, run_id: str,
             run_hash: str) -> Desired:
     """The template's resolved container, renamed and relabelled for the run."""
     return dataclasses.replace(
@@ -64,7 +65,7 @@ def for_run(desired: Desired, instance: str, resource: Key, run_id: str,
         labels=ownership.labels_for(instance, resource, run_hash, run_id=run_id))
 
 
-def guard(engine: DockerEngine, name: str, instance: str, resource: str,
+def guard(engine: DockerEngine, name: str, instance: Owner, resource: Key,
           run_id: str) -> str | None:
     """The container guard: None when the run's name is free, else why the run cannot start."""
     info = engine.container(name)
@@ -111,7 +112,7 @@ def launch(engine: DockerEngine, desired: Desired, gpu_ids: list[str], timeout_s
                       result.model_id, token, dict(result.runtime))
 
 
-def owned_containers(engine: DockerEngine, instance: str, resource: str) -> list[ContainerInfo]:
+def owned_containers(engine: DockerEngine, instance: Owner, resource: Key) -> list[ContainerInfo]:
     """Every container the Experiment owns on this engine (its service and its publishers).
     Its runner (``executor: host``) is not the run's to clean up: the run executes in it, and
     the reconciler removes it once it has brought the run's record and evidence home."""
@@ -120,7 +121,7 @@ def owned_containers(engine: DockerEngine, instance: str, resource: str) -> list
             and c.labels.get(ownership.LABEL_ROLE) != ownership.ROLE_RUNNER]
 
 
-def remove_containers(engine: DockerEngine, instance: str, resource: str, recorded: set[str],
+def remove_containers(engine: DockerEngine, instance: Owner, resource: Key, recorded: set[str],
                       grace_s: int, stops: dict[str, str] | None = None,
                       deadline: float | None = None) -> list[str]:
     """Stop and remove the containers the Experiment's inventory lists AND that carry its

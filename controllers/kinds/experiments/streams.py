@@ -26,6 +26,8 @@ from controllers.waiting import Stopped
 from specs.experiments.base import CanaryPublisher
 from specs.experiments.canary import SOLID_COLOURS, CanarySpec, solid_labels
 from specs.models import FileSource, PublisherSpec, SourceSpec, SyntheticSource
+from state.keys import Key
+from state.models import Owner
 
 BORDER_COLOUR = "BLACK"  # contrasts with every canary colour and is no canary label
 
@@ -75,12 +77,12 @@ def numbered_sources(count: int) -> list[CanarySource]:
     return found
 
 
-def stream_id(instance: str, resource: str, run_id: str, part: str, source: str) -> str:
+def stream_id(instance: str, resource: Key, run_id: str, part: str, source: str) -> str:
     """The StreamSets' deterministic ID, with the run and its part in the source's place."""
     return streamplan.stream_id(instance, resource, f"{run_id}/{part}/{source}")
 
 
-def publish(engine: DockerEngine, instance: str, resource: str, run_hash: str, run_id: str,
+def publish(engine: DockerEngine, instance: Owner, resource: Key, run_hash: str, run_id: str,
             sources: list[CanarySource], shape: CanaryPublisher,
             stop: threading.Event) -> dict[str, str]:
     """Start one publisher per source, labelled with the run's ID; source name → RTSP URL (as

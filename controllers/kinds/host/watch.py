@@ -25,6 +25,7 @@ from controllers.errors import ControllerError
 from controllers.kinds.host.session import HostSession
 from specs.models import Host
 from state.keys import InvalidKey, Key
+from state.models import Owner
 
 
 class Sessions(Protocol):
@@ -48,7 +49,7 @@ log = structlog.get_logger("controllers.kinds.host.watch")
 class HostWatchers:
     """The Host kind's background work in the daemon (``HostKind.background``)."""
 
-    def __init__(self, hosts: Sessions, instance: str, runtime: Runtime) -> None:
+    def __init__(self, hosts: Sessions, instance: Owner, runtime: Runtime) -> None:
         self.hosts = hosts
         self.instance = instance
         self.runtime = runtime

@@ -57,7 +57,7 @@ from controllers.kinds.streamset.plan import (
 from controllers.kinds.streamset.teardown import Teardown, adoptable
 from controllers.waiting import until
 from state.keys import Key
-from state.models import HistoryEntry, InventoryItem, ResourceStatus, utc_now
+from state.models import HistoryEntry, InventoryItem, Owner, ResourceStatus, utc_now
 from state.redaction import redact_urls
 from state.store import Store
 
@@ -86,7 +86,7 @@ class StreamSetController:
     engine, and the view of it that every resource on the Host shares), ``clients`` the
     pass's HTTP clients."""
 
-    def __init__(self, store: Store, instance: str, session_for: Callable[[str], HostSession],
+    def __init__(self, store: Store, instance: Owner, session_for: Callable[[str], HostSession],
                  hub: CaptionHub, progress: Progress, clients: ClientPool,
                  count: Callable[[str], None] | None = None,
                  stop: threading.Event | None = None, frames_watched: bool = False) -> None:

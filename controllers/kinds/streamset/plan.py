@@ -35,7 +35,7 @@ SourceKind = Literal["url", "synthetic", "file"]
 Verb = Literal["remove", "replace", "publish", "register-sensor", "register"]
 
 
-def stream_id(instance: str, resource: str, source: str) -> str:
+def stream_id(instance: str, resource: Key, source: str) -> str:
     return str(uuid.uuid5(STREAM_ID_NAMESPACE, f"{instance}/{resource}/{source}"))
 
 

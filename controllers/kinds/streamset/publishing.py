@@ -26,7 +26,8 @@ from controllers.kinds.streamset.publisher.run import (
     wait_for_url,
 )
 from specs.models import PublisherSpec
-from state.models import InventoryItem
+from state.keys import Key
+from state.models import InventoryItem, Owner
 
 STOP_GRACE_S = 5
 _images: dict[int, str] = {}  # id(engine) → publisher image ID (planning it costs seconds)
@@ -69,7 +70,7 @@ def check_files(sources: list[DesiredSource], publisher: PublisherSpec) -> None:
             check_media(published(src, publisher))
 
 
-def publishers_in(view: HostView, instance: str, resource: str) -> dict[str, ContainerInfo]:
+def publishers_in(view: HostView, instance: Owner, resource: Key) -> dict[str, ContainerInfo]:
     """Our publisher containers of one StreamSet, by source name, from the Host's shared view
     (is_owned drops another state directory's publishers of the same name)."""
     return {c.labels[ownership.LABEL_SOURCE]: c for c in view.containers.values()
@@ -77,7 +78,7 @@ def publishers_in(view: HostView, instance: str, resource: str) -> dict[str, Con
             and ownership.is_owned(c.labels, instance, resource)}
 
 
-def running_url(engine: DockerEngine, view: HostView, instance: str, resource: str,
+def running_url(engine: DockerEngine, view: HostView, instance: Owner, resource: Key,
                 spec_hash: str, src: DesiredSource, publisher: PublisherSpec,
                 stop: threading.Event | None = None) -> tuple[ContainerInfo, str] | None:
     """Our running publisher of ``src`` started for this very spec (its labels say so), and
@@ -89,7 +90,7 @@ def running_url(engine: DockerEngine, view: HostView, instance: str, resource: s
     return running, wait_for_url(engine, running.id, published(src, publisher).path, stop=stop)
 
 
-def start(engine: DockerEngine, instance: str, resource: str, spec_hash: str,
+def start(engine: DockerEngine, instance: Owner, resource: Key, spec_hash: str,
           src: DesiredSource, publisher: PublisherSpec,
           port: int | None, stop: threading.Event | None = None,
           run_id: str | None = None) -> tuple[str, str]:
@@ -111,7 +112,7 @@ def start(engine: DockerEngine, instance: str, resource: str, spec_hash: str,
     return container_id, wait_for_url(engine, container_id, source.path, stop=stop)
 
 
-def remove(engine: DockerEngine, instance: str, resource: str,
+def remove(engine: DockerEngine, instance: Owner, resource: Key,
            item: InventoryItem) -> str | None:
     """Remove one publisher we own; None when gone, else why it was left."""
     try:

@@ -31,7 +31,7 @@ from controllers.kinds.streamset.facts import StreamSetStatusFacts
 from controllers.kinds.streamset.plan import KIND_PUBLISHER, KIND_SENSOR, KIND_STREAM, sensor_name
 from controllers.waiting import Stopped, until
 from state.keys import Key
-from state.models import InventoryItem, ResourceStatus
+from state.models import InventoryItem, Owner, ResourceStatus
 from state.store import Store
 
 LIST_POLL_S = 0.5
@@ -44,7 +44,7 @@ Progress = Callable[[str, str], None]
 class Teardown:
     """Removes sources of one StreamSet; ``engine_for`` maps a Host name to its engine."""
 
-    def __init__(self, store: Store, instance: str, hub: CaptionHub,
+    def __init__(self, store: Store, instance: Owner, hub: CaptionHub,
                  engine_for: Callable[[str], DockerEngine], progress: Progress,
                  rtvi: Callable[[str], RtviClient], vst: Callable[[str], VstClient],
                  stop: threading.Event | None = None) -> None:

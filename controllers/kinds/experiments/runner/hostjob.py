@@ -48,7 +48,7 @@ from specs.models import Host
 from specs.trust import read_marks
 from state.evidence import MANIFEST, Evidence, EvidenceError, Verdict, verify
 from state.keys import Key
-from state.models import ResourceStatus
+from state.models import Owner, ResourceStatus
 from state.redaction import DEFAULT_REDACTOR
 from state.store import Store
 
@@ -86,19 +86,19 @@ def job_name(instance: str, run_id: str) -> str:
     return ownership.container_name(instance, f"run-{run_id}".lower())
 
 
-def _labels(instance: str, resource: str, run_hash: str, run_id: str) -> dict[str, str]:
+def _labels(instance: Owner, resource: Key, run_hash: str, run_id: str) -> dict[str, str]:
     labels = ownership.labels_for(instance, resource, run_hash, run_id=run_id)
     labels[LABEL_ROLE] = ROLE_RUNNER
     return labels
 
 
-def start(engine: DockerEngine, plan: RunPlan, instance: str, socket_path: str,
+def start(engine: DockerEngine, plan: RunPlan, instance: Owner, socket_path: str,
           secrets: dict[str, str]) -> Job:
     """Create and start the run's job on ``engine``; ``socket_path`` is the engine's socket as
     the Host sees it. The secrets' values go to its stdin only."""
     run_id = plan.spec.runId
     name = job_name(instance, run_id)
-    labels = _labels(instance, str(plan.resource), plan.run_hash, run_id)
+    labels = _labels(instance, plan.resource, plan.run_hash, run_id)
     image_id = ensure_runner_image(engine)
     engine.create_volume(name, labels)
     try:
@@ -167,7 +167,7 @@ def earlier_evidence(plan: RunPlan) -> list[tuple[str, bytes]]:
     return found
 
 
-def find(engine: DockerEngine, instance: str, resource: str, run_id: str) -> Job | None:
+def find(engine: DockerEngine, instance: Owner, resource: Key, run_id: str) -> Job | None:
     """The run's runner on ``engine`` (any state), by its labels; None when there is none."""
     selector = {**ownership.selector(instance, resource), ownership.LABEL_RUN_ID: run_id,
                 LABEL_ROLE: ROLE_RUNNER}

@@ -118,7 +118,7 @@ class JobPlan(BaseModel):
     trust: TrustPolicy | None = None  # the reconciler's, judged again here at each use
 
 
-def freeze(plan: runs.RunPlan, instance: str, publisher_image: str | None = None,
+def freeze(plan: runs.RunPlan, instance: Owner, publisher_image: str | None = None,
            runner_image: str | None = None, volume: str | None = None) -> JobPlan:
     """The job's plan; ``instance`` keeps its owner ID (what the run creates is labelled with
     it); ``publisher_image``, ``runner_image``: their IDs on the Host; ``volume``: the job's.
@@ -126,7 +126,7 @@ def freeze(plan: runs.RunPlan, instance: str, publisher_image: str | None = None
     desired = plan.desired
     code = runs.code_ref()
     return JobPlan(
-        instance=str(instance), owner_id=getattr(instance, "owner_id", None),
+        instance=str(instance), owner_id=instance.owner_id,
         resource=str(plan.resource), name=plan.name,
         spec=plan.spec.model_dump(mode="json"), run_hash=plan.run_hash,
         template=plan.template.model_dump(mode="json", by_alias=True),
@@ -226,7 +226,7 @@ def _budget(plan: runs.RunPlan, store: Store, stop: threading.Event,
     return timer
 
 
-def _recover_here(plan: runs.RunPlan, store: Store, engine: DockerEngine, instance: str,
+def _recover_here(plan: runs.RunPlan, store: Store, engine: DockerEngine, instance: Owner,
                   telemetry: Telemetry) -> Verdict | None:
     """The run stopped by its own budget, recovered on its Host as the reconciler would
     (INCONCLUSIVE, its cleanup proven, the bundle sealed): None when it cannot be (the
@@ -275,7 +275,7 @@ def run_job(job_dir: Path, stdin: Any, stop: threading.Event, docker_url: str = 
                   reason="this run's evidence exists: a job never runs its plan twice")
         return EXIT_RAN_BEFORE
     store = Store(job_dir / STATE_DIR)
-    instance = Owner(job.instance, job.owner_id) if job.owner_id else job.instance
+    instance = Owner(job.instance, job.owner_id or "")  # "": frozen before owner IDs
     engine = DockerEngine(docker_url, job.host)
     spent = threading.Event()
     budget = _budget(plan, store, stop, spent)

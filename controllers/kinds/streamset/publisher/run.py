@@ -29,6 +29,8 @@ from controllers.kinds.streamset.digest import file_sha256, mismatch_message, no
 from controllers.kinds.streamset.publisher.image import CONTAINER_PORT
 from controllers.ownership import LABEL_SOURCE, container_name, labels_for
 from controllers.waiting import until
+from state.keys import Key
+from state.models import Owner
 
 PORT_KEY = f"{CONTAINER_PORT}/tcp"
 LOOPBACK = "127.0.0.1"
@@ -72,13 +74,13 @@ class PublishedSource:
         return None if self.file is None else f"{MEDIA_DIR}/{self.file.name}"
 
 
-def publisher_name(instance: str, resource: str, source: str) -> str:
+def publisher_name(instance: str, resource: Key, source: str) -> str:
     """``rtvi-[<instance>-]pub-<resource name>-<source>``, Docker-name safe."""
     stem = _NAME_UNSAFE.sub("-", f"pub-{resource.rsplit('/', 1)[-1]}-{source}".lower())
     return container_name(instance, stem.strip("-"))
 
 
-def publisher_request(instance: str, resource: str, spec_hash: str, source: PublishedSource,
+def publisher_request(instance: Owner, resource: Key, spec_hash: str, source: PublishedSource,
                       image_id: str, host_port: int | None = None,
                       run_id: str | None = None) -> ContainerRequest:
     """Create-ready request: our labels plus the source label, init, port 8554 on 127.0.0.1
@@ -127,7 +129,7 @@ def _sha256_of(path: str, dev: int, inode: int, size: int, mtime_ns: int,
     return file_sha256(path)
 
 
-def start_publisher(engine: DockerEngine, instance: str, resource: str, spec_hash: str,
+def start_publisher(engine: DockerEngine, instance: Owner, resource: Key, spec_hash: str,
                     source: PublishedSource, image_id: str, host_port: int | None = None,
                     run_id: str | None = None) -> str:
     """Check the media, create and start the publisher; returns the container ID."""
