@@ -25,9 +25,10 @@ from tests.specs_factory import write
 
 RESOURCE = Key("Experiment", "capacity")
 MAX_P95_MS = 2000.0
-BREACH_MS = "4000"
-"""Far apart: a window under capacity stays stable when a loaded machine (a CI runner)
-slows every chunk by a second or more, and one over capacity is unstable all the same."""
+BREACH_MS = "2500"
+"""Apart: a window under capacity (a p95 of 0.2-0.4 s here) stays stable when a loaded machine
+(a CI runner) slows every chunk by a second, and one over capacity is unstable all the same.
+Not further: an unstable window waits for its late answers (at 4 s, 18 s a window, not 9)."""
 
 
 def capacity(run_id: str, port: int, **search: Any) -> dict[str, Any]:
@@ -67,10 +68,12 @@ def evidence(cli: Cli, run_id: str, relative: str) -> Any:
     return json.loads((cli.state_dir / "evidence" / run_id / relative).read_text())
 
 
-# (5, 2, 2): ramp, then bisect; (4, 8, 2): the first window is over capacity (BCD 3.3's halving
-# into a child attempt). A step past the boundary, then the line's prediction, is the same
-# search on other numbers: test_capacity_search (fast layer) proves it without Docker.
-@pytest.mark.parametrize(("k", "initial", "add"), [(5, 2, 2), (4, 8, 2)])
+# (3, 2, 2): ramp, then bisect (2 stable, 4 unstable, 3 stable); (4, 8, 2): the first window is
+# over capacity (BCD 3.3's halving into a child attempt). A step past the boundary, then the
+# line's prediction (k=5 took five windows, two of 6 and 10 streams: a minute and a half of a
+# CI runner), is the same search on other numbers: test_capacity_search (fast layer) proves it
+# without Docker.
+@pytest.mark.parametrize(("k", "initial", "add"), [(3, 2, 2), (4, 8, 2)])
 def test_the_search_finds_the_emulators_capacity_with_its_ledger(
         cli: Cli, emulator_image: str, docker_client: docker.DockerClient, tmp_path: Path,
         k: int, initial: int, add: int) -> None:

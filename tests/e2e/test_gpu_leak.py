@@ -102,7 +102,7 @@ def test_gpu_memory_must_come_back_between_capacity_windows_of_a_job(
     port = free_port()
     env = {"RTVI_EMU_PORT": str(port), "RTVI_EMU_GPU_BOARD": gpu_board,
            "RTVI_EMU_GPU_MIB": "16000", "RTVI_EMU_GPU_LEAK_MIB": str(leak_mib),
-           "RTVI_EMU_BREACH_ABOVE": "1", "RTVI_EMU_BREACH_MS": "4000"}  # capacity: 1 stream
+           "RTVI_EMU_BREACH_ABOVE": "1", "RTVI_EMU_BREACH_MS": "2500"}  # capacity: 1 stream
     search = {"apiVersion": "rtvi.reconciler/v1", "kind": "Experiment",
               "metadata": {"name": "gpu"},
               "spec": {"type": "capacity", "runId": run_id, "template": "vlm",

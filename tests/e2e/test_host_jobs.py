@@ -425,7 +425,7 @@ def test_a_capacity_search_runs_as_a_job_on_an_ssh_host(
               "spec": {"type": "capacity", "runId": "job-cap", "template": "vlm",
                        "service": {"hostPort": port, "env": {
                            "RTVI_EMU_PORT": str(port), "RTVI_EMU_BREACH_ABOVE": "1",
-                           "RTVI_EMU_BREACH_MS": "4000"}},
+                           "RTVI_EMU_BREACH_MS": "2500"}},
                        "measurement": {"claim": "the highest stable live-stream count"},
                        "budgetSeconds": 300, "cleanupSeconds": 10,
                        "capacity": {"initialStreamCount": 1, "addStreamCount": 1,
