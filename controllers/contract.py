@@ -76,38 +76,56 @@ P = TypeVar("P", bound=PlanLike)  # its plan
 class ResourcePlan(Generic[D, P]):
     """The plan for one resource, or why it cannot be planned. ``desired`` is the kind's own
     resolved view of the spec (opaque to everyone else). A plan with neither ``plan`` nor
-    ``error`` has nothing to show (a Host: observed, nothing of it is ours to change)."""
+    ``outcome`` has nothing to show (a Host: observed, nothing of it is ours to change).
+
+    ``outcome``: set when the resource cannot be planned, and then the very :class:`Result`
+    its pass ends with (the type an act returns too): one way to say how a pass ended,
+    whether planning or acting failed."""
 
     resource: Key
     name: str
     desired: D | None = None
     plan: P | None = None
     issues: list[SpecIssue] = field(default_factory=list)
-    error: str | None = None
-    error_reason: str = ""
-    permanent: bool = True
+    outcome: Result | None = None
     waiting: str | None = None  # a dependency is not ready: act records why and waits
 
     @property
     def changes(self) -> bool:
         return self.plan is not None and self.plan.changes
 
+    @property
+    def error(self) -> str | None:
+        """Why it cannot be planned (None: it can)."""
+        return None if self.outcome is None else self.outcome.message
+
+    def refuse(self, message: str, reason: str, *, permanent: bool = True) -> Self:
+        """It cannot be planned: the pass ends Stalled (``permanent``) or retried. A refusal
+        by a rule that is not permanent (issues, say a port another process holds) is looked
+        at again within seconds: its cure sends no event."""
+        report = Report(detail=message)
+        if permanent:
+            self.outcome = terminal(self.resource, message, reason, report=report)
+        else:
+            within = UNSEEN_CURE_RETRY_S if self.issues else 0.0
+            self.outcome = replace(retry(self.resource, message, reason, report=report),
+                                   retry_within_s=within)
+        return self
+
     def failed(self, exc: Exception) -> Self:
         """Write why planning failed into this plan (and return it): the one place where
-        plan-time exceptions become plan errors. A refusal by a rule that needed observed facts
-        (PlanError) carries its issues; a failed observation (ControllerError) is retried
+        plan-time exceptions become plan outcomes. A refusal by a rule that needed observed
+        facts (PlanError) carries its issues; a failed observation (ControllerError) is retried
         unless permanent; anything else is a bug in a kind, retried with backoff."""
         if isinstance(exc, PlanError):
-            self.issues, self.error, self.error_reason = exc.issues, str(exc), "PlanRejected"
-            self.permanent = not exc.transient
-        elif isinstance(exc, ControllerError):
-            self.error, self.error_reason = str(exc), "ObserveFailed"
-            self.permanent = isinstance(exc, PermanentError)
-        else:
-            log.error("plan.crashed", resource=self.resource, exc_info=exc)
-            self.error = f"{type(exc).__name__}: {exc} (a bug: please report it)"
-            self.error_reason, self.permanent = "InternalError", False
-        return self
+            self.issues = exc.issues
+            return self.refuse(str(exc), "PlanRejected", permanent=not exc.transient)
+        if isinstance(exc, ControllerError):
+            return self.refuse(str(exc), "ObserveFailed",
+                               permanent=isinstance(exc, PermanentError))
+        log.error("plan.crashed", resource=self.resource, exc_info=exc)
+        return self.refuse(f"{type(exc).__name__}: {exc} (a bug: please report it)",
+                           "InternalError", permanent=False)
 
     @contextmanager
     def observing(self) -> Iterator[Self]:
@@ -367,16 +385,10 @@ def guarded(resource: Key, step: Callable[[], Result], report: bool = True) -> R
 
 
 def unplanned(rp: ResourcePlan[Any, Any]) -> Result:
-    """A resource that could not be planned (``rp.error``): say why, retry if not permanent."""
-    message = rp.error or "not planned"
-    reason = rp.error_reason or "Error"
-    if rp.permanent:
-        return terminal(rp.resource, message, reason, report=Report(detail=message))
-    # Refused by a rule that was not permanent (issues, and not permanent): its cure, a port
-    # another process frees, sends no event, so it is looked at again within seconds.
-    within = UNSEEN_CURE_RETRY_S if rp.issues else 0.0
-    return replace(retry(rp.resource, message, reason, report=Report(detail=message)),
-                   retry_within_s=within)
+    """How the pass over a resource that could not be planned ends (``rp.outcome``)."""
+    if rp.outcome is not None:
+        return rp.outcome
+    return terminal(rp.resource, "not planned", "Error", report=Report(detail="not planned"))
 
 
 AnyKind = Kind[Any, Any, Any]

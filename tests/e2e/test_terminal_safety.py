@@ -12,7 +12,7 @@ import io
 import json
 import re
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import docker
 from rich.console import Console
@@ -98,8 +98,9 @@ def test_error_messages_are_escaped(cli: Cli, tmp_path: Path) -> None:
 def test_plan_and_detail_printers_escape_every_field() -> None:
     buffer = io.StringIO()
     console = Console(file=buffer, width=200, highlight=False, emoji=False)
-    print_plan(console, [ResourcePlan(resource=cast(Key, "Deployment/x" + ESC_RED), name="x",
-                                      error=HOSTILE)])
+    refused: ResourcePlan[Any, Any] = ResourcePlan(
+        resource=cast(Key, "Deployment/x" + ESC_RED), name="x").refuse(HOSTILE, "Hostile")
+    print_plan(console, [refused])
     status = ResourceStatus(resource="Deployment/x", kind="Deployment", name="x",
                             source_file="specs" + OSC_TITLE + "[red]f[/red].yaml")
     print_status_detail(console, status)

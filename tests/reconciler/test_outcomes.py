@@ -96,8 +96,11 @@ def test_each_plan_time_exception_becomes_a_plan_error(exc: Exception, reason: s
                                                        permanent: bool, issues: int) -> None:
     rp: ResourcePlan[object, PlanLike] = ResourcePlan(Key("Toy", "a"), "a").failed(exc)
     assert rp.error is not None
-    assert rp.error_reason == reason
-    assert rp.permanent is permanent
+    assert rp.outcome is not None
+    assert rp.outcome.reason == reason
+    assert rp.outcome.outcome is (Outcome.TERMINAL if permanent else Outcome.RETRY)
+    assert rp.outcome.report is not None
+    assert rp.outcome.report.detail == rp.error
     assert len(rp.issues) == issues
 
 
@@ -124,7 +127,8 @@ def test_observing_keeps_what_was_planned_before_the_failure() -> None:
         rp.desired = "resolved"
         raise TemporaryError("engine busy")
     assert rp.desired == "resolved"
-    assert rp.error_reason == "ObserveFailed"
+    assert rp.outcome is not None
+    assert rp.outcome.reason == "ObserveFailed"
     with pytest.raises(KeyError), rp.observing():  # a bug is not an observation: it rises
         raise KeyError("oops")
 

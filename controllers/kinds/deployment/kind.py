@@ -66,9 +66,7 @@ class DeploymentKind:
         hosts.pass_started(rp.resource)  # a name freed from now on is not missed (conflict)
         host_name = resource.spec.host
         if host_name in hosts.errors:
-            rp.error = hosts.errors[host_name]
-            rp.error_reason, rp.permanent = "HostUnavailable", False
-            return rp
+            return rp.refuse(hosts.errors[host_name], "HostUnavailable", permanent=False)
         session = hosts.session(ctx.spec_set.host(host_name))
         with rp.observing():
             rp.desired = resolve_desired(resource, ctx.spec_set, session, services.instance,

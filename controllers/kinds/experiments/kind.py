@@ -161,7 +161,7 @@ class ExperimentKind:
                 desired.refused = (f"run {run_id} was started from another version of this "
                                    "spec; a run never changes once launched and a run ID is "
                                    "used once: give the changed spec a new runId")
-                rp.error, rp.error_reason = desired.refused, "RunIdReused"
+                rp.refuse(desired.refused, "RunIdReused")
             elif _never_started(ctx, record, known):
                 with rp.observing():  # launched, but its job was never created: start it
                     desired.launch = self._launch_plan(ctx, resource, view, launched=True)
