@@ -59,6 +59,15 @@ create_venv() {
   rm -f "$VENV"/.installed-* && touch "$stamp"
 }
 
+compile_sources() {
+  # Byte code for the checkout, as an install has: where PYTHONDONTWRITEBYTECODE is set (this
+  # sandbox and CI set it) every `reconciler` start would compile its ~150 modules again
+  # (0.3 s of CPU each time), and the images built from these files (the runner's, the
+  # emulator's) carry the byte code too. Only files changed since the last run are compiled.
+  "$VENV/bin/python" -m compileall -q -j 0 "$ROOT/reconciler" "$ROOT/controllers" \
+    "$ROOT/specs" "$ROOT/state" "$ROOT/emulators" >/dev/null
+}
+
 start_dockerd() {
   if docker info >/dev/null 2>&1; then return; fi
   # A dockerd killed with -9 leaves a pid file that blocks the next start until it is reaped.
@@ -79,4 +88,5 @@ start_dockerd() {
 
 install_packages
 create_venv
+compile_sources
 start_dockerd

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from controllers import rootimage
 from controllers.errors import PermanentError
 from controllers.kinds.experiments.runner import image as runner_image
 
@@ -29,5 +30,8 @@ def test_the_plan_holds_our_run_packages_and_no_cli_daemon_or_emulator() -> None
     app = {dest.split("/")[3] for dest in items if dest.startswith(runner_image.APP + "/")}
     assert app == {"controllers", "specs", "state"}
     assert f"{runner_image.APP}/controllers/kinds/experiments/run.py" in items
-    assert not [d for d in items if "__pycache__" in d or d.endswith(".pyc")]
+    # Byte code goes in (a fresh container would compile every import again), not -O's.
+    assert not [d for d in items if rootimage.OPTIMIZED_BYTECODE in d]
+    assert "usr/lib/python3.11/__pycache__/os.cpython-311.pyc" in items
+    assert f"{runner_image.APP}/controllers/__pycache__/contract.cpython-311.pyc" in items
     assert "usr/bin/python3" in items

@@ -20,6 +20,7 @@ while an edited source or an upgraded package yields a new image.
 from __future__ import annotations
 
 import importlib.metadata as metadata
+import importlib.util
 import re
 import threading
 from pathlib import Path
@@ -46,7 +47,7 @@ DCGM exporter's parser); the image test imports all of it inside the image, lazy
 named too, so a new import that is missing here fails."""
 PACKAGES = ("controllers", "specs", "state")
 CODE_ROOT = Path(__file__).resolve().parents[4]
-SKIP_PARTS = ("__pycache__",)
+SKIP_PARTS: tuple[str, ...] = ()  # byte code goes in too (rootimage.OPTIMIZED_BYTECODE)
 _BUILD_LOCK = threading.Lock()
 
 
@@ -88,6 +89,8 @@ def _site_files(dist: metadata.Distribution) -> dict[str, rootimage.Item]:
         parts = Path(str(file)).parts
         if not parts or parts[0] == ".." or any(p in SKIP_PARTS for p in parts):
             continue
+        if rootimage.OPTIMIZED_BYTECODE in parts[-1]:
+            continue
         source = Path(str(dist.locate_file(file)))
         if source.is_file():
             items[f"{SITE}/{'/'.join(parts)}"] = rootimage.Item(source=source.resolve())
@@ -101,6 +104,11 @@ def _app_files() -> dict[str, rootimage.Item]:
             relative = path.relative_to(CODE_ROOT)
             if not any(p in SKIP_PARTS for p in relative.parts):
                 items[f"{APP}/{relative}"] = rootimage.Item(source=path)
+                # its byte code, where the checkout has it current (scripts/setup.sh)
+                cached = Path(importlib.util.cache_from_source(str(path)))
+                if cached.is_file():
+                    items[f"{APP}/{cached.relative_to(CODE_ROOT)}"] = rootimage.Item(
+                        source=cached)
     return items
 
 

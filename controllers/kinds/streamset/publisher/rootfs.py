@@ -65,7 +65,7 @@ def plan(app_files: dict[str, Path]) -> dict[str, Item]:
     _require([PYTHON, STDLIB / "os.py", GI_PACKAGE, scanner, rtsp_server, *plugins, *typelibs])
 
     items = python_root()
-    items.update(package_files(GI_PACKAGE, ("__pycache__",)))
+    items.update(package_files(GI_PACKAGE, ()))
     # _gi_cairo would drag cairo in; the publisher never draws.
     items = {dest: item for dest, item in items.items() if "_gi_cairo" not in dest}
     items, missing = with_libraries(items, [PYTHON, scanner, rtsp_server, *plugins])
