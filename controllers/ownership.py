@@ -9,10 +9,11 @@ people, a copied config); by name and labels alone each would "adopt", recreate 
 other's containers. ``Store.instance()`` returns an :class:`~state.models.Owner` carrying the
 directory's ID; everything we create is labelled with it, and a container labelled with another
 ID is not ours. A container with no owner label but our instance was created before owner IDs
-existed and stays ours (migration). A caller that passes a plain ``str`` instance has no owner
-ID: it labels nothing with one and accepts only containers that carry none. The functions
-here take an :class:`Owner` and a :class:`Key` (mypy refuses a plain ``str`` for either): a
-name passed where an owner was meant once labelled containers without the owner ID.
+existed and stays ours (migration). An ``Owner`` made without an owner ID (a job frozen before
+owner IDs, a test's own engine calls) labels nothing with one and accepts only containers that
+carry none. The functions here take an :class:`Owner` and a :class:`Key` (mypy refuses a plain
+``str`` for either): a name passed where an owner was meant once labelled containers without
+the owner ID.
 """
 
 from __future__ import annotations

@@ -104,7 +104,8 @@ def _app_files() -> dict[str, rootimage.Item]:
             relative = path.relative_to(CODE_ROOT)
             if not any(p in SKIP_PARTS for p in relative.parts):
                 items[f"{APP}/{relative}"] = rootimage.Item(source=path)
-                # its byte code, where the checkout has it current (scripts/setup.sh)
+                # its byte code where the checkout has it (scripts/setup.sh); a stale one is
+                # ignored at import (it records its source's size and time)
                 cached = Path(importlib.util.cache_from_source(str(path)))
                 if cached.is_file():
                     items[f"{APP}/{cached.relative_to(CODE_ROOT)}"] = rootimage.Item(
