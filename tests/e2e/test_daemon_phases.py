@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from tests.conftest import Cli
 from tests.e2e.daemon_helpers import (
     DaemonProcess,
     condition,
+    events_of,
     is_ready,
     owned,
     status_of,
@@ -228,3 +230,47 @@ def test_sigterm_during_a_stream_registration_ends_the_daemon_within_10_s(
             assert len(Rtvi(port).streams()) == 2
         finally:
             assert again.terminate() == 0, again.log()
+
+
+def test_a_health_blip_on_a_service_older_than_its_readiness_budget_is_proven_again(
+        cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    """The daemon counts a loading service's readiness budget from its container's start. A
+    long-proven service whose one steady-state check failed (a slow answer under load) was
+    held to that budget too, long spent: it had no time to answer again, and one blip made it
+    ReadinessTimedOut. Its second proof gets a slice of its own."""
+    port = free_port()
+    specs = tmp_path / "specs"
+    write(specs, deployment("vlm", pinned(emulator_image), port,
+                            readiness={"timeoutSeconds": 2, "pollSeconds": 0.2}))
+    daemon = _daemon(cli, tmp_path, specs)
+    try:
+        wait_for("vlm Ready", lambda: is_ready(cli, "Deployment/vlm"), 60)
+        [container] = owned(docker_client, instance)
+        started = datetime.fromisoformat(container.attrs["State"]["StartedAt"][:19]).replace(
+            tzinfo=UTC).timestamp()
+        wait_for("the container to outlive its 2 s readiness budget",
+                 lambda: time.time() - started > 4, 30)
+        seen = len(events_of(cli, "Deployment/vlm"))
+        fault = {"path_prefix": "/v1/health/ready", "status": 503, "count": 2}
+        answer = httpx.post(f"http://127.0.0.1:{port}/emulator/faults", json=fault, timeout=5)
+        assert answer.status_code == 200, answer.text
+        asked = _health_asks(port)
+        assert cli("sync").returncode == 0
+        wait_for("the blip met, then a 200", lambda: _health_asks(port) >= asked + 3, 30)
+        wait_for("the pass to end", lambda: _passes_done(cli), 10)
+        said = [f"{e.reason}: {e.message}" for e in events_of(cli, "Deployment/vlm")[seen:]]
+        assert said == [], said
+        assert is_ready(cli, "Deployment/vlm")
+    finally:
+        assert daemon.terminate() == 0, daemon.log()
+
+
+def _health_asks(port: int) -> int:
+    state = httpx.get(f"http://127.0.0.1:{port}/emulator/state", timeout=5).json()
+    return int(state["requests"].get("GET /v1/health/ready", 0))
+
+
+def _passes_done(cli: Cli) -> bool:
+    said = json.loads(cli("health").stdout)
+    return bool(said["queue"]["depth"] == 0 and said["queue"]["processing"] == 0)

@@ -253,6 +253,10 @@ class DeploymentController:
             started = started_epoch(container)
             elapsed = max(0.0, time.time() - started) if started is not None else 0.0
         left = max(0.0, budget - elapsed)
+        if not announce:
+            # A proven service re-proven after one failed check: its budget counted from its
+            # container's start is long spent, and none left meant one blip was a timeout.
+            left = max(left, min(budget, READINESS_SLICE_S))
         window = min(left, READINESS_SLICE_S) if phased else left
         if announce:
             self._set(resource, "Progressing", "True", "WaitingForReadiness",
