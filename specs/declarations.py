@@ -25,5 +25,3 @@ STREAMSET = SpecKind("StreamSet", StreamSet, check_streamset, (
 EXPERIMENT = SpecKind("Experiment", Experiment, check_experiment, (
     Reference(("spec", "template"), "Deployment", lambda e: e.spec.template, checked=False),),
     set_rules=experiment_set_rules)
-
-

@@ -141,9 +141,7 @@ def instance(docker_client: docker.DockerClient) -> Iterator[Owner]:
     directory of the same name adopts what it labels."""
     name = f"{TEST_INSTANCE_PREFIX}-{os.getpid()}-{secrets.token_hex(3)}"
     yield Owner(name, "")
-    for container in docker_client.containers.list(
-        all=True, filters={"label": f"{LABEL_INSTANCE}={name}"}
-    ):
+    for container in containers_of(docker_client, name):
         container.remove(force=True)
 
 

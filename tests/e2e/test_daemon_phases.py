@@ -243,7 +243,8 @@ def test_a_health_blip_on_a_service_older_than_its_readiness_budget_is_proven_ag
     specs = tmp_path / "specs"
     write(specs, deployment("vlm", pinned(emulator_image), port,
                             readiness={"timeoutSeconds": 2, "pollSeconds": 0.2}))
-    daemon = _daemon(cli, tmp_path, specs)
+    metrics = free_port()
+    daemon = _daemon(cli, tmp_path, specs, "--metrics-address", f"127.0.0.1:{metrics}")
     try:
         wait_for("vlm Ready", lambda: is_ready(cli, "Deployment/vlm"), 60)
         [container] = owned(docker_client, instance)
@@ -255,22 +256,14 @@ def test_a_health_blip_on_a_service_older_than_its_readiness_budget_is_proven_ag
         fault = {"path_prefix": "/v1/health/ready", "status": 503, "count": 2}
         answer = httpx.post(f"http://127.0.0.1:{port}/emulator/faults", json=fault, timeout=5)
         assert answer.status_code == 200, answer.text
-        asked = _health_asks(port)
+        rtvi, route = Rtvi(port), "GET /v1/health/ready"
+        asked = rtvi.calls(route)
         assert cli("sync").returncode == 0
-        wait_for("the blip met, then a 200", lambda: _health_asks(port) >= asked + 3, 30)
-        wait_for("the pass to end", lambda: _passes_done(cli), 10)
+        wait_for("the blip met, then a 200", lambda: rtvi.calls(route) >= asked + 3, 30)
+        wait_for("the pass to end", lambda: _idle(metrics), 10)
         said = [f"{e.reason}: {e.message}" for e in events_of(cli, "Deployment/vlm")[seen:]]
         assert said == [], said
         assert is_ready(cli, "Deployment/vlm")
     finally:
         assert daemon.terminate() == 0, daemon.log()
 
-
-def _health_asks(port: int) -> int:
-    state = httpx.get(f"http://127.0.0.1:{port}/emulator/state", timeout=5).json()
-    return int(state["requests"].get("GET /v1/health/ready", 0))
-
-
-def _passes_done(cli: Cli) -> bool:
-    said = json.loads(cli("health").stdout)
-    return bool(said["queue"]["depth"] == 0 and said["queue"]["processing"] == 0)

@@ -235,12 +235,14 @@ class DeploymentController:
         # A proven service whose one health check failed (a blip, a slow answer under load)
         # is proven again before anything is said: if it is ready at once, the record already
         # says all there is and nothing is written.
-        result = self._wait_ready(desired, container, timeout_s, phased, announce=not proven)
+        result = self._wait_ready(desired, container, timeout_s, phased, reproving=proven)
         result.facts = self._ready_facts(desired, container, result, revision)
         return result
 
     def _wait_ready(self, desired: Desired, container: ContainerInfo, timeout_s: float | None,
-                    phased: bool, announce: bool = True) -> ReadinessResult:
+                    phased: bool, reproving: bool = False) -> ReadinessResult:
+        """``reproving``: a service proven ready at this spec whose one steady-state check
+        failed: nothing is announced, and it gets a slice of its own."""
         resource = desired.resource
         readiness = desired.deployment.spec.readiness
         budget = float(readiness.timeoutSeconds)
@@ -253,12 +255,12 @@ class DeploymentController:
             started = started_epoch(container)
             elapsed = max(0.0, time.time() - started) if started is not None else 0.0
         left = max(0.0, budget - elapsed)
-        if not announce:
+        if reproving:
             # A proven service re-proven after one failed check: its budget counted from its
             # container's start is long spent, and none left meant one blip was a timeout.
             left = max(left, min(budget, READINESS_SLICE_S))
         window = min(left, READINESS_SLICE_S) if phased else left
-        if announce:
+        if not reproving:
             self._set(resource, "Progressing", "True", "WaitingForReadiness",
                       f"waiting up to {budget:g}s for {desired.url}")
         try:

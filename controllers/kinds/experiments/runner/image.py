@@ -47,7 +47,6 @@ DCGM exporter's parser); the image test imports all of it inside the image, lazy
 named too, so a new import that is missing here fails."""
 PACKAGES = ("controllers", "specs", "state")
 CODE_ROOT = Path(__file__).resolve().parents[4]
-SKIP_PARTS: tuple[str, ...] = ()  # byte code goes in too (rootimage.OPTIMIZED_BYTECODE)
 _BUILD_LOCK = threading.Lock()
 
 
@@ -87,7 +86,7 @@ def _site_files(dist: metadata.Distribution) -> dict[str, rootimage.Item]:
     items: dict[str, rootimage.Item] = {}
     for file in dist.files or []:
         parts = Path(str(file)).parts
-        if not parts or parts[0] == ".." or any(p in SKIP_PARTS for p in parts):
+        if not parts or parts[0] == "..":
             continue
         if rootimage.OPTIMIZED_BYTECODE in parts[-1]:
             continue
@@ -102,14 +101,12 @@ def _app_files() -> dict[str, rootimage.Item]:
     for package in PACKAGES:
         for path in sorted((CODE_ROOT / package).rglob("*.py")):
             relative = path.relative_to(CODE_ROOT)
-            if not any(p in SKIP_PARTS for p in relative.parts):
-                items[f"{APP}/{relative}"] = rootimage.Item(source=path)
-                # its byte code where the checkout has it (scripts/setup.sh); a stale one is
-                # ignored at import (it records its source's size and time)
-                cached = Path(importlib.util.cache_from_source(str(path)))
-                if cached.is_file():
-                    items[f"{APP}/{cached.relative_to(CODE_ROOT)}"] = rootimage.Item(
-                        source=cached)
+            items[f"{APP}/{relative}"] = rootimage.Item(source=path)
+            # its byte code where the checkout has it (scripts/setup.sh); a stale one is
+            # ignored at import (it records its source's size and time)
+            cached = Path(importlib.util.cache_from_source(str(path)))
+            if cached.is_file():
+                items[f"{APP}/{cached.relative_to(CODE_ROOT)}"] = rootimage.Item(source=cached)
     return items
 
 
