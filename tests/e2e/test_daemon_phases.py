@@ -14,6 +14,7 @@ from pathlib import Path
 
 import docker
 import httpx
+import tenacity
 
 from tests.conftest import Cli
 from tests.e2e.daemon_helpers import (
@@ -134,6 +135,42 @@ def _settled(port: int, seen: list[float]) -> bool:
     return settled
 
 
+class _Disturbed(Exception):
+    """A container of another test was removed or renamed on the engine during the pass."""
+
+
+def _no_op_pass(cli: Cli, port: int, client: docker.DockerClient
+                ) -> tuple[list[str], float, dict[str, int]]:
+    """One settled daemon's pass over everything (``sync``): the state files it changed, the
+    Docker calls it made, and those calls by kind. Raises _Disturbed when it made more than 2
+    while another container on the engine was removed or renamed."""
+    passes = "rtvi_reconciler_reconcile_duration_seconds_count"
+    seen: list[float] = []
+    wait_for("the queue to drain and settle", partial(_settled, port, seen), 20, interval=0.3)
+    files = [p for p in cli.state_dir.rglob("*") if p.is_file() and p.suffix != ".log"]
+    before = {p: p.stat().st_mtime_ns for p in files}
+    done = _metric(port, passes, kind="Deployment")
+    hosts = _metric(port, passes, kind="Host")
+    calls = _metric(port, "rtvi_reconciler_api_calls_total", target="docker:local")
+    assert calls > 0  # the counter is there: converging took calls
+    by_kind = _calls_by_kind(cli)
+    since = int(time.time())
+    assert cli("sync").returncode == 0  # re-check every resource now
+    wait_for("a pass over each Deployment",
+             lambda: _metric(port, passes, kind="Deployment") >= done + 3, 30)
+    wait_for("the Host pass too", lambda: _metric(port, passes, kind="Host") > hosts, 30)
+    wait_for("the passes to end", lambda: _idle(port), 10)
+    changed = [str(p) for p in files if p.stat().st_mtime_ns != before[p]]
+    made = _metric(port, "rtvi_reconciler_api_calls_total", target="docker:local") - calls
+    which = {k: n - by_kind.get(k, 0) for k, n in _calls_by_kind(cli).items()
+             if n != by_kind.get(k, 0)}
+    if made > 2 and list(client.api.events(
+            since=since, until=int(time.time()) + 1, decode=True,
+            filters={"type": ["container"], "event": ["destroy", "rename"]})):
+        raise _Disturbed(f"{made} calls: {which}")
+    return changed, made, which
+
+
 def test_a_no_op_pass_writes_no_state_file_and_makes_at_most_2_api_calls_per_host(
         cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
         tmp_path: Path) -> None:
@@ -141,31 +178,18 @@ def test_a_no_op_pass_writes_no_state_file_and_makes_at_most_2_api_calls_per_hos
     write(specs, *(deployment(n, pinned(emulator_image), free_port()) for n in ("a", "b", "c")))
     port = free_port()
     daemon = _daemon(cli, tmp_path, specs, "--metrics-address", f"127.0.0.1:{port}")
-    passes = "rtvi_reconciler_reconcile_duration_seconds_count"
     try:
         for name in ("a", "b", "c"):
             wait_for(f"{name} Ready", partial(is_ready, cli, f"Deployment/{name}"), 60)
         wait_for("every container healthy", partial(_healthy, docker_client, instance, 3), 60)
-        seen: list[float] = []
-        wait_for("the queue to drain and settle", partial(_settled, port, seen), 20,
-                 interval=0.3)
-        files = [p for p in cli.state_dir.rglob("*") if p.is_file() and p.suffix != ".log"]
-        before = {p: p.stat().st_mtime_ns for p in files}
-        done = _metric(port, passes, kind="Deployment")
-        hosts = _metric(port, passes, kind="Host")
-        calls = _metric(port, "rtvi_reconciler_api_calls_total", target="docker:local")
-        assert calls > 0  # the counter is there: converging took calls
-        by_kind = _calls_by_kind(cli)
-        assert cli("sync").returncode == 0  # re-check every resource now
-        wait_for("a pass over each Deployment",
-                 lambda: _metric(port, passes, kind="Deployment") >= done + 3, 30)
-        wait_for("the Host pass too", lambda: _metric(port, passes, kind="Host") > hosts, 30)
-        wait_for("the passes to end", lambda: _idle(port), 10)
-        changed = [str(p) for p in files if p.stat().st_mtime_ns != before[p]]
+        # Another worker's container removed or renamed on this shared engine mid-pass drops
+        # the Host's view, as it must (port holders, freed names): that pass looked twice,
+        # and is measured again. A quiet pass must make at most 2 calls.
+        for attempt in tenacity.Retrying(retry=tenacity.retry_if_exception_type(_Disturbed),
+                                         stop=tenacity.stop_after_attempt(5), reraise=True):
+            with attempt:
+                changed, made, which = _no_op_pass(cli, port, docker_client)
         assert changed == [], changed
-        made = _metric(port, "rtvi_reconciler_api_calls_total", target="docker:local") - calls
-        which = {k: n - by_kind.get(k, 0) for k, n in _calls_by_kind(cli).items()
-                 if n != by_kind.get(k, 0)}
         assert made <= 2, f"{made} Docker API calls for a no-op pass over one Host: {which}"
     finally:
         assert daemon.terminate() == 0, daemon.log()
