@@ -10,6 +10,8 @@ baseline in turn (A B A B ...), so that a machine that slows down mid-run slows 
   reconciler status           docker compose ps             within 3x
   reconciler validate SPECS   docker compose ps             -
   reconciler apply SPECS      docker compose up -d --wait   0.6x (a no-op: all converged)
+  python -c 'import ...'      docker compose up -d --wait   - (the floor: the interpreter and
+                                                              the libraries' imports alone)
 
 Prints one table: median, min and max seconds of each, the ratio of the medians, the target
 and whether it is met. The baseline is Docker Compose v2 (installed into the venv from PyPI's
@@ -47,6 +49,7 @@ IMAGE_TAG = "rtvi-emulator:bench"
 INSTANCE = "benchcli"
 RECONCILER = str(Path(sys.executable).parent / "reconciler")
 PACKAGES = ("reconciler", "controllers", "specs", "state")
+FLOOR_IMPORTS = "import click, docker, httpx, pydantic, structlog, tenacity, yaml"
 
 
 @dataclass
@@ -134,6 +137,11 @@ def main() -> None:
                  [*theirs, "ps"], None),
                 ("apply SPECS (no-op)", [*ours, "apply", specs],
                  "docker compose up -d --wait", [*theirs, "up", "-d", "--wait"], 0.6),
+                # What no Python apply can go below: the interpreter and the imports of the
+                # libraries a no-op apply needs (the Docker client, the spec models, HTTP,
+                # logging, YAML, the CLI, retries), doing nothing with them.
+                ("floor: imports", [sys.executable, "-c", FLOOR_IMPORTS],
+                 "docker compose up -d --wait", [*theirs, "up", "-d", "--wait"], None),
             ], args.runs)
             print_table(rows, args.runs)
     finally:

@@ -118,12 +118,19 @@ def run_compose(n: int, image_id: str, work: Path, compose: list[str]) -> tuple[
 def run_bare(n: int, image_id: str, client: docker.DockerClient) -> float:
     """The limit: create + start all N in parallel (16 at a time, as apply does), then wait
     until Docker calls every one healthy — no planning, no records, no readiness probes."""
+    return bare_up(client, image_id, [BASE_PORT + 2000 + i for i in range(n)], {})
+
+
+def bare_up(client: docker.DockerClient, image_id: str, ports: list[int],
+            env: dict[str, str]) -> float:
+    """Seconds to create and start one emulator per port (``rtvi-bare-<i>``, labelled
+    ``LABEL`` for cleanup) 16 at a time, until Docker calls every one healthy."""
     def up(i: int) -> str:
         container = client.containers.create(
             image_id, name=f"rtvi-bare-{i}", labels={LABEL: "1"}, init=True,
-            ports={"8000/tcp": ("127.0.0.1", BASE_PORT + 2000 + i)},
+            ports={"8000/tcp": ("127.0.0.1", ports[i])},
             environment={"VLM_MODEL_TO_USE": "vllm-compatible",
-                         "MODEL_PATH": "ngc:nim/nvidia/bench:1"})
+                         "MODEL_PATH": "ngc:nim/nvidia/bench:1", **env})
         container.start()
         return str(container.id)
 
@@ -133,7 +140,7 @@ def run_bare(n: int, image_id: str, client: docker.DockerClient) -> float:
         return True if all(s == "healthy" for s in states) else None
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=16) as pool:
-        ids = list(pool.map(up, range(n)))
+        ids = list(pool.map(up, range(len(ports))))
     if until(lambda: all_healthy(ids), timeout_s=600, pace=0.2) is None:
         raise SystemExit("bare containers never became healthy")
     return time.monotonic() - started

@@ -34,10 +34,10 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.converge import LABEL  # noqa: E402
 from bench.scale import (  # noqa: E402
     BASE_PORT,
     IMAGE_TAG,
-    LABEL,
     RtspServer,
     metrics,
     mount,
@@ -115,14 +115,20 @@ class Fleet:
         return self.wait("converge", lambda: True if all(
             ready(self.store.load(Key.parse(k))) for k in keys) else None)
 
-    def resync(self, total: int) -> float:
+    def etcd_calls(self, names: list[str]) -> float:
+        """Requests the replicas' stores made of etcd so far (every kind, summed)."""
+        return sum(v for n in names for k, v in metrics(self.procs[n][2]).items()
+                   if k.startswith('rtvi_reconciler_api_calls_total{target="etcd:'))
+
+    def resync(self, total: int) -> tuple[float, float]:
+        """(seconds, etcd requests of all replicas meanwhile, their background's included)."""
         names = self.live()
-        before = self.passes(names)
+        before, calls = self.passes(names), self.etcd_calls(names)
         started = time.monotonic()
         for n in names:
             control.request(self.procs[n][1], "POST", "/sync")
         self.wait("resync", lambda: True if self.passes(names) >= before + total else None)
-        return time.monotonic() - started
+        return time.monotonic() - started, self.etcd_calls(names) - calls
 
     def failover(self, keys_of: dict[str, int]) -> tuple[float, float]:
         """Kill -9 the busiest replica; (its shares held by others, and each of their
@@ -193,25 +199,27 @@ def main() -> None:
                 try:
                     print(f"{n} replica(s): converging ...", flush=True)
                     converge = fleet.converge(keys)
-                    resync = min(fleet.resync(h + 2 * d) for _ in range(3))
+                    resync, calls = min(fleet.resync(h + 2 * d) for _ in range(3))
                     owned, passed = fleet.failover(keys_of) if n > 1 else (float("nan"),) * 2
                 finally:
                     fleet.stop()
-                rows.append((n, converge, resync, owned, passed))
-                print(f"  converged in {converge:.1f} s, resync {resync:.2f} s", flush=True)
+                rows.append((n, converge, resync, calls, owned, passed))
+                print(f"  converged in {converge:.1f} s, resync {resync:.2f} s ({calls:.0f} "
+                      "etcd requests)", flush=True)
         finally:
             server.stop()
             subprocess.run(["bash", str(CLUSTER), "stop", str(work / "etcd")], check=False)
     base = rows[0]
     print()
     print(f"{'replicas':>8} {'converge s':>10} {'x base':>7} {'resync s':>9} {'x base':>7} "
-          f"{'failover: owned s':>17} {'passed s':>9}")
-    for n, converge, resync, owned, passed in rows:
+          f"{'etcd requests':>13} {'failover: owned s':>17} {'passed s':>9}")
+    for n, converge, resync, calls, owned, passed in rows:
         print(f"{n:>8} {converge:>10.1f} {converge / base[1]:>7.2f} {resync:>9.2f} "
-              f"{resync / base[2]:>7.2f} {owned:>17.1f} {passed:>9.1f}")
+              f"{resync / base[2]:>7.2f} {calls:>13.0f} {owned:>17.1f} {passed:>9.1f}")
     print(f"(baseline: 1 replica; resync: the best of 3; failover: from kill -9 of the replica "
           f"holding the most Hosts, until the others hold them (TTL {args.lease_ttl} s plus a "
-          "rebalance every TTL/3) and until each of their resources had a pass)")
+          "rebalance every TTL/3) and until each of their resources had a pass; etcd requests: "
+          "those of the best resync, every replica's, leases and rebalancing included)")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ One daemon (``reconciler run``) converges the fleet from empty (progress printed
     request counters), state files written, and the time each kind's passes took in sum;
   - the daemon's RSS (now and peak) once converged and after the resyncs.
 Targets (issue 10), in the same run: resync < 0.5 s at 1,000 resources, <= 2 Docker API
-calls per Host per pass, RSS < 150 MiB.
+calls per Host per pass, RSS < 150 MiB. Converge is set against a bare limit in the same run
+(issue 38): the same containers created and the same streams registered directly, in parallel,
+with none of the reconciler's work (``bare_limit``).
 
 Usage: .venv/bin/python bench/scale.py [--deployments 20] [--streams-per-deployment 49]
                                        [--resyncs 3] [--workers N] [--profile FILE]
@@ -37,6 +39,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,7 +51,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.converge import LABEL, bare_up  # noqa: E402
 from bench.specdocs import deployment_doc, host_doc  # noqa: E402
+from controllers.clients.rtvi_client import MAX_BATCH  # noqa: E402
 from controllers.kinds.host.fleet import Hosts  # noqa: E402
 from controllers.kinds.host.hostview import VIEW_MAX_AGE_S  # noqa: E402
 from controllers.kinds.streamset.part import Streaming  # noqa: E402
@@ -66,7 +72,6 @@ from tests.emulators import rtsp_source  # noqa: E402
 from tests.ports import free_port  # noqa: E402
 
 IMAGE_TAG = "rtvi-emulator:bench"
-LABEL = "rtvi.bench"
 INSTANCE = "benchscale"
 BASE_PORT = 22100
 RECONCILER = str(Path(sys.executable).parent / "reconciler")
@@ -374,11 +379,38 @@ def profile(work: Path, keys: list[str], every: list[str], out: Path, top: int) 
         print("\n".join(line for line in text.getvalue().splitlines()[6:] if line.strip()))
 
 
+def bare_limit(image_id: str, deployments: int, streams: int, server: RtspServer
+               ) -> tuple[float, float]:
+    """The named baseline for converge: the same containers (image, env, ports) created and
+    started directly, 16 at a time, until Docker calls each healthy; then the same streams
+    registered directly, one ``streams/add`` per service, all services at once, until every
+    service lists its own. No spec, plan, record, ownership check or frame probe: what the
+    engine and the emulators need, and nothing of ours. (seconds to healthy, seconds in all)"""
+    client = docker.from_env()
+    started = time.monotonic()
+    healthy_s = bare_up(client, image_id, [BASE_PORT + d for d in range(deployments)],
+                        {"RTVI_EMU_NO_DECODE": "1", "RTVI_EMU_ACCESS_LOG": "0"})
+
+    def register(d: int) -> None:
+        entries = [{"liveStreamUrl": server.url(mount(d, s)), "description": f"s{s}",
+                    "id": str(uuid.uuid4())} for s in range(streams)]
+        for i in range(0, len(entries), MAX_BATCH):
+            httpx.post(f"http://127.0.0.1:{BASE_PORT + d}/v1/streams/add",
+                       json={"streams": entries[i:i + MAX_BATCH]},
+                       timeout=600).raise_for_status()
+    with ThreadPoolExecutor(max_workers=deployments) as pool:
+        list(pool.map(register, range(deployments)))
+    if until(lambda: True if registered(deployments) >= deployments * streams else None,
+             timeout_s=CONVERGE_TIMEOUT_S, pace=0.2) is None:
+        raise SystemExit("the bare registrations never all showed")
+    return healthy_s, time.monotonic() - started
+
+
 def cleanup() -> None:
     client = docker.from_env()
-    for container in client.containers.list(
-            all=True, filters={"label": f"rtvi.reconciler/instance={INSTANCE}"}):
-        container.remove(force=True)
+    for labels in (f"rtvi.reconciler/instance={INSTANCE}", LABEL):
+        for container in client.containers.list(all=True, filters={"label": labels}):
+            container.remove(force=True)
 
 
 def main() -> None:
@@ -438,6 +470,10 @@ def main() -> None:
                         ["Host/local", *(f"Deployment/bench-{i}" for i in range(d)),
                          *(f"StreamSet/cams-{i}" for i in range(d))],
                         args.profile, args.profile_top)
+            cleanup()  # the same ports, names of our own: the daemon's containers go first
+            print("the bare limit: the same containers and registrations, directly ...",
+                  flush=True)
+            bare_healthy_s, bare_s = bare_limit(image_id, d, s, server)
         finally:
             if daemon is not None:
                 daemon.stop()
@@ -479,6 +515,9 @@ def main() -> None:
           f"{sum(t < TARGETS['resync_s'] for t in times)} of {len(times)} under the target")
     print(f"converge from empty: {converge_s:.1f} s; {streams} streams registered; "
           f"daemon SIGTERM exit {code}; RTSP server alive at the end: {server_alive}")
+    print(f"the bare limit (the named baseline, same run): {bare_s:.1f} s ({d} containers "
+          f"healthy in {bare_healthy_s:.1f} s, then {d * s} streams registered); converge "
+          f"took {converge_s / bare_s:.2f}x that")
 
 
 if __name__ == "__main__":

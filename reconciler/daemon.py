@@ -313,6 +313,8 @@ class Daemon:
         # What depends on a changed resource is looked at too (a changed Host moves its
         # Deployments; a changed Deployment may forget its streams).
         changed = REGISTRY.closure(changed, snapshot.spec_set)
+        if first:
+            self._read_ahead(changed)  # each is asked below whether it converged already
         for key in REGISTRY.converge_order(changed):
             if first and self._converged(key, new.get(key)):
                 self.queue.add(key, Priority.RESYNC)  # already done before the restart
@@ -348,8 +350,21 @@ class Daemon:
     def sync(self) -> None:
         """Look at the source now and re-check every resource (``reconciler sync``)."""
         self.source.poke()
-        for key in list(self._hashes):
-            self.queue.add(key, Priority.CHANGE)
+        self._recheck(Priority.CHANGE)
+
+    def _recheck(self, priority: Priority) -> None:
+        """Queue every resource of the revision in force, its records read ahead in a few
+        requests where the store is remote (this replica's own only)."""
+        keys = list(self._hashes)
+        self._read_ahead(keys)
+        for key in keys:
+            self.queue.add(key, priority)
+
+    def _read_ahead(self, keys: Iterable[Key]) -> None:
+        """The records of ``keys`` this daemon acts on, in a few requests where the store is
+        remote (``Store.prefetch``); unreadable now, each pass finds out and says so."""
+        with contextlib.suppress(StateError):
+            self.store.prefetch([k for k in keys if self.mine(k)])
 
     def resume(self) -> None:
         """Shares were taken over: look at everything, pruning included (what the last holder
@@ -362,8 +377,7 @@ class Daemon:
         rng = random.Random()
         while not self.stop.wait(jittered(self.options.resync_s, self.options.resync_jitter,
                                           rng)):
-            for key in list(self._hashes):
-                self.queue.add(key, Priority.RESYNC)
+            self._recheck(Priority.RESYNC)
 
     def _worker(self) -> None:
         while True:
@@ -551,6 +565,7 @@ class Daemon:
             yield from part.calls()
         for what, calls in list(services.http_calls.items()):
             yield f"http:{what}", calls
+        yield from self.store.api_calls()
 
     def describe(self) -> dict[str, Any]:
         stats = self.queue.stats()

@@ -28,7 +28,8 @@ class Scraped(Protocol):
     def queue_stats(self) -> QueueStats: ...
 
     def api_calls(self) -> Iterable[tuple[str, float]]:
-        """(target, calls so far): ``docker:<host>`` and ``http:<call>``."""
+        """(target, calls so far): ``docker:<host>``, ``http:<call>`` and, with its records
+        in etcd, ``etcd:<call>``."""
         ...
 
     def replica_state(self) -> tuple[int, bool] | None:

@@ -103,6 +103,9 @@ class Sharing:
         self.replica = self._join()
         store.guards = self._guards
         store.etcd_events.guards = self._alive
+        # Only this replica writes the records of the shares it holds (every write fenced):
+        # while it holds one, what it read or wrote of its records is what they are.
+        store.cache.believe(lambda resource: self.mine(Key.parse(resource)))
 
     def _join(self) -> Replica:
         if not NAME_RE.fullmatch(self.name):
@@ -242,6 +245,8 @@ class Sharing:
         for share in ours - wanted:
             self.replica.release(share)
         gained = {s for s in wanted - ours if self.replica.claim(s)}
+        if gained:  # their last holder wrote them since this replica last did: read again
+            self.store.cache.forget()
         with self._lock:
             self._held = (ours & wanted) | gained
         if self.why_not is not None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -173,6 +174,9 @@ class EtcdGateway:
         self._lock = threading.Lock()
         self._current = 0
         self.writes = 0  # puts, deletes and transactions that changed something
+        self.calls: Counter[str] = Counter()
+        """Requests answered, by API path without ``/v3/`` (``kv/range``, ``kv/txn``, ...):
+        what a pass or a resync costs in round trips (the daemon's metrics show them)."""
 
     def close(self) -> None:
         self._http.close()
@@ -329,6 +333,7 @@ class EtcdGateway:
                 raise EtcdRefused(f"etcd at {endpoint} refused {path}: {message[:300]}", code)
             with self._lock:
                 self._current = index
+                self.calls[path.removeprefix("/v3/")] += 1
             return answer
         raise EtcdUnavailable(f"no etcd member answered {path}: " + "; ".join(reasons))
 

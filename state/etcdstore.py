@@ -42,6 +42,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 
 from state import etcdbundles
 from state.errors import CorruptState, StateError
+from state.etcdcache import RecordCache, Seen
 from state.etcdevents import EtcdEventLog, fenced
 from state.etcdgw import Compare, Delete, EtcdGateway, Get, KeyValue, Op, Put
 from state.etcdlock import EtcdLock
@@ -65,6 +66,7 @@ ROOT = "/rtvi-reconciler/"
 QUARANTINE_DIR = "quarantine"
 NAMESPACE_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 CAS_ATTEMPTS = 8  # another writer of the same record, again and again: a bug, not a race
+TXN_OPS = 128  # etcd's default --max-txn-ops: the most reads one prefetch request carries
 
 
 class Conflict(StateError):
@@ -111,11 +113,18 @@ class EtcdStore(Store):
         self._events = self.etcd_events  # type: ignore[assignment]  # the same three calls
         self.guards: Callable[[str], list[Compare]] = lambda _resource: []
         """Comparisons every write of ``resource`` carries (a replica's fence)."""
+        self.cache = RecordCache()
+        """The records this writer holds (``state.etcdcache``): off until the lock is held
+        (``lock``) or a replica says which shares it holds (``reconciler.sharing``)."""
 
     @classmethod
     def open(cls, url: str, root: Path, redactor: Redactor = DEFAULT_REDACTOR) -> EtcdStore:
         endpoints, namespace = parse_url(url)
         return cls(root, EtcdGateway(endpoints), namespace, redactor)
+
+    def api_calls(self) -> builtins.list[tuple[str, float]]:
+        """``etcd:<call>``: the cluster's answers to this store, by kind of request."""
+        return [(f"etcd:{path}", n) for path, n in list(self.gateway.calls.items())]
 
     # -- keys --------------------------------------------------------------------------------
 
@@ -127,19 +136,40 @@ class EtcdStore(Store):
         kind, name = split_resource(resource)
         return Path(f"{self.prefix}{HISTORY_DIR}/{kind}/{name}{STATUS_SUFFIX}")
 
-    def _get(self, path: Path) -> KeyValue | None:
-        kv = self.gateway.get(str(path))
+    def _get(self, resource: str) -> KeyValue | None:
+        """The record of ``resource`` as this writer last saw it, when it is one it holds
+        (``cache``); else read from the cluster."""
+        path = str(self._status_path(resource))
+        seen = self.cache.lookup(resource, path)
+        if seen is None:
+            epoch = self.cache.epoch
+            result = self.gateway.txn([], [Get(path)])
+            seen = Seen(result.found[0] if result.found else None, result.revision)
+            self.cache.saw(resource, path, seen, epoch)
+        kv = seen.kv
         if kv is not None and len(kv.value) > MAX_STATUS_BYTES:
-            raise CorruptState(path, f"holds {len(kv.value)} bytes, more than a record's "
-                                     f"{MAX_STATUS_BYTES}")
+            raise CorruptState(Path(path), f"holds {len(kv.value)} bytes, more than a "
+                                           f"record's {MAX_STATUS_BYTES}")
         return kv
+
+    def prefetch(self, keys: Iterable[Key]) -> None:
+        """Read the records of ``keys`` this writer holds and has not seen, 128 to a
+        request: a resync's passes then find them without a round trip each."""
+        wanted = [(k, str(self._status_path(k))) for k in keys]
+        wanted = [(k, path) for k, path in wanted if self.cache.lookup(k, path) is None]
+        for i in range(0, len(wanted), TXN_OPS):
+            chunk = wanted[i:i + TXN_OPS]
+            epoch = self.cache.epoch
+            result = self.gateway.txn([], [Get(path) for _, path in chunk])
+            for (key, path), kv in zip(chunk, result.found, strict=True):
+                self.cache.saw(key, path, Seen(kv, result.revision), epoch)
 
     # -- statuses ----------------------------------------------------------------------------
 
     def load(self, resource: Key) -> ResourceStatus | None:
-        path = self._status_path(resource)
-        kv = self._get(path)
-        return None if kv is None else self._parse_status(kv.value, path, resource)
+        kv = self._get(resource)
+        return None if kv is None else self._parse_status(kv.value,
+                                                          self._status_path(resource), resource)
 
     def written_at(self, resource: Key) -> float:
         """When the record was saved (its own ``updated_at``; 0 when absent or unreadable)."""
@@ -199,9 +229,23 @@ class EtcdStore(Store):
         written: this replica no longer holds the share), else Conflict when ``compare``
         does."""
         guards = self.guards(resource)
-        if not self.gateway.txn([*guards, *compare], ops).succeeded:
+        path = str(self._status_path(resource))
+        epoch = self.cache.epoch
+        try:
+            result = self.gateway.txn([*guards, *compare], ops)
+        except StateError:
+            self.cache.drop(path)  # written or not: read it again
+            raise
+        if not result.succeeded:
+            self.cache.drop(path)
             fenced(self.gateway, guards, f"the record of {resource}")
             raise Conflict(f"the record of {resource} changed while being written")
+        for op in ops:  # what this write made of the record, as a read at its revision
+            if isinstance(op, Put) and op.key == path:
+                kv = KeyValue(path, op.value, result.revision, result.revision)
+                self.cache.saw(resource, path, Seen(kv, result.revision), epoch)
+            elif isinstance(op, Delete) and op.key == path:
+                self.cache.saw(resource, path, Seen(None, result.revision), epoch)
 
     def update(self, resource: Key, fn: Callable[[ResourceStatus], object],
                create: bool = True) -> ResourceStatus | None:
@@ -219,7 +263,7 @@ class EtcdStore(Store):
                      create: bool) -> ResourceStatus | None:
         kind, name = split_resource(resource)
         path = self._status_path(resource)
-        kv = self._get(path)
+        kv = self._get(resource)
         status = None if kv is None else self._parse_status(kv.value, path, resource)
         if status is None and not create:
             return None
@@ -243,7 +287,7 @@ class EtcdStore(Store):
         same transaction."""
         path = self._status_path(resource)
         with self._mutex(resource):
-            kv = self._get(path)
+            kv = self._get(resource)
             if kv is None:
                 return False
             status = self._parse_status(kv.value, path, resource)
@@ -269,9 +313,15 @@ class EtcdStore(Store):
         stamp = utc_now().replace(":", "").replace("-", "") + f"-{os.getpid()}"
         target = (f"{self.prefix}{QUARANTINE_DIR}/{tail.parent.name}/{tail.name}"
                   f".corrupt-{stamp}")
+        epoch = self.cache.epoch
         result = self.gateway.txn([Compare.unchanged(str(path), kv.mod_revision)],
                                   [Delete(str(path)), Put(target, kv.value)])
-        return Path(target) if result.succeeded else None
+        self.cache.drop(str(path))
+        if not result.succeeded:
+            return None
+        resource = f"{tail.parent.name}/{tail.name.removesuffix(STATUS_SUFFIX)}"
+        self.cache.saw(resource, str(path), Seen(None, result.revision), epoch)
+        return Path(target)
 
     def archived_history(self, resource: str) -> builtins.list[HistoryEntry]:
         path = self._history_path(resource)
@@ -298,8 +348,11 @@ class EtcdStore(Store):
     # -- lock, instance ----------------------------------------------------------------------
 
     def lock(self) -> EtcdLock:  # type: ignore[override]
-        """The namespace's single-writer lock: a key bound to a lease this process renews."""
-        return EtcdLock(self.gateway, self.prefix, self.where)
+        """The namespace's single-writer lock: a key bound to a lease this process renews.
+        While it is held, nobody else writes a record: the cache believes every one."""
+        lock = EtcdLock(self.gateway, self.prefix, self.where)
+        self.cache.believe(lambda _resource: lock.held)
+        return lock
 
     def instance(self, requested: str | None) -> Owner:
         """``Store.instance``, recorded once per namespace by a create-if-absent write."""

@@ -150,6 +150,14 @@ class Store:
         kind, name = split_resource(resource)
         return self.root / RESOURCES_DIR / kind / (name + STATUS_SUFFIX)
 
+    def api_calls(self) -> builtins.list[tuple[str, float]]:
+        """(target, calls so far) of a store that is reached over an API; files: none."""
+        return []
+
+    def prefetch(self, keys: Iterable[Key]) -> None:
+        """Read ahead the records of ``keys`` that a resync's passes are about to load (a
+        store over a network: ``EtcdStore``); files need nothing (the page cache)."""
+
     def status_file(self, resource: Key) -> Path:
         """Where ``resource``'s status is saved (another process's store is read by copying
         that one file, which an atomic save never leaves half-written)."""

@@ -5,6 +5,7 @@ remote Host has, must not carry a bind out of it. Real engines, real sshd, real 
 
 from __future__ import annotations
 
+import secrets
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,7 +40,8 @@ def allowed(tmp_path: Path) -> Iterator[Path]:
 
 
 def request(name: str, source: Path) -> ContainerRequest:
-    return ContainerRequest(name=name, image=TEST_IMAGE_TAG, labels={LABEL_TEST: "trust"},
+    # Labelled as the session sweep knows a test's leftovers (a run killed mid-test).
+    return ContainerRequest(name=name, image=TEST_IMAGE_TAG, labels={LABEL_TEST: "1"},
                             environment={}, mounts=[(str(source), "/media/clip.mp4", True)],
                             reads=[("media", str(source))], command=["true"])
 
@@ -47,7 +49,7 @@ def request(name: str, source: Path) -> ContainerRequest:
 def test_a_bind_that_leads_out_of_its_folder_is_refused_and_nothing_is_created(
         allowed: Path, docker_client: docker.DockerClient, emulator_image: str) -> None:
     engine = DockerEngine("unix:///var/run/docker.sock", "local")
-    name = f"rtvi-trust-{allowed.parent.name[-8:]}"
+    name = f"rtvi-trust-{secrets.token_hex(4)}"  # a killed earlier run's must not answer
     try:
         with pytest.raises(PermanentError) as refused:
             engine.create(request(name, allowed / "planted"))
@@ -60,6 +62,8 @@ def test_a_bind_that_leads_out_of_its_folder_is_refused_and_nothing_is_created(
         engine.remove(engine.create(request(name, allowed / "clip.mp4")))
     finally:
         engine.close()
+        for left in docker_client.containers.list(all=True, filters={"name": name}):
+            left.remove(force=True)
 
 
 def test_on_an_ssh_host_the_host_resolves_the_path_over_its_connection(
@@ -72,10 +76,10 @@ def test_on_an_ssh_host_the_host_resolves_the_path_over_its_connection(
         # links followed, a missing tail kept.
         assert engine.resolver([str(allowed / "planted"), str(allowed / "gone" / "x")]) == [
             "/etc/hostname", str(allowed.resolve() / "gone" / "x")]
+        name = f"rtvi-trust-edge-{secrets.token_hex(4)}"
         with pytest.raises(PermanentError, match="leads to '/etc/hostname' on Host edge"):
-            engine.create(request("rtvi-trust-edge", allowed / "planted"))
-        assert not remote_engine.client.containers.list(
-            all=True, filters={"name": "rtvi-trust-edge"})
+            engine.create(request(name, allowed / "planted"))
+        assert not remote_engine.client.containers.list(all=True, filters={"name": name})
         # It is the Host that answers: with its sshd gone, nothing is resolved (or created).
         remote_engine.stop_sshd()
         try:

@@ -216,7 +216,9 @@ def test_media_file_with_wrong_sha256_is_refused_and_nothing_published(
     assert condition(data, "Stalled")["status"] == "True"
 
 
-@pytest.mark.parametrize(("count", "drain"), [(64, 3)])
+# 16 streams, not 64: one batch against 16 single deletes (48 s of drain windows) proves the
+# same, without 48 more publishers and decoders loading a CI runner's two cores.
+@pytest.mark.parametrize(("count", "drain"), [(16, 3)])
 def test_teardown_of_many_streams_is_one_batch_within_one_drain_window(
         cli: Cli, instance: str, emulator_image: str, docker_client: docker.DockerClient,
         tmp_path: Path, count: int, drain: int) -> None:
@@ -242,7 +244,7 @@ def test_teardown_of_many_streams_is_one_batch_within_one_drain_window(
     assert rtvi.calls("DELETE /v1/streams/delete-batch") == batches + 1  # one batch for all
     assert _publishers(docker_client, instance) == {}
     # About one drain window of `drain` s: not `count` of them (single deletes), and not the
-    # service's own 60 s (the drain timeout was ignored). The rest is removing 64 publishers.
+    # service's own 60 s (the drain timeout was ignored). The rest is removing the publishers.
     assert elapsed < 40, elapsed
 
 
