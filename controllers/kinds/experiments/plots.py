@@ -1,4 +1,5 @@
-"""PNG plots of a run's evidence: latency against live streams, GPU memory over the run.
+"""PNG plots of a run's evidence: latency against live streams, GPU memory over the run, and
+a candidate's latency beside its baseline's (a promotion).
 
 Why figures built directly (``Figure`` + the Agg canvas) rather than ``pyplot``: pyplot keeps
 global state and is not thread-safe, and runs finish on worker threads beside the daemon's
@@ -94,6 +95,34 @@ def gpu_memory(series: dict[str, list[tuple[float, int]]], title: str,
     ax.grid(True, alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize="small")
+    return _png(fig)
+
+
+def latency_side_by_side(sides: dict[str, list[float]], title: str,
+                         p95s: dict[str, float | None]) -> bytes:
+    """The share of chunks answered within each latency, one curve per side (an empirical
+    CDF: a slower side's curve lies to the right), each side's p95 marked. Drawn from every
+    chunk of both runs, so a difference in the bulk and one in the tail both show."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    for (name, values), colour in zip(sorted(sides.items()), ("#4c72b0", "#dd8452"),
+                                      strict=False):
+        ordered = sorted(values)
+        if ordered:
+            ax.step(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))],
+                    where="post", color=colour, label=f"{name} ({len(ordered)} chunks)")
+        p95 = p95s.get(name)
+        if p95 is not None:
+            ax.axvline(p95, color=colour, linestyle="--", label=f"{name} p95 {p95:.0f} ms")
+    if not any(sides.values()):
+        ax.text(0.5, 0.5, "no chunk latency was measured", transform=ax.transAxes,
+                ha="center", va="center")
+    ax.set_xlabel("chunk latency (ms)")
+    ax.set_ylabel("share of chunks answered within")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small", loc="lower right")
     return _png(fig)
 
 
