@@ -319,8 +319,9 @@ class EtcdStore(Store):
         self.cache.drop(str(path))
         if not result.succeeded:
             return None
-        resource = f"{tail.parent.name}/{tail.name.removesuffix(STATUS_SUFFIX)}"
-        self.cache.saw(resource, str(path), Seen(None, result.revision), epoch)
+        resource = key_of_record(str(tail.relative_to(f"{self.prefix}{RESOURCES_DIR}")))
+        if resource is not None:  # a record under a name no resource has is never kept
+            self.cache.saw(resource, str(path), Seen(None, result.revision), epoch)
         return Path(target)
 
     def archived_history(self, resource: str) -> builtins.list[HistoryEntry]:
