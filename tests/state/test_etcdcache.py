@@ -7,6 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from state.errors import CorruptState
 from state.etcdcache import RecordCache, Seen
 from state.etcdgw import EtcdGateway, KeyValue
 from state.etcdstore import EtcdStore
@@ -138,3 +141,18 @@ def test_a_record_read_while_asking_whose_it_is_is_not_believed(
     assert _n(store, HOST) == 1
     assert _n(store, HOST) == 1
     assert store.cache.hits == 1  # the second read, believed; the question's reads are not
+
+
+def test_a_corrupt_record_moved_aside_is_not_kept_whatever_its_name(
+        etcd_cluster: EtcdCluster, tmp_path: Path) -> None:
+    store = _store(etcd_cluster, tmp_path / "a", "cache-quarantine")
+    bad = f"{store.prefix}resources/Deployment/bad.json"
+    odd = f"{store.prefix}resources/Deployment/Not A Name.json"  # no resource has this name
+    with store.lock():
+        store.gateway.put(bad, b"{not json")
+        store.gateway.put(odd, b"{not json")
+        with pytest.raises(CorruptState):
+            store.load(Key("Deployment", "bad"))  # read, and kept as it is
+        assert store.quarantine(Path(bad)) is not None
+        assert store.quarantine(Path(odd)) is not None
+        assert store.load(Key("Deployment", "bad")) is None  # its absence, not the bytes
