@@ -140,10 +140,10 @@ class Fleet:
     def idle_cpu(self, seconds: float = 3.0) -> float:
         """The replicas' CPU over ``seconds`` with nothing asked of them, in % of one core
         (summed): their background (frame watch, leases, rebalancing, metrics)."""
-        pids = [self.procs[n][0].pid for n in self.live()]
-        before = sum(proc_cpu_s(p) for p in pids)
-        time.sleep(seconds)
-        return 100 * (sum(proc_cpu_s(p) for p in pids) - before) / seconds
+        names = self.live()
+        before = self.cpu_s(names)
+        time.sleep(seconds)  # a measuring window, not a wait for something
+        return 100 * (self.cpu_s(names) - before) / seconds
 
     def cpu_s(self, names: list[str]) -> float:
         """CPU seconds the replicas ``names`` used so far, summed."""

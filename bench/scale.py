@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.converge import LABEL, bare_up  # noqa: E402
 from bench.specdocs import deployment_doc, host_doc  # noqa: E402
-from controllers.clients.rtvi_client import MAX_BATCH  # noqa: E402
+from controllers.clients.rtvi_client import MAX_BATCH, RtviClient  # noqa: E402
 from controllers.kinds.host.fleet import Hosts  # noqa: E402
 from controllers.kinds.host.hostview import VIEW_MAX_AGE_S  # noqa: E402
 from controllers.kinds.streamset.part import Streaming  # noqa: E402
@@ -394,10 +394,14 @@ def bare_limit(image_id: str, deployments: int, streams: int, server: RtspServer
     def register(d: int) -> None:
         entries = [{"liveStreamUrl": server.url(mount(d, s)), "description": f"s{s}",
                     "id": str(uuid.uuid4())} for s in range(streams)]
-        for i in range(0, len(entries), MAX_BATCH):
-            httpx.post(f"http://127.0.0.1:{BASE_PORT + d}/v1/streams/add",
-                       json={"streams": entries[i:i + MAX_BATCH]},
-                       timeout=600).raise_for_status()
+        client = RtviClient(f"http://127.0.0.1:{BASE_PORT + d}")
+        try:
+            for i in range(0, len(entries), MAX_BATCH):
+                done = client.add_streams(entries[i:i + MAX_BATCH])
+                if done.errors:
+                    raise SystemExit(f"bench-{d}: streams refused: {done.errors[:3]}")
+        finally:
+            client.close()
     with ThreadPoolExecutor(max_workers=deployments) as pool:
         list(pool.map(register, range(deployments)))
     if until(lambda: True if registered(deployments) >= deployments * streams else None,

@@ -76,13 +76,14 @@ class RecordCache:
         finally:
             self._asking.now = False
 
-    def lookup(self, resource: str, key: str) -> Seen | None:
-        """What ``key`` (the record of ``resource``) holds, if known and still ours."""
+    def lookup(self, resource: str, key: str, ahead: bool = False) -> Seen | None:
+        """What ``key`` (the record of ``resource``) holds, if known and still ours. A look
+        ``ahead`` (what a prefetch need not read) is no read spared: not counted in ``hits``."""
         if not self._believed(resource):
             return None
         with self._lock:
             seen = self._entries.get(key)
-            if seen is not None:
+            if seen is not None and not ahead:
                 self.hits += 1
             return seen
 

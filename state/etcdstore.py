@@ -156,7 +156,8 @@ class EtcdStore(Store):
         """Read the records of ``keys`` this writer holds and has not seen, 128 to a
         request: a resync's passes then find them without a round trip each."""
         wanted = [(k, str(self._status_path(k))) for k in keys]
-        wanted = [(k, path) for k, path in wanted if self.cache.lookup(k, path) is None]
+        wanted = [(k, path) for k, path in wanted
+                  if self.cache.lookup(k, path, ahead=True) is None]
         for i in range(0, len(wanted), TXN_OPS):
             chunk = wanted[i:i + TXN_OPS]
             epoch = self.cache.epoch
@@ -242,6 +243,8 @@ class EtcdStore(Store):
             raise Conflict(f"the record of {resource} changed while being written")
         for op in ops:  # what this write made of the record, as a read at its revision
             if isinstance(op, Put) and op.key == path:
+                # create_revision is not known here and nothing reads it of a record: the
+                # compare-and-swap needs mod_revision, which this write set
                 kv = KeyValue(path, op.value, result.revision, result.revision)
                 self.cache.saw(resource, path, Seen(kv, result.revision), epoch)
             elif isinstance(op, Delete) and op.key == path:

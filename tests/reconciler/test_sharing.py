@@ -107,3 +107,35 @@ def test_a_run_started_by_a_pass_is_fenced_once_its_share_moves(
         a.close()
         if b is not None:
             b.close()
+
+
+
+def test_a_replica_that_gains_a_share_back_reads_its_records_again(
+        etcd_cluster: EtcdCluster, tmp_path: Path) -> None:
+    """What a replica kept of a share's records was true while it held the share. Another
+    holder may write them meanwhile, so gaining a share forgets what was kept."""
+    moving = sorted(s for s, m in assign(HOSTS, ["ga", "gb"]).items()
+                    if m == "gb" and s != FLEET)[0]
+    key = Key.parse(moving)
+    a = _sharing(etcd_cluster, tmp_path, "ga")
+    try:
+        a.rebalance()  # alone: it holds every share
+        a.store.update(key, lambda st: st.facts.update(n=1))
+        assert a.store.load(key) is not None  # kept
+        b = _sharing(etcd_cluster, tmp_path, "gb")
+        try:
+            for _ in range(2):  # the share moves to b, which writes its record
+                a.rebalance()
+                b.rebalance()
+            assert b.mine(key)
+            assert not a.mine(key)
+            b.store.update(key, lambda st: st.facts.update(n=2))
+        finally:
+            b.close()
+        a.rebalance()  # back with a
+        assert a.mine(key)
+        record = a.store.load(key)
+        assert record is not None
+        assert record.facts["n"] == 2  # not the 1 it kept before the share went away
+    finally:
+        a.close()

@@ -173,9 +173,13 @@ def _accuracy(candidate: Measured, baseline: Measured, gates: Gates) -> GateResu
     allowed = f"at most {gates.max_accuracy_loss:.0%} lower"
     ours, theirs = candidate.accuracy, baseline.accuracy
     if ours is None or theirs is None:
-        return _one_sided("accuracy", ours, theirs, allowed)
+        return _one_sided("accuracy", _percent(ours), _percent(theirs), allowed)
     return GateResult("accuracy", "fail" if theirs - ours > gates.max_accuracy_loss else
                       "pass", f"{ours:.0%}", f"{theirs:.0%}", allowed)
+
+
+def _percent(share: float | None) -> str | None:
+    return None if share is None else f"{share:.0%}"
 
 
 def decide(candidate: Measured, baseline: Measured, gates: Gates) -> Decision:
