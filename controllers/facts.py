@@ -15,9 +15,9 @@ keys and keeps the rest — a bad fact is an unknown fact, never a crash of the 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import ClassVar, Self
+from typing import ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from specs.kinds import entry, load
@@ -82,6 +82,19 @@ class Facts(BaseModel):
     def put(self, record: ResourceStatus) -> None:
         """Store these facts in ``record`` (unset optional facts are left out of the file)."""
         record.facts = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class RunOutcome(Facts):
+    """What any record of a run-once resource says of its run: which run, where it stands, and
+    (once terminal) its verdict. An Experiment's facts are these and more; a kind that waits
+    on a run it asked for (a Deployment on its qualification) reads these, never the rest."""
+
+    run_id: str | None = None
+    phase: str | None = None
+    result: Literal["PASS", "FAIL", "INCONCLUSIVE"] | None = None
+    reason: str | None = None
+    evidence: str | None = None  # the run's evidence folder
+    gates: dict[str, str] = Field(default_factory=dict)
 
 
 class EngineFacts(Facts):

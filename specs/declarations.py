@@ -5,7 +5,7 @@ resources it references (``specs.kinds.SpecKind``), named by the table of kinds
 from __future__ import annotations
 
 from specs.crossref import deployment_set_rules, experiment_set_rules
-from specs.experiment import Experiment, check_experiment
+from specs.experiment import Experiment, check_experiment, derive_qualification
 from specs.images import check_host
 from specs.kinds import Reference, SpecKind
 from specs.models import Deployment, Host, StreamSet
@@ -17,7 +17,9 @@ DEPLOYMENT = SpecKind("Deployment", Deployment, check_deployment, (
     Reference(("spec", "host"), "Host", lambda d: d.spec.host),),
     set_rules=deployment_set_rules,
     # Neither changes the container: the token is only what we send to the service.
-    hash_excludes=frozenset({"readiness", "apiTokenSecret"}))
+    # ... nor does the promotion: how a change is let in, not what runs.
+    hash_excludes=frozenset({"readiness", "apiTokenSecret", "promotion"}),
+    derives=derive_qualification, derived_from=("spec", "promotion"))
 STREAMSET = SpecKind("StreamSet", StreamSet, check_streamset, (
     Reference(("spec", "deployment"), "Deployment", lambda s: s.spec.deployment,
               ready_first=True),

@@ -10,6 +10,8 @@ here; the template is judged against the spec set (``check_template``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Annotated, Literal
 
 from pydantic import ValidationError
@@ -19,7 +21,8 @@ from specs.experiments.benchmark import BenchmarkExperimentSpec
 from specs.experiments.canary import CanaryExperimentSpec
 from specs.experiments.capacity import CapacityExperimentSpec
 from specs.experiments.portvalidation import PortValidationExperimentSpec
-from specs.models import Deployment, Metadata, Strict
+from specs.experiments.promotion import R_PROMOTION_RUN, PromotionExperimentSpec
+from specs.models import API_VERSION, Deployment, Metadata, Strict
 from specs.rules import Finding, check_deployment
 
 R_TEMPLATE = "Experiment rule: the template is a Deployment of this spec set"
@@ -28,9 +31,10 @@ ExperimentSpec = Annotated[
     Annotated[CanaryExperimentSpec, member(CanaryExperimentSpec)]
     | Annotated[CapacityExperimentSpec, member(CapacityExperimentSpec)]
     | Annotated[PortValidationExperimentSpec, member(PortValidationExperimentSpec)]
-    | Annotated[BenchmarkExperimentSpec, member(BenchmarkExperimentSpec)],
+    | Annotated[BenchmarkExperimentSpec, member(BenchmarkExperimentSpec)]
+    | Annotated[PromotionExperimentSpec, member(PromotionExperimentSpec)],
     chosen_by_type(CanaryExperimentSpec, CapacityExperimentSpec, PortValidationExperimentSpec,
-                   BenchmarkExperimentSpec)]
+                   BenchmarkExperimentSpec, PromotionExperimentSpec)]
 
 
 class Experiment(Strict):
@@ -38,6 +42,50 @@ class Experiment(Strict):
     kind: Literal["Experiment"]
     metadata: Metadata
     spec: ExperimentSpec
+
+
+PROMOTION_SUFFIX = "-promotion"
+RUN_ID_HASH_CHARS = 16
+
+
+def qualification_name(deployment: str) -> str:
+    """The Experiment a Deployment's ``spec.promotion`` makes (a name of at most 63)."""
+    return deployment[:63 - len(PROMOTION_SUFFIX)].rstrip("-") + PROMOTION_SUFFIX
+
+
+def derive_qualification(dep: Deployment, candidate: str) -> list[Experiment]:
+    """The qualification run of ``dep``'s candidate (its spec hash ``candidate``): none
+    without ``spec.promotion``. Its run ID names the candidate and the gates, so one candidate
+    is qualified once under one set of gates."""
+    promotion = dep.spec.promotion
+    if promotion is None:
+        return []
+    name = dep.metadata.name
+    load = promotion.gates.canary
+    frozen = json.dumps(promotion.model_dump(mode="json"), sort_keys=True)
+    digest = hashlib.sha256(f"{candidate}\n{frozen}".encode()).hexdigest()
+    run_id = f"{name[:40].rstrip('-')}-q-{digest[:RUN_ID_HASH_CHARS]}"
+    return [Experiment.model_validate({
+        "apiVersion": API_VERSION, "kind": "Experiment",
+        "metadata": {"name": qualification_name(name),
+                     "labels": {"rtvi.reconciler/derived-from": f"Deployment.{name}"}},
+        "spec": {
+            "type": "promotion", "runId": run_id, "template": name,
+            "service": {"hostPort": promotion.candidate.port,
+                        "gpus": list(promotion.candidate.gpus), "env": promotion.candidate.env},
+            "budgetSeconds": promotion.budgetSeconds,
+            "cleanupSeconds": promotion.cleanupSeconds,
+            "measurement": {"warmupRuns": load.warmupRuns, "repetitions": load.repetitions,
+                            "metrics": ["chunk_latency_ms", "dropped_chunks", "gpu_memory_mib"],
+                            "claim": f"Deployment {name}'s candidate {candidate[:12]} against "
+                                     "the version it runs, under the same live load"},
+            "promotion": {
+                "deployment": name, "candidate": candidate,
+                "baseline": dep.spec.port.model_dump(mode="json"),
+                "canary": {"streams": load.streams, "performanceSeconds":
+                           load.performanceSeconds, "chunkDurationSeconds":
+                           load.chunkDurationSeconds},
+                "gates": promotion.gates.model_dump(mode="json")}}})]
 
 
 def check_experiment(resource: Experiment) -> list[Finding]:
@@ -52,6 +100,11 @@ def check_template(resource: Experiment, template: Deployment | None) -> list[Fi
     if template is None:
         return [Finding(("spec", "template"), f"Deployment {spec.template!r} is not defined: the "
                         "run copies its service from it", R_TEMPLATE)]
+    if spec.type == "promotion" and (template.spec.promotion is None or resource.metadata.name
+                                     != qualification_name(template.metadata.name)):
+        return [Finding(("spec", "type"), "a promotion run is made by its Deployment's "
+                        "spec.promotion, never written: declare spec.promotion on Deployment "
+                        f"{spec.template} instead", R_PROMOTION_RUN)]
     found = []
     if spec.measurement.published and template.spec.profile != "perf":
         found.append(Finding(("spec", "measurement", "published"), f"a published number needs "
@@ -79,6 +132,7 @@ def run_deployment(template: Deployment, spec: ExperimentSpec) -> Deployment:
     if template.spec.network == "host":  # the service listens on the port itself
         port["container"] = spec.service.hostPort
     data["spec"]["port"] = port
+    data["spec"].pop("promotion", None)  # the run's service is measured, never promoted
     data["spec"]["env"] = {**data["spec"]["env"], **spec.service.env}
     if spec.service.gpus is not None:
         data["spec"]["gpus"] = list(spec.service.gpus)

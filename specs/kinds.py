@@ -49,6 +49,12 @@ class SpecKind:
     hash_excludes: frozenset[str] = frozenset()
     """Fields of its ``spec`` that its hash leaves out: a change of one is no reason to act
     (a Deployment's readiness budget: waiting longer recreates nothing)."""
+    derives: Callable[[Any, str], list[Any]] | None = None
+    """Resources of other kinds that one of this kind makes (given it and its spec hash),
+    with the field of its document they come from (``derived_from``): a Deployment's
+    ``spec.promotion`` makes the Experiment that qualifies its candidates. They join the spec
+    set as if written, and what is wrong with one is said at that field."""
+    derived_from: PathKey = ()
 
     @property
     def depends_on(self) -> tuple[str, ...]:

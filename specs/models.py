@@ -405,6 +405,64 @@ class Readiness(Strict):
     pollSeconds: float = Field(default=1.0, ge=0.01, le=60)
 
 
+PERCENT_PATTERN = r"^(100|[0-9]{1,2})(\.[0-9]{1,2})?%$"
+
+
+class PromotionRoom(Strict):
+    """Where the candidate is measured beside the running service: spare room on the same
+    Host (its own published port and, on a GPU Host, GPUs no Deployment holds)."""
+
+    port: int = Field(ge=1024, le=65535)
+    gpus: list[Gpu] = Field(default_factory=list, max_length=64)
+    # For a service on the Host's network, which reads its port from its environment: the
+    # variables that say so (``RTVI_EMU_PORT: "18100"``); nothing else of the candidate differs.
+    env: dict[str, EnvValue] = free_text(default_factory=dict, max_length=16)
+
+    _env_names = field_validator("env")(classmethod(lambda cls, v: env_names(v)))
+
+
+class PromotionCanary(Strict):
+    """The live load both sides are measured under, at the same time: ``streams`` synthetic
+    sources (each side its own streams of the same sources), semantic isolation first, then
+    the performance part whose per-chunk latencies the judge compares."""
+
+    streams: Literal[2, 4, 8, 16] = 4
+    performanceSeconds: int = Field(default=30, ge=5, le=3600)
+    warmupRuns: int = Field(default=0, ge=0, le=10)
+    repetitions: int = Field(default=1, ge=1, le=20)
+    chunkDurationSeconds: int = Field(default=2, ge=1, le=60)
+
+
+class PromotionGates(Strict):
+    """What a candidate must measure up to against the running version. ``maxP95Regression``:
+    how much slower its p95 chunk latency may be (``10%``), beyond noise (judged over both
+    sides' per-chunk latencies); ``maxGpuMemoryGrowthMiB``: what it may leave allocated on its
+    GPUs after its cleanup. Dropped chunks may not exceed the running version's, and every
+    stream's answers must be its own."""
+
+    canary: PromotionCanary = Field(default_factory=PromotionCanary)
+    maxP95Regression: str = Field(default="10%", pattern=PERCENT_PATTERN)
+    maxGpuMemoryGrowthMiB: int = Field(default=512, ge=0, le=1_048_576)
+
+    @property
+    def p95_regression(self) -> float:
+        """``maxP95Regression`` as a fraction (``10%``: 0.1)."""
+        return float(self.maxP95Regression.rstrip("%")) / 100
+
+
+class PromotionSpec(Strict):
+    """``spec.promotion``: a new image, model or environment reaches this Deployment only
+    once a qualification run on its Host measured it against the running version
+    (``baseline: sideBySide``: the same load on both, in the same window) and every gate
+    passed; a rejected candidate never touches the running service."""
+
+    candidate: PromotionRoom
+    baseline: Literal["sideBySide"] = "sideBySide"
+    gates: PromotionGates = Field(default_factory=PromotionGates)
+    budgetSeconds: int = Field(default=900, ge=120, le=86400)  # the qualification run's
+    cleanupSeconds: int = Field(default=120, ge=10, le=3600)
+
+
 class DeploymentSpec(Strict):
     host: Name
     profile: Literal["standard", "perf", "exploration"] = "standard"
@@ -428,6 +486,9 @@ class DeploymentSpec(Strict):
     # ``host``: the container shares the Host's network (RTSP sources on the Host's loopback are
     # reachable; the service listens on port.container itself, so port.host must equal it).
     network: Literal["bridge", "host"] = "bridge"
+    # A change of image, model or environment is qualified against the running version
+    # before it replaces it (None: it replaces it at once).
+    promotion: PromotionSpec | None = None
 
     _env_names = field_validator("env")(classmethod(lambda cls, v: env_names(v)))
 

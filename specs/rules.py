@@ -59,6 +59,7 @@ R_NETWORK = "host networking: the service listens on its published port"
 R_SECRET_VALUE = "secret values: a regular file or variable, no control characters"
 R_PORT_FREE = "Deployment port: the host port is free"
 R_MOUNTS = "Deployment mounts: one mount per target"
+R_PROMOTION = "Deployment promotion: the candidate's room is its own"
 
 
 @dataclass(frozen=True)
@@ -314,6 +315,34 @@ def check_mounts(spec: DeploymentSpec) -> Iterator[Finding]:
                           "target: Docker refuses a second mount on it", R_MOUNTS)
 
 
+def check_promotion(spec: DeploymentSpec) -> Iterator[Finding]:
+    """The candidate is measured beside the running service: never on its port or its GPUs."""
+    promotion = spec.promotion
+    if promotion is None:
+        return
+    room = promotion.candidate
+    if room.port == spec.port.host:
+        yield Finding(("promotion", "candidate", "port"), f"port {room.port} is the running "
+                      "service's own (port.host): the candidate needs another", R_PROMOTION)
+    held = {str(g) for g in spec.gpus}
+    for i, gpu in enumerate(room.gpus):
+        if str(gpu) in held:
+            yield Finding(("promotion", "candidate", "gpus", i), f"GPU {gpu} is the running "
+                          "service's (spec.gpus): the candidate is measured beside it, on GPUs "
+                          "of its own", R_PROMOTION)
+    if spec.network == "host" and not room.env:
+        yield Finding(("promotion", "candidate", "env"), "a service on the Host's network reads "
+                      "its port from its environment: say which variables give the candidate "
+                      f"port {room.port} (e.g. the one that gives port.host now)", R_PROMOTION)
+    if promotion.budgetSeconds < promotion.cleanupSeconds + MIN_QUALIFY_S:
+        yield Finding(("promotion", "budgetSeconds"), f"{promotion.budgetSeconds}s cannot hold "
+                      f"the {promotion.cleanupSeconds}s kept for cleanup plus a qualification "
+                      f"of at least {MIN_QUALIFY_S}s", R_PROMOTION)
+
+
+MIN_QUALIFY_S = 60
+
+
 CHECKS: tuple[Check, ...] = (
     check_image,
     check_mounts,
@@ -326,4 +355,5 @@ CHECKS: tuple[Check, ...] = (
     check_secrets,
     check_gpus,
     check_network,
+    check_promotion,
 )

@@ -38,6 +38,9 @@ class SpecSet:
     resources: list[Resource] = field(default_factory=list)
     documents: dict[tuple[str, str], Document] = field(default_factory=dict)
     warnings: list[SpecIssue] = field(default_factory=list)
+    # A resource another one made (``SpecKind.derives``): the field of that one's document
+    # it comes from, where what is wrong with it is said.
+    derived: dict[tuple[str, str], PathKey] = field(default_factory=dict)
 
     @property
     def hosts(self) -> list[Host]:
@@ -68,8 +71,10 @@ class SpecSet:
 
     def issue(self, resource: Resource, finding: Finding) -> SpecIssue:
         """Locate a finding about ``resource`` in its file."""
-        doc = self.documents[(resource.kind, resource.metadata.name)]
-        return _issue(doc, finding)
+        key = (resource.kind, resource.metadata.name)
+        doc = self.documents[key]
+        origin = self.derived.get(key)
+        return _issue(doc, finding if origin is None else _derived(resource, origin, finding))
 
     def source_file(self, resource: Resource) -> str:
         return self.documents[(resource.kind, resource.metadata.name)].file
@@ -105,12 +110,16 @@ def build_spec_set(docs: list[Document], *, cross: bool = True,
                   for path, message, rule in value_findings(cast(BaseModel, resource),
                                                             screen=not doc.aliased)]
         issues.extend(unsafe)
-        rules = SPEC_KINDS[resource.kind].rules
-        if rules is not None and not unsafe:  # the rules quote values: only safe ones
-            issues.extend(_issue(doc, f) for f in rules(resource))
+        declared = SPEC_KINDS[resource.kind]
+        rules = declared.rules
+        found = [] if unsafe or rules is None else rules(resource)
+        issues.extend(_issue(doc, f) for f in found)  # the rules quote values: only safe ones
         if trust is not None and not unsafe:
             issues.extend(_issue(doc, Finding(path, message, rule)) for path, message, rule
                           in trust.findings(cast(BaseModel, resource)))
+        if declared.derives is not None and not unsafe and not found:
+            issues.extend(_add_derived(result, declared.derives(resource, spec_hash(resource)),
+                                       doc, declared.derived_from))
     if cross and not [i for i in issues if i.severity == "error"]:
         issues.extend(result.issue(res, f) for res, f in check_set(result.resources))
     issues.sort(key=lambda i: (i.location.file, i.location.line, i.location.col))
@@ -119,6 +128,28 @@ def build_spec_set(docs: list[Document], *, cross: bool = True,
     if errors:  # capped apart from the warnings: a page of warnings never hides an error
         raise SpecError(capped(errors))
     return result
+
+
+def _add_derived(result: SpecSet, made: list[Resource], doc: Document, origin: PathKey
+                 ) -> list[SpecIssue]:
+    """Add what a resource made to the set, judged by its kind's rules like a written one."""
+    issues = []
+    for extra in made:
+        key = (extra.kind, extra.metadata.name)
+        result.resources.append(extra)
+        result.documents.setdefault(key, doc)
+        result.derived.setdefault(key, origin)
+        rules = SPEC_KINDS[extra.kind].rules
+        issues += [result.issue(extra, f) for f in (rules(extra) if rules is not None else [])]
+    return issues
+
+
+def _derived(resource: Resource, origin: PathKey, finding: Finding) -> Finding:
+    """A finding about a made resource, said at the field that made it."""
+    where = ".".join(str(p) for p in finding.path[1:]) if finding.path[:1] == ("spec",) else ""
+    return Finding(origin, f"the {resource.kind} it makes ({resource.kind}/"
+                   f"{resource.metadata.name}) breaks a rule" + (f" at {where}" if where else "")
+                   + f": {finding.message}", finding.rule, finding.severity)
 
 
 MAX_ISSUES_PER_FILE = 20

@@ -274,9 +274,9 @@ def _schema_errors(spec: dict[str, Any]) -> list[str]:
     ({"type": "canary", "canary": {"streams": 3}},
      "specs/x.yaml:14:5: spec.canary.streams: Input should be 1, 2, 4, 8, 16 or 32 (schema)"),
     ({"type": "bogus"}, "specs/x.yaml:6:3: spec.type: must be one of canary, capacity, "
-     "portValidation, benchmark (schema)"),
+     "portValidation, benchmark, promotion (schema)"),
     ({"type": None}, "specs/x.yaml:6:3: spec.type: must be one of canary, capacity, "
-     "portValidation, benchmark (schema)"),
+     "portValidation, benchmark, promotion (schema)"),
 ])
 def test_the_type_chooses_the_block_and_an_error_names_the_real_path(
         spec: dict[str, Any], expected: str) -> None:
@@ -292,13 +292,13 @@ def test_a_missing_type_or_a_spec_that_is_no_mapping_is_named_not_a_traceback() 
         parse_text(text, "specs/x.yaml")
     assert [str(i) for i in info.value.issues] == [
         "specs/x.yaml:5:1: spec.type: required field is missing: it must be one of canary, "
-        "capacity, portValidation, benchmark (schema)"]
+        "capacity, portValidation, benchmark, promotion (schema)"]
     text = yaml.safe_dump({**_experiment(), "spec": "canary"}, sort_keys=False)
     with pytest.raises(SpecError) as info:
         parse_text(text, "specs/x.yaml")
     assert [str(i) for i in info.value.issues] == [
         "specs/x.yaml:5:1: spec: must be a mapping whose type must be one of canary, capacity, "
-        "portValidation, benchmark (schema)"]
+        "portValidation, benchmark, promotion (schema)"]
 
 
 def test_a_type_field_outside_the_experiment_union_is_no_tag() -> None:

@@ -129,7 +129,9 @@ def test_the_fixture_is_valid_and_sets_every_field_of_the_schema() -> None:
     declared: set[str] = set()
     for kind in ("Host", "Deployment", "StreamSet", "Experiment"):
         _schema_leaves(DEFS[kind], kind, declared)
-    missing = declared - {leaf.pattern for leaf in LEAVES}
+    # A promotion run is made by its Deployment's spec.promotion (set here), never written.
+    missing = {m for m in declared - {leaf.pattern for leaf in LEAVES}
+               if not m.startswith("Experiment.spec.promotion.")}
     assert not missing, f"set these fields in {FIXTURE.name}: {sorted(missing)}"
 
 

@@ -42,6 +42,7 @@ from controllers.kinds.deployment.facts import DeploymentStatusFacts, RuntimeFac
 from controllers.kinds.deployment.hostports import port_holders
 from controllers.kinds.deployment.images import host_image, pull_refused
 from controllers.kinds.deployment.plan import KIND_CONTAINER, Desired, Plan, plan, staged_name
+from controllers.kinds.deployment.promotion import qualification
 from controllers.kinds.deployment.readiness import (
     ReadinessResult,
     started_epoch,
@@ -119,6 +120,7 @@ def resolve_desired(dep: Deployment, spec_set: SpecSet, session: HostSession,
         probe_url=session.url_for(dep.spec.port.address, dep.spec.port.host),
         source_file=spec_set.source_file(dep),
         secret_issues=[spec_set.issue(dep, f) for f in unusable_secrets(dep)],
+        qualification=None if store is None else qualification(dep, spec_set, store),
     )
 
 
@@ -213,12 +215,12 @@ class DeploymentController:
         # cost the running container, and the redactor must know every value the container
         # may echo into the logs that readiness reads (even when nothing is recreated).
         secret_env = self._secrets(desired, needed=the_plan.changes, deadline=deadline)
-        self._record_desired(desired, the_plan.record)
+        self.record_desired(desired, the_plan.record)
         for action in the_plan.actions:
             self._progress(resource, f"{action.verb} {action.target} because {action.cause}")
             old = the_plan.container if action.verb == "recreate" else None
             container_id = self._replace(desired, secret_env, old)
-            self._history(resource, action, "ok", detail=container_id[:12])
+            self.history(resource, action, "ok", detail=container_id[:12])
             self.store.events.append(resource, "Normal", action.verb.capitalize() + "d",
                                      str(action))
         container = (the_plan.container if not the_plan.changes
@@ -367,7 +369,8 @@ class DeploymentController:
 
     # --- recording -------------------------------------------------------------------------
 
-    def _record_desired(self, desired: Desired, record: ResourceStatus | None) -> None:
+    def record_desired(self, desired: Desired, record: ResourceStatus | None) -> None:
+        """What the record says is asked for: this spec, from this file, on this Host."""
         def mutate(st: ResourceStatus) -> None:
             st.desired_generation = desired.spec_hash
             st.source_file = desired.source_file
@@ -420,7 +423,7 @@ class DeploymentController:
             st.set_condition(ctype, status, reason, message)
         self.store.update(resource, mutate)
 
-    def _history(self, resource: Key, action: Action, result: Literal["ok", "error"],
+    def history(self, resource: Key, action: Action, result: Literal["ok", "error"],
                  detail: str = "") -> None:
         entry = HistoryEntry(time=utc_now(), action=action.verb, target=action.target,
                              cause=action.cause, result=result, detail=detail)

@@ -29,6 +29,21 @@ class RuntimeFacts(Facts):
     preprocess_workers: str | None = None
 
 
+class PromotionFacts(Facts):
+    """Where this Deployment's latest candidate stands (``spec.promotion``): ``phase`` is
+    Qualifying (its run measures it), Rejected (the running version serves on; ``reason``
+    names each failed gate with both numbers) or Promoted (it runs now)."""
+
+    phase: str
+    candidate: str  # the Deployment's spec hash it is
+    run: str  # the qualification run's ID
+    image: str | None = None
+    reason: str | None = None
+    evidence: str | None = None  # the qualification's bundle
+    since: str | None = None
+    promoted_from: str | None = None  # the image it replaced
+
+
 class DeploymentStatusFacts(EngineFacts):
     """A Deployment: where it runs, in which container, serving what, since when."""
 
@@ -42,3 +57,4 @@ class DeploymentStatusFacts(EngineFacts):
     model: str | None = None
     runtime: RuntimeFacts | None = None
     ready_since: str | None = None
+    promotion: PromotionFacts | None = None

@@ -9,8 +9,11 @@ Deployments of its Host are woken (one may have been refused for them).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import structlog
 
+from controllers.actions import Action
 from controllers.clients.docker_client import DockerEngine
 from controllers.contract import (
     Outcome,
@@ -27,6 +30,7 @@ from controllers.contract import (
     unplanned,
 )
 from controllers.errors import PullFailed, StillProgressing
+from controllers.kinds.deployment import promotion
 from controllers.kinds.deployment.controller import DeploymentController, resolve_desired
 from controllers.kinds.deployment.facts import DeploymentStatusFacts
 from controllers.kinds.deployment.imageprune import prune_images, record_image, stale_images
@@ -42,6 +46,7 @@ from state.keys import Key
 from state.models import ResourceStatus
 
 log = structlog.get_logger("reconciler.kinds")
+QUALIFY_POLL_S = 10.0  # a qualifying Deployment looks at its run this often (and at its end)
 
 
 DeploymentPlan = ResourcePlan[Desired, Plan]
@@ -134,8 +139,14 @@ def _apply(ctx: PassContext, desired: Desired, plan: Plan) -> Result:
     controller = _controller(ctx, desired.deployment.spec.host)
     if desired.pull is not None:
         desired, plan = _pulled(ctx, controller, desired)
+    if plan.held is not None:
+        return _held(ctx, controller, desired, plan, plan.held)
+    if (asked := plan.qualifying) is not None:
+        return _qualifying(ctx, controller, desired, plan, asked)
     result = controller.apply(desired, plan, ctx.timeout_s, ctx.revision,
                               phased=not ctx.wait_ready)
+    if plan.promoting:
+        result.facts = _promoted(desired, plan, result.facts)
     if plan.changes or result.waited_s:
         # Only what changed or was waited for: a line per resource per periodic resync would
         # grow the log without end and tell nothing (`status` says a resource is Ready).
@@ -157,6 +168,55 @@ def _apply(ctx: PassContext, desired: Desired, plan: Plan) -> Result:
     said = Report(detail=f"serving model {result.model_id} at {desired.url}",
                   facts=result.facts, known=plan.record if result.facts is None else None)
     return done(resource, message, "Ready", changed=plan.changes, report=said)
+
+
+def _qualifying(ctx: PassContext, controller: DeploymentController, desired: Desired,
+                plan: Plan, asked: Action) -> Result:
+    """Ask for the candidate's qualification and change nothing: the running version serves
+    on while its run measures both. Looked at again every ``QUALIFY_POLL_S`` and when the run
+    ends (its verdict wakes this Deployment)."""
+    found = desired.qualification
+    assert found is not None  # a qualify action comes from one
+    store, resource = ctx.services.store, desired.resource
+    controller.record_desired(desired, plan.record)
+    if promotion.asked(store, resource, desired.spec_hash, found.run_id,
+                       desired.deployment.spec.image):
+        controller.history(resource, asked, "ok", detail=found.run_id)
+        store.events.append(resource, "Normal", "Qualifying", str(asked))
+    ctx.services.progress(resource, f"{asked.verb} {asked.target} because {asked.cause}")
+    message = (f"qualifying candidate {desired.deployment.spec.image} by run {found.run_id} "
+               f"({found.experiment}); the running version serves on")
+    controller.progressing(resource, promotion.QUALIFYING, message)
+    return Result(resource, Outcome.RECHECK, message, promotion.QUALIFYING,
+                  after_s=QUALIFY_POLL_S, wake=(found.experiment,))
+
+
+def _held(ctx: PassContext, controller: DeploymentController, desired: Desired, plan: Plan,
+          why: str) -> Result:
+    """The candidate did not pass: the running version stays, Ready and untouched, and the
+    record says the spec is not applied (Synced: no) and why, gate by gate."""
+    found = desired.qualification
+    assert found is not None  # a hold comes from one
+    store, resource = ctx.services.store, desired.resource
+    if promotion.held(store, resource, desired.spec_hash, found,
+                      desired.deployment.spec.image):
+        store.events.append(resource, "Warning", promotion.REJECTED_REASON, why)
+    return done(resource, f"{promotion.REJECTED_REASON}: {why}", promotion.REJECTED_REASON,
+                report=Report(detail=why))
+
+
+def _promoted(desired: Desired, plan: Plan, facts: Callable[[ResourceStatus], None] | None
+              ) -> Callable[[ResourceStatus], None]:
+    """The ready facts of a promotion's recreate, and that the candidate was promoted."""
+    found = desired.qualification
+    assert found is not None  # a promotion comes from one
+    before = plan.container.image_id if plan.container is not None else None
+
+    def mutate(st: ResourceStatus) -> None:
+        if facts is not None:
+            facts(st)
+        promotion.promoted(st, desired.spec_hash, found, desired.deployment.spec.image, before)
+    return mutate
 
 
 def _pulled(ctx: PassContext, controller: DeploymentController, desired: Desired

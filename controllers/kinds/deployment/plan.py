@@ -17,6 +17,7 @@ from controllers import ownership
 from controllers.actions import Action
 from controllers.clients.docker_client import ContainerInfo
 from controllers.errors import PlanError
+from controllers.kinds.deployment.promotion import Qualification, qualifies
 from controllers.kinds.deployment.readiness import exit_cause, paused_message
 from controllers.kinds.host.pulls import ImageNeed
 from specs.errors import SpecIssue
@@ -24,7 +25,7 @@ from specs.models import Deployment
 from state.keys import Key
 from state.models import Owner, ResourceStatus
 
-Verb = Literal["pull", "load", "create", "recreate"]
+Verb = Literal["pull", "load", "create", "recreate", "qualify"]
 KIND_CONTAINER = "container"
 STAGED_SUFFIX = ".next"  # the replacement's name until the old container is gone
 SHOWN_CHANGES = 6  # spec paths named in a cause; the rest are counted
@@ -54,6 +55,9 @@ class Desired:
     # Secret references whose values exist but cannot be used (located, naming the reference,
     # never the value); refused by ``plan`` when something is to be created.
     secret_issues: list[SpecIssue] = field(default_factory=list)
+    # Its ``spec.promotion``'s qualification run (None without one): a change of image, model
+    # or environment is qualified by it before anything is replaced.
+    qualification: Qualification | None = None
 
 
 @dataclass
@@ -66,10 +70,23 @@ class Plan:
     # The record the plan was made from (this pass's own copy): a steady-state pass reads its
     # verdict there instead of loading the record again.
     record: ResourceStatus | None = None
+    # Why the candidate is not taken: its qualification did not pass (the running version
+    # serves on, untouched); nothing is done until a new commit brings a new candidate.
+    held: str | None = None
 
     @property
     def changes(self) -> bool:
         return bool(self.actions)
+
+    @property
+    def qualifying(self) -> Action | None:
+        """The ``qualify`` action, when the candidate is to be measured first."""
+        return next((a for a in self.actions if a.verb == "qualify"), None)
+
+    @property
+    def promoting(self) -> bool:
+        """The recreate is a promotion: the candidate passed its qualification."""
+        return any(a.verb == "recreate" and PROMOTED_BY in a.cause for a in self.actions)
 
 
 
@@ -120,8 +137,48 @@ def _plan(desired: Desired, container: ContainerInfo | None, record: ResourceSta
         state = (exit_cause(container.exit_code) if container.status == "exited"
                  else f"is {container.status}, not running")
         causes.append(f"container {state}")
+    if causes and desired.qualification is not None and _candidate(desired, container, record,
+                                                                   causes):
+        return _promotion(result, desired.qualification, name, "; ".join(causes))
     if causes:
         result.actions.append(Action("recreate", f"container {name}", "; ".join(causes)))
+    return result
+
+
+PROMOTED_BY = "promoted: qualification run"
+
+
+def _candidate(desired: Desired, container: ContainerInfo, record: ResourceStatus | None,
+               causes: list[str]) -> bool:
+    """The change is a candidate to qualify first (its image, model or environment) and there
+    is a running version to compare it with, or one that was rejected already (held, even if
+    the running version stopped). A change with nothing running to compare is said so."""
+    found = desired.qualification
+    assert found is not None
+    if not qualifies(record.applied_spec if record is not None else None,
+                     desired.deployment.spec.model_dump(mode="json"),
+                     bool(desired.image_id) and container.image_id != desired.image_id):
+        return False
+    if container.running or found.result not in (None, "PASS"):
+        return True
+    causes.append("nothing serves to compare the candidate with, so it is not qualified")
+    return False
+
+
+def _promotion(result: Plan, found: Qualification, name: str, why: str) -> Plan:
+    """A candidate: measured first, promoted once it passed, held once it did not."""
+    if found.result == "PASS":
+        result.actions.append(Action("recreate", f"container {name}", f"{why}; {PROMOTED_BY} "
+                                     f"{found.run_id} passed every gate"))
+    elif found.result is not None:
+        result.held = (f"the candidate is not promoted: qualification run {found.run_id} ended "
+                       f"{found.result} ({found.outcome.reason or 'no reason recorded'}); the "
+                       "running version serves on, untouched (a new commit is a new candidate)")
+    else:
+        result.actions.append(Action("qualify", f"container {name}", f"{why}; measured beside "
+                                     f"the running version first by run {found.run_id} "
+                                     f"({found.experiment}) in {found.room}; gates: "
+                                     f"{found.gates}"))
     return result
 
 

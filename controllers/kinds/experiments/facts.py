@@ -8,30 +8,23 @@ from typing import Any, Self
 
 from pydantic import Field
 
-from controllers.facts import Facts, seconds_since
-from state.evidence import Verdict
+from controllers.facts import Facts, RunOutcome, seconds_since
 from state.models import ResourceStatus
 
 
-class ExperimentStatusFacts(Facts):
+class ExperimentStatusFacts(RunOutcome):
     """An Experiment: the run it stands for, where it is, and (once terminal) its verdict.
 
     ``phase`` is Pending, Preflight, Running, Collecting, CleaningUp or Done; ``result`` is set
     only when Done (PASS, FAIL or INCONCLUSIVE) and never changes after. ``gates``: each gate's
     verdict and reason ("PASS: ..."), the detail being in the evidence folder."""
 
-    run_id: str | None = None
-    phase: str | None = None
-    result: Verdict | None = None
-    reason: str | None = None
     template: str | None = None
     host: str | None = None
     container: str | None = None
     url: str | None = None  # the run's service, as this process reaches it
-    evidence: str | None = None  # the run's evidence folder
     started_at: str | None = None
     finished_at: str | None = None
-    gates: dict[str, str] = Field(default_factory=dict)
     # A run that executes as a job on its Host (``executor: host``): the runner container,
     # when the job last wrote its record, and when this reconciler last looked (an old
     # ``followed_at`` under way: no reconciler follows the job now; it runs on regardless).

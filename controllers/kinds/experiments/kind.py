@@ -103,6 +103,7 @@ class ExperimentDesired:
     record: ResourceStatus | None
     launch: runs.RunPlan | None = None  # set when a new run is to start
     refused: str | None = None  # same runId, changed spec
+    idle: str | None = None  # why its run does not start now (its type waits: a promotion)
 
 
 def evidence_root(ctx: PassContext, exp: Experiment) -> Path:
@@ -170,8 +171,12 @@ class ExperimentKind:
         if record is not None and known.run_id and known.result is None:
             rp.plan = view  # the previous run is finished (or recovered) first
             return rp
-        with rp.observing():
-            desired.launch = self._launch_plan(ctx, resource, view)
+        from controllers.kinds.experiments.types import run_type
+
+        desired.idle = run_type(resource.spec).waits_for(resource.spec, ctx.services.store)
+        if desired.idle is None:
+            with rp.observing():
+                desired.launch = self._launch_plan(ctx, resource, view)
         rp.plan = view
         return rp
 
@@ -282,6 +287,8 @@ class ExperimentKind:
         if desired.refused is not None or desired.launch is None:
             if record is not None and known.run_id == desired.experiment.spec.runId:
                 return self._verdict(key, record, desired, services.store)
+            if desired.idle is not None:
+                return done(key, desired.idle, "Idle", report=Report(detail=desired.idle))
             return unplanned(rp)
         conflict = rp.plan.conflict if rp.plan is not None else None
         host = desired.launch.host
@@ -456,7 +463,10 @@ class ExperimentKind:
             _keep_bundle(store, known.run_id, Path(known.evidence))
         message = f"{known.result}: run {known.run_id} ({known.reason}); evidence in " \
                   f"{known.evidence}"
-        return (done if known.result == "PASS" else terminal)(key, message, known.result)
+        # Its template learns of the verdict at once (a Deployment waits on its qualification).
+        woken = (Key("Deployment", known.template),) if known.template else ()
+        return (done if known.result == "PASS" else terminal)(key, message, known.result,
+                                                               wake=woken)
 
     def _engine(self, ctx: PassContext, record: ResourceStatus) -> DockerEngine:
         return self._session(ctx, record).engine()

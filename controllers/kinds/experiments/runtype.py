@@ -26,6 +26,7 @@ from controllers.kinds.experiments.service import RunService
 from controllers.kinds.experiments.streams import CanarySource
 from specs.experiments.base import CanaryPublisher, ExperimentSpecBase
 from state.evidence import Evidence, Verdict
+from state.store import Store
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,13 @@ class RunContext(Generic[X_co]):
             delete_s=min(DELETE_PROOF_S, float(self.spec.cleanupSeconds)))
 
 
+class StartsWhenLaunched:
+    """A type whose run starts as soon as it is planned (every type but a promotion's)."""
+
+    def waits_for(self, spec: ExperimentSpecBase, store: Store) -> str | None:
+        return None
+
+
 class ExperimentType(Protocol[X_contra]):
     """One experiment type, typed by its spec (``specs/experiments/<type>.py``): what it is
     given is its own spec, with its block, never an optional one to unwrap."""
@@ -92,6 +100,11 @@ class ExperimentType(Protocol[X_contra]):
 
     def declared_gates(self, spec: X_contra) -> list[str]:
         """The gates a PASS needs (the run adds its cleanup gate)."""
+        ...
+
+    def waits_for(self, spec: X_contra, store: Store) -> str | None:
+        """Why the run does not start now, or None: it does. A promotion run waits until its
+        Deployment asks for its candidate to be qualified; every other type starts at once."""
         ...
 
     def planned(self, spec: X_contra) -> list[PlannedStep]:

@@ -12,11 +12,12 @@ from controllers.kinds.experiments.benchmark.runtype import BenchmarkType
 from controllers.kinds.experiments.canary.runtype import CanaryType
 from controllers.kinds.experiments.capacity.runtype import CapacityType
 from controllers.kinds.experiments.portvalidation.runtype import PortValidationType
+from controllers.kinds.experiments.promotion.runtype import PromotionType
 from controllers.kinds.experiments.runtype import ExperimentType
 from specs.experiment import ExperimentSpec
 
 TYPES: dict[str, ExperimentType[Any]] = {t.name: t for t in (
-    CanaryType(), CapacityType(), PortValidationType(), BenchmarkType())}
+    CanaryType(), CapacityType(), PortValidationType(), BenchmarkType(), PromotionType())}
 
 
 def run_type(spec: ExperimentSpec) -> ExperimentType[Any]:

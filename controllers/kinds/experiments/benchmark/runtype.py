@@ -68,7 +68,7 @@ from controllers.kinds.experiments.harnessproc import (
 )
 from controllers.kinds.experiments.manifest import RunManifest, read_manifest
 from controllers.kinds.experiments.reportparts import Section
-from controllers.kinds.experiments.runtype import PlannedStep, RunContext
+from controllers.kinds.experiments.runtype import PlannedStep, RunContext, StartsWhenLaunched
 from controllers.kinds.experiments.service import RunService
 from controllers.waiting import Stopped, until
 from specs.experiments.base import ExperimentSpecBase
@@ -309,7 +309,7 @@ def _tail(path: Path) -> str:
 
 # --- the type --------------------------------------------------------------------------------
 
-class BenchmarkType:
+class BenchmarkType(StartsWhenLaunched):
     """``type: benchmark``: the VSS harness, supervised."""
 
     name = "benchmark"

@@ -27,7 +27,7 @@ from controllers.kinds.experiments.driver import GATE_SMOKE, LoadDriver, from_fi
 from controllers.kinds.experiments.ledger import PerformanceReport, UnitOutcome, performance_report
 from controllers.kinds.experiments.manifest import RunManifest
 from controllers.kinds.experiments.reportparts import Section, latency_point
-from controllers.kinds.experiments.runtype import PlannedStep, RunContext
+from controllers.kinds.experiments.runtype import PlannedStep, RunContext, StartsWhenLaunched
 from controllers.kinds.experiments.streams import canary_sources
 from controllers.kinds.streamset.caption_events import CaptionChunk
 from specs.experiments.canary import CanaryExperimentSpec
@@ -48,7 +48,7 @@ def declared_gates(spec: CanaryExperimentSpec) -> list[str]:
     return gates + ([] if canary.qualificationOnly else [GATE_PERFORMANCE])
 
 
-class CanaryType:
+class CanaryType(StartsWhenLaunched):
     """``type: canary``: one service for the whole run, its sources published once."""
 
     name = "canary"

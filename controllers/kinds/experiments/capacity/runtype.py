@@ -61,7 +61,7 @@ from controllers.kinds.experiments.ledger import (
 )
 from controllers.kinds.experiments.manifest import RunManifest
 from controllers.kinds.experiments.reportparts import Section, cell, latency_point
-from controllers.kinds.experiments.runtype import PlannedStep, RunContext
+from controllers.kinds.experiments.runtype import PlannedStep, RunContext, StartsWhenLaunched
 from controllers.kinds.experiments.service import RunService
 from controllers.kinds.experiments.streams import CanarySource, numbered_sources
 from specs.experiments.base import LatencySource
@@ -205,7 +205,7 @@ class Windows:
             self._retire("service")
 
 
-class CapacityType:
+class CapacityType(StartsWhenLaunched):
     """``type: capacity``: maximum live streams, found in few stability windows."""
 
     name = "capacity"

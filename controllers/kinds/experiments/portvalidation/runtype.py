@@ -40,7 +40,7 @@ from controllers.kinds.experiments.portvalidation.report import (
     Row,
 )
 from controllers.kinds.experiments.reportparts import Section
-from controllers.kinds.experiments.runtype import PlannedStep, RunContext
+from controllers.kinds.experiments.runtype import PlannedStep, RunContext, StartsWhenLaunched
 from controllers.kinds.experiments.service import RunService
 from specs.experiments.portvalidation import (
     CONTROL_ABSENT,
@@ -72,7 +72,7 @@ NEXT_STEP = {
 }
 
 
-class PortValidationType:
+class PortValidationType(StartsWhenLaunched):
     """``type: portValidation``: the BYOM report."""
 
     name = "portValidation"

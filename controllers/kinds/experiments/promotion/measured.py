@@ -1,0 +1,66 @@
+"""One side of a qualification as its canary's evidence says: what the decision compares.
+
+Read from the files the side's canary wrote (``runs/<side>/`` of the qualification run), never
+from memory, so a report written after a restart reads the same numbers: the per-chunk
+latencies of every measured repetition (warm-up runs left out, as the canary's own p95 leaves
+them out), the dropped chunks its performance gate counted, and whether its streams' answers
+were their own (the semantic-isolation gate).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+
+from controllers.kinds.experiments.canary.runtype import (
+    GATE_ISOLATION,
+    PERFORMANCE_FILE,
+    CanaryPerformance,
+)
+from controllers.kinds.experiments.ledger import chunk_latency
+from controllers.kinds.experiments.promotion.gates import Measured
+from controllers.kinds.streamset.caption_events import CaptionChunk
+from specs.experiments.base import LatencySource
+from state.evidence import Evidence
+
+CHUNK_FIELDS = frozenset(f.name for f in fields(CaptionChunk))
+
+
+def samples_file(repetition: int) -> str:
+    """Where the canary keeps repetition ``repetition``'s chunks (warm-ups counted)."""
+    return f"evidence/captions/perf{repetition}.jsonl"
+
+
+def side_measured(side: Evidence, warmups: int, repetitions: int,
+                  source: LatencySource) -> Measured:
+    """``side``'s measurements (None or empty where its canary did not get to measure)."""
+    latencies: list[float] = []
+    for rep in range(warmups, warmups + repetitions):
+        latencies += _latencies(side, samples_file(rep), source)
+    performance = side.read(PERFORMANCE_FILE, CanaryPerformance)
+    isolation = side.gates().get(GATE_ISOLATION)
+    return Measured(chunk_latencies_ms=latencies,
+                    dropped_chunks=None if performance is None else performance.droppedChunks,
+                    isolated=None if isolation is None else isolation.passed)
+
+
+def _latencies(side: Evidence, relative: str, source: LatencySource) -> list[float]:
+    """The latency of every answered chunk in one samples file (a line that does not read as
+    a chunk is skipped: the file is evidence, written by us, but never trusted to parse)."""
+    try:
+        text = side.path(relative).read_text("utf-8")
+    except OSError:
+        return []
+    found = []
+    for line in text.splitlines():
+        try:
+            data = json.loads(line)
+            chunk = CaptionChunk(**{k: v for k, v in data.items() if k in CHUNK_FIELDS})
+        except (ValueError, TypeError, AttributeError):
+            continue
+        if (chunk.frame_count or 0) <= 0 or chunk.error or not str(chunk.content).strip():
+            continue  # not an answer: counted by the ledger, not a latency
+        latency = chunk_latency(chunk, source)
+        if latency is not None:
+            found.append(float(latency))
+    return found

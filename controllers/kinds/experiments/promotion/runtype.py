@@ -1,0 +1,199 @@
+"""``type: promotion``: a Deployment's candidate measured against the version it runs, at once.
+
+The run (a job on the Host, like any Experiment's) starts the candidate fresh in the room
+``spec.promotion.candidate`` names, publishes one set of canary sources, and runs the same
+canary against both services in the same window: the candidate, and the running service at the
+Deployment's own port (``baseline: sideBySide``), which is never stopped, restarted or touched
+beyond the canary's own streams, each deleted and proven gone. Each side's canary writes its
+evidence under ``runs/<side>/`` of this run; the decision (``gates.decide``) reads both from
+there and writes ``decision.json``, one gate file per gate and the comparison in
+``report.md``. The run's verdict is the decision's: PASS promotes, FAIL rejects, INCONCLUSIVE
+leaves the running version serving and says to measure again.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+
+from controllers.clients.http_api import service_url
+from controllers.clients.rtvi_client import RtviClient
+from controllers.errors import ControllerError
+from controllers.kinds.deployment.facts import DeploymentStatusFacts
+from controllers.kinds.experiments import plots
+from controllers.kinds.experiments.canary.runtype import CanaryRun
+from controllers.kinds.experiments.manifest import RunManifest
+from controllers.kinds.experiments.promotion.bundle import (
+    DECISION,
+    RUNS_DIR,
+    VERDICTS,
+    gate_file,
+)
+from controllers.kinds.experiments.promotion.gates import Decision, Gates, Measured, decide
+from controllers.kinds.experiments.promotion.measured import side_measured
+from controllers.kinds.experiments.reportparts import Section, cell
+from controllers.kinds.experiments.runtype import PlannedStep, RunContext
+from controllers.kinds.experiments.service import RunService
+from controllers.kinds.experiments.streams import CanarySource, canary_sources
+from specs.experiments.canary import CanaryExperimentSpec
+from specs.experiments.promotion import PromotionExperimentSpec
+from state.evidence import Evidence, Verdict
+from state.keys import Key
+from state.store import Store
+
+SIDES = ("candidate", "baseline")
+# The gates every qualification judges (the canary measures all three on both sides).
+DECLARED = ("latency", "dropped chunks", "isolation")
+
+
+def as_canary(spec: PromotionExperimentSpec) -> CanaryExperimentSpec:
+    """The canary each side runs: the qualification's load, its measurement, its budget."""
+    data = spec.model_dump(mode="json", exclude={"promotion", "type"})
+    return CanaryExperimentSpec.model_validate(
+        {**data, "type": "canary", "canary": spec.promotion.canary.model_dump(mode="json")})
+
+
+def side_evidence(evidence: Evidence, side: str) -> Evidence:
+    """Where ``side``'s canary writes: ``runs/<side>/`` inside the run (sealed with it)."""
+    return Evidence(evidence.path(f"{RUNS_DIR}/{side}"), evidence.redactor)
+
+
+def gates_of(spec: PromotionExperimentSpec) -> Gates:
+    limits = spec.promotion.gates
+    return Gates(max_p95_regression=limits.p95_regression,
+                 max_gpu_memory_growth_mib=float(limits.maxGpuMemoryGrowthMiB))
+
+
+class PromotionType:
+    """``type: promotion``: the candidate fresh, the running version as it serves."""
+
+    name = "promotion"
+
+    def local_only(self, spec: PromotionExperimentSpec) -> bool:
+        return False
+
+    def declared_gates(self, spec: PromotionExperimentSpec) -> list[str]:
+        return [gate_file(g) for g in DECLARED]
+
+    def waits_for(self, spec: PromotionExperimentSpec, store: Store) -> str | None:
+        """None once the Deployment asked for this very candidate to be qualified."""
+        run = spec.promotion
+        record = store.load(Key("Deployment", run.deployment))
+        asked = DeploymentStatusFacts.of(record).promotion
+        if asked is not None and asked.candidate == run.candidate and asked.run == spec.runId:
+            return None
+        return (f"nothing to qualify: Deployment {run.deployment} has not asked for candidate "
+                f"{run.candidate[:12]} (it runs it already, or has not seen it yet)")
+
+    def planned(self, spec: PromotionExperimentSpec) -> list[PlannedStep]:
+        run = spec.promotion
+        baseline = service_url(run.baseline.address, run.baseline.host)
+        return [PlannedStep("publish", f"{run.canary.streams} source(s)", "the canary's "
+                            "sources, shared by both sides"),
+                PlannedStep("measure", f"candidate and baseline ({baseline})", "the same "
+                            "canary on both at once; the running service keeps serving and "
+                            "only its canary streams are removed"),
+                PlannedStep("judge", "latency, dropped chunks, isolation", f"p95 at most "
+                            f"{run.gates.maxP95Regression} slower beyond noise (Mann-Whitney U "
+                            f"over every chunk of both sides)")]
+
+    def execute(self, ctx: RunContext[PromotionExperimentSpec]) -> tuple[Verdict, str]:
+        spec, canary = ctx.spec, as_canary(ctx.spec)
+        candidate = ctx.start_service()
+        baseline = _baseline(ctx, candidate.token)
+        sources = canary_sources(canary.canary)
+        urls = ctx.publish(sources, canary.canary.publisher)
+        services = {"candidate": candidate, "baseline": baseline}
+        ctx.progress(f"measuring candidate {candidate.url} and baseline {baseline.url} under "
+                     f"the same {len(sources)}-stream canary")
+        with ThreadPoolExecutor(max_workers=len(SIDES)) as pool:
+            jobs = [pool.submit(contextvars.copy_context().run, _side, ctx, canary, side,
+                                services[side], sources, urls) for side in SIDES]
+            for job in jobs:
+                job.result()
+        ctx.retire_service(candidate, "candidate")
+        measure = canary.measurement
+        sides = {side: side_measured(side_evidence(ctx.evidence, side), measure.warmupRuns,
+                                     measure.repetitions, measure.latencySource)
+                 for side in SIDES}
+        decision = decide(sides["candidate"], sides["baseline"], gates_of(spec))
+        write_decision(ctx.evidence, decision, sides)
+        verdict = VERDICTS[decision.verdict]
+        return verdict, "" if verdict == "PASS" else decision.reason()
+
+    def report(self, evidence: Evidence, manifest: RunManifest) -> Section:
+        """The comparison, gate by gate, and both sides' latency on one plot."""
+        try:
+            data = json.loads(evidence.path(DECISION).read_text("utf-8"))
+        except (OSError, ValueError):
+            return Section()
+        gates = data.get("gates") if isinstance(data, dict) else None
+        lines = ["## Candidate against the running version", "",
+                 f"Decision: {cell(data.get('verdict'))}", "",
+                 "| gate | candidate | baseline | allowed | verdict |", "|---|---|---|---|---|"]
+        lines += [f"| {cell(g.get('gate'))} | {cell(g.get('candidate'))} | "
+                  f"{cell(g.get('baseline'))} | {cell(g.get('allowed'))} | "
+                  f"{cell(g.get('verdict'))} |"
+                  for g in gates if isinstance(g, dict)] if isinstance(gates, list) else []
+        latency = data.get("latency")
+        if isinstance(latency, dict) and latency.get("reason"):
+            lines += ["", f"Latency: {cell(latency['reason'])}."]
+        series = data.get("latencies")
+        if not isinstance(series, dict):
+            return Section(lines)
+        sides = {s: [float(v) for v in series.get(s) or [] if isinstance(v, int | float)]
+                 for s in SIDES}
+        p95s = {s: (latency or {}).get(f"{s}_p95_ms") for s in SIDES}
+        return Section(lines, plots.latency_side_by_side(
+            sides, f"{evidence.folder.name}: candidate and baseline",
+            {s: float(v) if isinstance(v, int | float) else None for s, v in p95s.items()}))
+
+
+def write_decision(evidence: Evidence, decision: Decision, sides: dict[str, Measured]) -> None:
+    """``decision.json`` (with both sides' latencies, for the plot) and one gate per gate."""
+    evidence.write_json(DECISION, {**decision.record(), "latencies": {
+        side: list(m.chunk_latencies_ms) for side, m in sides.items()}})
+    for gate in decision.gates:
+        evidence.gate(gate_file(gate.gate), gate.verdict == "pass", gate.line(),
+                      {**asdict(gate), "verdict": gate.verdict})
+
+
+def _baseline(ctx: RunContext[PromotionExperimentSpec], token: str | None) -> RunService:
+    """The running service, as it serves: asked which model it serves, never started here."""
+    port = ctx.spec.promotion.baseline
+    url = service_url(port.address, port.host)
+    client = RtviClient(url, token=token)
+    try:
+        model = client.model_id()
+    except ControllerError as exc:
+        raise ControllerError(f"the running service at {url} (the baseline) does not answer: "
+                              f"{exc}") from exc
+    finally:
+        client.close()
+    return RunService("", ctx.spec.promotion.deployment, url, url, model, token)
+
+
+def _side(ctx: RunContext[PromotionExperimentSpec], canary: CanaryExperimentSpec, side: str,
+          service: RunService, sources: list[CanarySource], urls: dict[str, str]) -> bool:
+    """One side's canary, writing under ``runs/<side>/``, its streams named for its side. The
+    running service's streams are deleted here whatever happens: the run's cleanup proves
+    only its own services empty, and never lists or touches the running one."""
+    noted: list[str] = []
+
+    def note(ids: list[str]) -> None:
+        noted.extend(ids)
+        ctx.note_streams(ids)
+    driver = dataclasses.replace(
+        ctx.driver(service, sources, urls, canary.canary.maxTokens,
+                   canary.canary.chunkDurationSeconds),
+        evidence=side_evidence(ctx.evidence, side), note_streams=note,
+        stream_id=lambda part, src: ctx.stream_id(f"{side}-{part}", src),
+        progress=lambda message: ctx.progress(f"{side}: {message}"))
+    try:
+        return CanaryRun(canary, driver).execute()
+    finally:
+        if side == "baseline" and noted:
+            driver.delete(sorted(set(noted)))

@@ -1,0 +1,81 @@
+"""A side of a qualification read from its canary's evidence files (never from memory), and the
+report section the decision makes of both sides."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from controllers.kinds.experiments.canary.runtype import (
+    GATE_ISOLATION,
+    PERFORMANCE_FILE,
+    CanaryPerformance,
+)
+from controllers.kinds.experiments.ledger import performance_report
+from controllers.kinds.experiments.manifest import RunManifest
+from controllers.kinds.experiments.promotion.gates import Gates, Measured, decide
+from controllers.kinds.experiments.promotion.measured import samples_file, side_measured
+from controllers.kinds.experiments.promotion.runtype import (
+    PromotionType,
+    side_evidence,
+    write_decision,
+)
+from state.evidence import Evidence
+
+
+def _chunk(latency_ms: float, frames: int = 4, error: str = "", content: str = "red") -> str:
+    return json.dumps({"source": "red", "content": content, "frame_count": frames,
+                       "error": error, "chunk_latency_ms": latency_ms})
+
+
+def _side(tmp_path: Path, name: str, reps: list[list[str]], dropped: int = 0,
+          isolated: bool = True) -> Evidence:
+    run = Evidence.create(tmp_path, f"run-{name}")
+    side = side_evidence(run, name)
+    for rep, lines in enumerate(reps):
+        side.write_text(samples_file(rep), "\n".join(lines) + "\n")
+    report = dict(performance_report([], 0, "processing_latency"))
+    side.write(PERFORMANCE_FILE, CanaryPerformance(**{**report, "droppedChunks": dropped}))
+    side.gate(GATE_ISOLATION, isolated, "why", {"sources": 2})
+    return side
+
+
+def test_a_side_is_its_measured_repetitions_answered_chunks(tmp_path: Path) -> None:
+    warm = [_chunk(9000.0)] * 3  # the warm-up's chunks are not measured
+    measured = [_chunk(100.0), _chunk(120.0), _chunk(5.0, frames=0),  # no frame: no answer
+                _chunk(7.0, error="boom"), _chunk(8.0, content="  "), "{not json",
+                json.dumps({"content": "x"}), _chunk(130.0)]
+    side = _side(tmp_path, "candidate", [warm, measured], dropped=2, isolated=False)
+    found = side_measured(side, warmups=1, repetitions=1, source="processing_latency")
+    assert list(found.chunk_latencies_ms) == [100.0, 120.0, 130.0]
+    assert found.dropped_chunks == 2
+    assert found.isolated is False
+    # Nothing written: nothing measured (None, never zero).
+    empty = side_measured(side_evidence(Evidence.create(tmp_path, "bare"), "baseline"), 0, 1,
+                          "processing_latency")
+    assert (list(empty.chunk_latencies_ms), empty.dropped_chunks, empty.isolated) == \
+        ([], None, None)
+
+
+def test_the_decision_is_written_gate_by_gate_and_reported_side_by_side(
+        tmp_path: Path) -> None:
+    run = Evidence.create(tmp_path, "qualify-1")
+    sides = {"candidate": Measured([300.0 + i for i in range(30)], dropped_chunks=0,
+                                   isolated=True),
+             "baseline": Measured([100.0 + i for i in range(30)], dropped_chunks=0,
+                                  isolated=True)}
+    decision = decide(sides["candidate"], sides["baseline"], Gates(max_p95_regression=0.1))
+    write_decision(run, decision, sides)
+    assert decision.verdict == "reject"
+    gates = run.gates()
+    assert not gates["latency"].passed
+    assert gates["dropped-chunks"].passed
+    assert gates["isolation"].passed
+    section = PromotionType().report(run, RunManifest())
+    text = "\n".join(section.lines)
+    assert "Decision: reject" in text
+    assert "| latency | p95 328 ms | p95 128 ms | at most 10% slower | fail |" in text, text
+    assert section.plot is not None
+    assert section.plot.startswith(b"\x89PNG")
+    # A run that never decided has no section (and no traceback).
+    assert PromotionType().report(Evidence.create(tmp_path, "never"), RunManifest()).lines == []

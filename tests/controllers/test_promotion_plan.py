@@ -1,0 +1,100 @@
+"""A Deployment with ``spec.promotion`` plans ``qualify`` for a candidate, ``recreate`` once its
+qualification passed, and nothing (held) once it did not; a change that is not a candidate's
+(its image, model or environment) is replaced as before."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from controllers.facts import RunOutcome
+from controllers.kinds.deployment.plan import Desired, plan
+from controllers.kinds.deployment.promotion import Qualification, qualifies
+from state.keys import Key
+from state.models import ResourceStatus
+from tests.controllers.test_plan import INSTANCE, _container, _desired
+
+RUN = "vlm-q-0123456789abcdef"
+EXPERIMENT = Key("Experiment", "vlm-promotion")
+
+
+def _qualified(desired: Desired, outcome: RunOutcome | None = None) -> Desired:
+    found = Qualification(EXPERIMENT, RUN, outcome or RunOutcome(), "port 18100, no GPU",
+                          "p95 latency at most 10% slower")
+    return dataclasses.replace(desired, qualification=found)
+
+
+def _record(old: Desired) -> ResourceStatus:
+    return ResourceStatus(resource="Deployment/vlm", kind="Deployment", name="vlm",
+                          applied_spec=old.deployment.spec.model_dump(mode="json"))
+
+
+def test_a_new_environment_is_qualified_before_anything_is_replaced() -> None:
+    old, new = _desired("  env: {X: 1}\n"), _qualified(_desired("  env: {X: 2}\n"))
+    result = plan(new, _container(old), _record(old), INSTANCE)
+    assert [a.verb for a in result.actions] == ["qualify"]
+    cause = result.actions[0].cause
+    assert "env.X '1' → '2'" in cause, cause
+    assert f"by run {RUN} (Experiment/vlm-promotion) in port 18100, no GPU" in cause, cause
+    assert "gates: p95 latency at most 10% slower" in cause
+    assert result.qualifying is result.actions[0]
+    assert result.held is None
+    assert not result.promoting
+    # Without spec.promotion the same change is a recreate, at once.
+    blind = plan(_desired("  env: {X: 2}\n"), _container(old), _record(old), INSTANCE)
+    assert [a.verb for a in blind.actions] == ["recreate"]
+
+
+def test_a_passed_qualification_promotes_and_a_failed_one_holds() -> None:
+    old = _desired("  env: {X: 1}\n")
+    passed = _qualified(_desired("  env: {X: 2}\n"), RunOutcome(run_id=RUN, result="PASS"))
+    result = plan(passed, _container(old), _record(old), INSTANCE)
+    assert [a.verb for a in result.actions] == ["recreate"]
+    assert result.promoting
+    assert f"promoted: qualification run {RUN} passed every gate" in result.actions[0].cause
+    failed = _qualified(_desired("  env: {X: 2}\n"), RunOutcome(
+        run_id=RUN, result="FAIL", reason="latency: p95 1200 ms against p95 800 ms"))
+    held = plan(failed, _container(old), _record(old), INSTANCE)
+    assert held.actions == []
+    assert not held.changes
+    assert held.held is not None
+    assert "ended FAIL (latency: p95 1200 ms against p95 800 ms)" in held.held
+    assert "the running version serves on, untouched" in held.held
+
+
+def test_an_earlier_runs_verdict_is_not_this_candidates() -> None:
+    """The record names another run (an earlier candidate's): this one is still to measure."""
+    old = _desired("  env: {X: 1}\n")
+    stale = _qualified(_desired("  env: {X: 2}\n"), RunOutcome(run_id="vlm-q-other",
+                                                                result="PASS"))
+    assert [a.verb for a in plan(stale, _container(old), _record(old), INSTANCE).actions] \
+        == ["qualify"]
+
+
+def test_a_change_that_is_not_a_candidate_is_replaced_at_once() -> None:
+    old = _desired("  env: {X: 1}\n")
+    new = _qualified(_desired("  env: {X: 1}\n  stopGraceSeconds: 5\n"))
+    result = plan(new, _container(old), _record(old), INSTANCE)
+    assert [a.verb for a in result.actions] == ["recreate"]
+    assert not result.promoting
+
+
+def test_a_stopped_service_is_not_compared_but_a_rejected_candidate_stays_out() -> None:
+    old = _desired("  env: {X: 1}\n")
+    new = _qualified(_desired("  env: {X: 2}\n"))
+    result = plan(new, _container(old, status="exited", exit_code=1), _record(old), INSTANCE)
+    assert [a.verb for a in result.actions] == ["recreate"]
+    assert "nothing serves to compare the candidate with" in result.actions[0].cause
+    rejected = _qualified(new, RunOutcome(run_id=RUN, result="INCONCLUSIVE", reason="why"))
+    held = plan(rejected, _container(old, status="exited", exit_code=1), _record(old), INSTANCE)
+    assert held.actions == []
+    assert held.held is not None
+
+
+def test_what_is_a_candidate() -> None:
+    applied = {"image": "a", "model": {"preset": "p"}, "env": {}, "stopGraceSeconds": 30}
+    assert not qualifies(applied, {**applied, "stopGraceSeconds": 5}, image_moved=False)
+    assert qualifies(applied, {**applied, "image": "b"}, image_moved=False)
+    assert qualifies(applied, {**applied, "model": {"preset": "q"}}, image_moved=False)
+    assert qualifies(applied, {**applied, "env": {"X": "1"}}, image_moved=False)
+    assert qualifies(applied, dict(applied), image_moved=True)  # a tag that moved
+    assert qualifies(None, applied, image_moved=False)  # never replaced blind

@@ -1,0 +1,134 @@
+"""Performance-gated promotion end to end: the daemon on a watched folder, a real Docker engine,
+real publishers and decoding, the RTVI emulator as both the running version and its candidates.
+
+A candidate differs from the running version by its environment (the emulator's knobs: slower
+per chunk, swapped answers), committed to the watched folder as a person would: the daemon
+qualifies it beside the running service, which serves on untouched, and promotes or rejects it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import docker
+import httpx
+
+from state.keys import Key
+from tests.conftest import Cli
+from tests.e2e.daemon_helpers import DaemonProcess, condition, events_of, status_of, wait_for
+from tests.e2e.stream_helpers import rtvi_deployment
+from tests.ports import free_port
+from tests.specs_factory import write
+
+DEPLOYMENT = Key("Deployment", "vlm")
+QUALIFICATION = Key("Experiment", "vlm-promotion")
+RESYNC = "3600"  # the verdict wakes the Deployment: no resync needed to move on
+
+
+def _spec(image: str, port: int, room: int, **env: str) -> dict[str, Any]:
+    dep = rtvi_deployment(image, port, **{"RTVI_EMU_LATENCY_MS": "30", **env})
+    dep["spec"]["promotion"] = {
+        "candidate": {"port": room, "env": {"RTVI_EMU_PORT": str(room)}},
+        # Two services deciding on two cores: the test's allowance is wide, and the slower
+        # candidate is ten times slower (the judge's own noise handling: test_judge).
+        "gates": {"canary": {"streams": 4, "performanceSeconds": 10,
+                             "chunkDurationSeconds": 1}, "maxP95Regression": "50%"},
+        "budgetSeconds": 300, "cleanupSeconds": 30}
+    return dep
+
+
+def _promotion(cli: Cli) -> dict[str, Any]:
+    record = status_of(cli, DEPLOYMENT)
+    found = (record or {}).get("facts", {}).get("promotion")
+    return found if isinstance(found, dict) else {}
+
+
+def _container(client: docker.DockerClient, cli: Cli) -> tuple[str, str]:
+    record = status_of(cli, DEPLOYMENT)
+    assert record is not None
+    info = client.containers.get(record["facts"]["containerId"])
+    return info.id, info.attrs["State"]["StartedAt"]
+
+
+def _serving(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/v1/ready", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _phase(cli: Cli, phase: str, run_id: str | None = None) -> dict[str, Any] | None:
+    found = _promotion(cli)
+    if found.get("phase") != phase or (run_id is not None and found.get("run") != run_id):
+        return None
+    return found
+
+
+def test_a_slower_candidate_is_rejected_and_an_equal_one_promoted(
+        cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    port, room = free_port(), free_port()
+    specs = tmp_path / "specs"
+    write(specs, _spec(emulator_image, port, room))
+    daemon = DaemonProcess(cli, ["--specs", str(specs), "--resync", RESYNC],
+                           tmp_path / "daemon.log")
+    try:
+        daemon.wait_healthy()
+        wait_for("the running version Ready", lambda: (condition(status_of(cli, DEPLOYMENT),
+                                                                 "Ready") or {}).get(
+            "status") == "True", 120)
+        running = _container(docker_client, cli)
+        # Nothing to qualify: the Deployment runs its spec, so its run waits, idle.
+        idle = wait_for("the idle qualification", lambda: status_of(cli, QUALIFICATION), 30)
+        assert "nothing to qualify" in json.dumps(idle), idle
+
+        # A candidate 10x slower per chunk: measured beside the running one, rejected.
+        write(specs, _spec(emulator_image, port, room, RTVI_EMU_LATENCY_MS="600"))
+        asked = wait_for("the slower candidate qualifying", lambda: _phase(cli, "Qualifying"),
+                         60)
+        served: list[bool] = []
+
+        def verdict() -> dict[str, Any] | None:  # the running version answers all along
+            served.append(_serving(port))
+            return _phase(cli, "Rejected", asked["run"])
+        rejected = wait_for("the slower candidate rejected", verdict, 280, interval=0.5)
+        assert all(served), f"the running service stopped answering: {served.count(False)}"
+        assert _container(docker_client, cli) == running  # never stopped, never replaced
+        assert rejected["reason"].startswith("FAIL: latency: p95"), rejected
+        record = status_of(cli, DEPLOYMENT)
+        ready = condition(record, "Ready") or {}
+        assert (ready.get("status"), ready.get("reason")) == ("True", "PromotionRejected"), ready
+        assert record is not None
+        assert record["observed_generation"] != record[
+            "desired_generation"]
+        assert any(e.reason == "PromotionRejected" for e in events_of(cli, DEPLOYMENT))
+        verified = cli("evidence", asked["run"], "--verify")
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+        bundle = cli.state_dir / "evidence" / asked["run"]
+        decision = json.loads((bundle / "decision.json").read_text())
+        assert decision["verdict"] == "reject", decision
+        latency = next(g for g in decision["gates"] if g["gate"] == "latency")
+        assert latency["verdict"] == "fail", latency
+        assert decision["latency"]["test"]["p_value"] < 0.05, decision["latency"]
+        for side in ("candidate", "baseline"):
+            assert (bundle / "runs" / side / "evidence" / "semantic-isolation.json").is_file()
+        assert "| latency |" in (bundle / "report.md").read_text()
+
+        # A candidate that measures up (the running version's speed, one more variable).
+        write(specs, _spec(emulator_image, port, room, RTVI_EMU_FAIL_SEED="7"))
+        again = wait_for("the equal candidate qualifying",
+                         lambda: _phase(cli, "Qualifying"), 60)
+        assert again["run"] != asked["run"]  # a new commit is a new candidate
+        promoted = wait_for("the equal candidate promoted",
+                            lambda: _phase(cli, "Promoted", again["run"]), 280, interval=0.5)
+        assert promoted["promotedFrom"], promoted
+        now = _container(docker_client, cli)
+        assert now[0] != running[0]  # the candidate runs now
+        record = status_of(cli, DEPLOYMENT)
+        assert record is not None
+        assert record["observed_generation"] == record["desired_generation"]
+        assert _serving(port)
+    finally:
+        daemon.terminate()
