@@ -21,6 +21,7 @@ from reconciler.kinds import (
     AnyPlan,
     Hooks,
     NoHooks,
+    Outcome,
     PassContext,
     Registry,
     Report,
@@ -41,6 +42,10 @@ from state.models import Owner
 from state.store import Store
 
 MAX_PARALLEL_APPLIES = 16  # readiness waits are I/O-bound; a fleet converges together
+# A pass that waits on another resource's work (a Deployment on its qualification run) asks
+# for it, and that work's end asks for the waiting one again: ``apply`` follows such wake-ups
+# this many rounds, as the daemon's queue does without end.
+MAX_APPLY_ROUNDS = 4
 log = structlog.get_logger("reconciler.engine")
 Progress = Callable[[str, str], None]
 
@@ -94,15 +99,26 @@ class Engine:
               revision: str | None = None) -> list[Result]:
         """Act on every plan, one dependency level at a time, each level in parallel."""
         ctx = self.context(revision, spec_set, timeout_s=timeout_s)
-        results: list[Result] = []
-        ordered = sorted(plans, key=lambda rp: self.registry.level(rp.resource.kind))
         try:
             with ThreadPoolExecutor(max_workers=MAX_PARALLEL_APPLIES) as pool:
-                for _, wave in groupby(ordered,
-                                       key=lambda rp: self.registry.level(rp.resource.kind)):
-                    results += pool.map(lambda rp: self._act(ctx, rp), list(wave))
+                latest = {r.resource: r for r in self._waves(ctx, pool, plans)}
+                for _ in range(MAX_APPLY_ROUNDS):
+                    again = _woken(latest, spec_set)
+                    if not again:
+                        break
+                    replanned = [self._plan_one(ctx, resource) for resource in again]
+                    latest.update({r.resource: r for r in self._waves(ctx, pool, replanned)})
         finally:
             ctx.clients.close()
+        return list(latest.values())
+
+    def _waves(self, ctx: PassContext, pool: ThreadPoolExecutor, plans: list[AnyPlan]
+               ) -> list[Result]:
+        """Act on ``plans`` one dependency level at a time, each level in parallel."""
+        results: list[Result] = []
+        ordered = sorted(plans, key=lambda rp: self.registry.level(rp.resource.kind))
+        for _, wave in groupby(ordered, key=lambda rp: self.registry.level(rp.resource.kind)):
+            results += pool.map(lambda rp: self._act(ctx, rp), list(wave))
         return results
 
     def delete(self, spec_set: SpecSet | None, keys: list[Key]) -> list[Result]:
@@ -172,3 +188,13 @@ class Engine:
         return write_status(self.store, result,
                             spec_hash(resource) if resource is not None else None)
 
+
+def _woken(latest: dict[Key, Result], spec_set: SpecSet) -> list[SpecResource]:
+    """What ``apply`` acts on again: a resource a re-check (a pass waiting on other work)
+    woke, and one waiting on a re-check that something woke. A woken resource that is done
+    and waits on nothing is not looked at again (an Experiment's verdict wakes its template)."""
+    waiting = {key for key, r in latest.items() if r.outcome is Outcome.RECHECK}
+    keys = {key for r in latest.values() for key in r.wake
+            if r.outcome is Outcome.RECHECK or key in waiting}
+    found = [spec_set.get(key.kind, key.name) for key in sorted(keys)]
+    return [resource for resource in found if resource is not None]

@@ -17,7 +17,7 @@ faults or crash the process while streams and caption requests are live, against
   are delayed and/or answer ``status``. With ``"kind"`` it adds a behaviour fault instead
   (``faults``): ``{"kind": "swap_captions"|"mix_captions", "streams": [a, b]}``,
   ``{"kind": "drop_chunk_ids", "skip": 1.., "streams": [...] (optional)}``,
-  ``{"kind": "error_in_event"|"empty_content", "streams": [...] (optional)}``,
+  ``{"kind": "error_in_event"|"empty_content"|"crosstalk", "streams": [...] (optional)}``,
   ``{"kind": "stuck_delete", "streams": [...]}``. ``DELETE /emulator/faults`` clears all.
 - ``GET /emulator/exchanges`` -> ``{"recording": bool, "exchanges": [...]}`` (see ``recorder``;
   ``RTVI_EMU_RECORD``); ``DELETE /emulator/exchanges`` forgets the in-memory ones.

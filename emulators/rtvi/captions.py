@@ -384,7 +384,8 @@ class CaptionService:
         origin_mono, origin_unix = origin
         params = session.params
         begun = time.monotonic()
-        source = self.streams.get(self._faults.frames_source(stream_id, index))
+        live = [s.id for s in self.streams.listing() if not s.draining]
+        source = self.streams.get(self._faults.frames_source(stream_id, index, live))
         frames = (
             [] if source is None else source.decoder.frames_between(start - params.overlap_s, end)
         )

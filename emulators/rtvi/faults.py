@@ -18,6 +18,9 @@ each holds until ``DELETE /emulator/faults``:
 - ``empty_content`` (optional streams): each chunk's ``content`` is ``""``.
 - ``stuck_delete`` (streams): deleting the stream answers 409 ``ResourceInUse`` (a batch reports
   it in ``errors``; ``/v1/stream/remove`` answers 409), forever.
+- ``crosstalk`` (optional streams): each stream's chunks describe the frames of the next live
+  stream (by ID, in a ring): a release that mixes streams' answers, named by no stream ID, so
+  it can be baked into an image or set before the streams exist.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ BEHAVIOUR_KINDS = (
     "error_in_event",
     "empty_content",
     "stuck_delete",
+    "crosstalk",
 )
 PAIRED_KINDS = ("swap_captions", "mix_captions")
 
@@ -109,8 +113,13 @@ class FaultTable:
         with self._lock:
             return [f for f in self._behaviours if f.kind == kind and f.applies(stream_id)]
 
-    def frames_source(self, stream_id: str, chunk_index: int) -> str:
-        """Whose frames stream ``stream_id``'s chunk ``chunk_index`` describes."""
+    def frames_source(self, stream_id: str, chunk_index: int, live: list[str] | None = None
+                      ) -> str:
+        """Whose frames stream ``stream_id``'s chunk ``chunk_index`` describes (``live``: the
+        IDs of the streams registered now)."""
+        ring = sorted(live or [])
+        if self._active("crosstalk", stream_id) and stream_id in ring and len(ring) > 1:
+            return ring[(ring.index(stream_id) + 1) % len(ring)]
         for fault in self._active("swap_captions", stream_id):
             partner = fault.partner(stream_id)
             if partner is not None:

@@ -4,12 +4,17 @@ report section the decision makes of both sides."""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
+from controllers.kinds.experiments import isolation
 from controllers.kinds.experiments.canary.runtype import (
     GATE_ISOLATION,
+    ISOLATION_FILE,
     PERFORMANCE_FILE,
     CanaryPerformance,
+    IsolationDocument,
+    IsolationVerdict,
 )
 from controllers.kinds.experiments.ledger import performance_report
 from controllers.kinds.experiments.manifest import RunManifest
@@ -20,6 +25,7 @@ from controllers.kinds.experiments.promotion.runtype import (
     side_evidence,
     write_decision,
 )
+from controllers.kinds.streamset.caption_events import CaptionChunk
 from state.evidence import Evidence
 
 
@@ -29,14 +35,21 @@ def _chunk(latency_ms: float, frames: int = 4, error: str = "", content: str = "
 
 
 def _side(tmp_path: Path, name: str, reps: list[list[str]], dropped: int = 0,
-          isolated: bool = True) -> Evidence:
+          answers: tuple[list[str], list[str]] = (["red"] * 3, ["green"] * 3)) -> Evidence:
+    """A side's evidence; ``answers``: what the red and the green stream answered."""
     run = Evidence.create(tmp_path, f"run-{name}")
     side = side_evidence(run, name)
     for rep, lines in enumerate(reps):
         side.write_text(samples_file(rep), "\n".join(lines) + "\n")
     report = dict(performance_report([], 0, "processing_latency"))
     side.write(PERFORMANCE_FILE, CanaryPerformance(**{**report, "droppedChunks": dropped}))
-    side.gate(GATE_ISOLATION, isolated, "why", {"sources": 2})
+    chunks = {src: [CaptionChunk(content=f"The frame shows {a}.", frame_count=1) for a in said]
+              for src, said in zip(("red", "green"), answers, strict=True)}
+    verdicts = isolation.judge(chunks, {"red": "red", "green": "green"}, 3)
+    side.write(ISOLATION_FILE, IsolationDocument(
+        prompt="which colour?", answersPerSource=3,
+        verdicts=[IsolationVerdict(**asdict(v), passed=v.passed) for v in verdicts]))
+    side.gate(GATE_ISOLATION, all(v.passed for v in verdicts), "why", {"sources": 2})
     return side
 
 
@@ -45,7 +58,8 @@ def test_a_side_is_its_measured_repetitions_answered_chunks(tmp_path: Path) -> N
     measured = [_chunk(100.0), _chunk(120.0), _chunk(5.0, frames=0),  # no frame: no answer
                 _chunk(7.0, error="boom"), _chunk(8.0, content="  "), "{not json",
                 json.dumps({"content": "x"}), _chunk(130.0)]
-    side = _side(tmp_path, "candidate", [warm, measured], dropped=2, isolated=False)
+    side = _side(tmp_path, "candidate", [warm, measured], dropped=2,
+                 answers=(["green"] * 3, ["red"] * 3))  # each answers for the other
     found = side_measured(side, warmups=1, repetitions=1, source="processing_latency")
     assert list(found.chunk_latencies_ms) == [100.0, 120.0, 130.0]
     assert found.dropped_chunks == 2
@@ -55,6 +69,19 @@ def test_a_side_is_its_measured_repetitions_answered_chunks(tmp_path: Path) -> N
                           "processing_latency")
     assert (list(empty.chunk_latencies_ms), empty.dropped_chunks, empty.isolated) == \
         ([], None, None)
+
+
+def test_missing_answers_leave_isolation_unjudged_and_wrong_ones_break_it(
+        tmp_path: Path) -> None:
+    """A source that sent no frames fails both sides alike: that says nothing of either
+    service (None), whereas one answer naming another stream's colour is crosstalk (False)."""
+    def isolated(name: str, red: list[str]) -> bool | None:
+        side = _side(tmp_path, name, [], answers=(red, ["green"] * 3))
+        return side_measured(side, 0, 1, "processing_latency").isolated
+    assert isolated("whole", ["red"] * 3) is True
+    assert isolated("silent", []) is None
+    assert isolated("few", ["red"]) is None
+    assert isolated("mixed", ["red", "green"]) is False
 
 
 def test_the_decision_is_written_gate_by_gate_and_reported_side_by_side(

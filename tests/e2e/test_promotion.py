@@ -132,3 +132,42 @@ def test_a_slower_candidate_is_rejected_and_an_equal_one_promoted(
         assert _serving(port)
     finally:
         daemon.terminate()
+
+
+def test_apply_qualifies_once_and_rejects_a_candidate_that_mixes_streams_answers(
+        cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    """``plan`` says ``qualify``; one ``apply`` runs the qualification and, on its verdict,
+    holds the candidate (or promotes it): the same candidate is never measured twice."""
+    port, room = free_port(), free_port()
+    specs = tmp_path / "specs"
+    write(specs, _spec(emulator_image, port, room))
+    first = cli("apply", str(specs), "--timeout", "120", timeout=200)
+    assert first.returncode == 0, first.stdout + first.stderr
+    running = _container(docker_client, cli)
+    write(specs, _spec(emulator_image, port, room,
+                       RTVI_EMU_FAULTS=json.dumps([{"kind": "crosstalk"}])))
+    planned = cli("plan", str(specs))
+    assert "qualify container" in planned.stdout, planned.stdout
+    assert "measured beside the running version first by run vlm-q-" in planned.stdout
+    held = cli("apply", str(specs), "--timeout", "280", timeout=320)
+    assert held.returncode != 0, held.stdout + held.stderr  # its qualification FAILed
+    said = held.stdout + held.stderr
+    assert "PromotionRejected" in said, said
+    assert "isolation: broken against held" in said, said
+    assert _container(docker_client, cli) == running
+    rejected = _promotion(cli)
+    assert rejected["phase"] == "Rejected", rejected
+    # Applied again, the same candidate is held at once: its run ran once.
+    again = cli("apply", str(specs), "--timeout", "60", timeout=120)
+    assert "PromotionRejected" in again.stdout + again.stderr
+    assert _promotion(cli)["since"] == rejected["since"]
+    runs = [p.name for p in (cli.state_dir / "evidence").iterdir()
+            if p.name.startswith("vlm-q-")]
+    assert runs == [rejected["run"]], runs
+    # A candidate that measures up: the same apply qualifies and promotes it.
+    write(specs, _spec(emulator_image, port, room, RTVI_EMU_FAIL_SEED="7"))
+    promoted = cli("apply", str(specs), "--timeout", "280", timeout=320)
+    assert promoted.returncode == 0, promoted.stdout + promoted.stderr
+    assert _promotion(cli)["phase"] == "Promoted"
+    assert _container(docker_client, cli)[0] != running[0]

@@ -69,6 +69,16 @@ def test_swap_captions_between_two_streams(
         assert bad.status_code == 422
 
 
+def test_crosstalk_answers_each_stream_with_the_next_ones_frames(
+    start_emulator: StartEmulator, rtsp_source: RtspSource
+) -> None:
+    """Named by no stream ID: a release that mixes streams' answers, set before any exists."""
+    emulator, red, green = _two_streams(start_emulator, rtsp_source)
+    with rc.client(emulator) as http:
+        _fault(http, kind="crosstalk")
+        assert (_caption(http, red)["content"], _caption(http, green)["content"]) == (GREEN, RED)
+
+
 def test_mix_captions_alternates_the_other_streams_frames(
     start_emulator: StartEmulator, rtsp_source: RtspSource
 ) -> None:

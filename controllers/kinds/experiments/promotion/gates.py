@@ -154,7 +154,10 @@ def _dropped(candidate: Measured, baseline: Measured, _gates: Gates) -> GateResu
 def _isolation(candidate: Measured, baseline: Measured, _gates: Gates) -> GateResult | None:
     allowed = "every stream's answers its own"
     if candidate.isolated is None:
-        return _one_sided("isolation", None, baseline.isolated, allowed)
+        if baseline.isolated is None:
+            return None
+        return GateResult("isolation", "inconclusive", _shown(None), _shown(baseline.isolated),
+                          allowed, "too few answers on the candidate to judge")
     return GateResult("isolation", "pass" if candidate.isolated else "fail",
                       _shown(candidate.isolated), _shown(baseline.isolated), allowed)
 

@@ -4,7 +4,8 @@ Read from the files the side's canary wrote (``runs/<side>/`` of the qualificati
 from memory, so a report written after a restart reads the same numbers: the per-chunk
 latencies of every measured repetition (warm-up runs left out, as the canary's own p95 leaves
 them out), the dropped chunks its performance gate counted, and whether its streams' answers
-were their own (the semantic-isolation gate).
+were their own (the semantic-isolation evidence: a wrong answer breaks it, missing ones only
+leave it unjudged).
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ from dataclasses import fields
 
 from controllers.kinds.experiments.canary.runtype import (
     GATE_ISOLATION,
+    ISOLATION_FILE,
     PERFORMANCE_FILE,
     CanaryPerformance,
+    IsolationDocument,
 )
+from controllers.kinds.experiments.isolation import judge_answer
 from controllers.kinds.experiments.ledger import chunk_latency
 from controllers.kinds.experiments.promotion.gates import Measured
 from controllers.kinds.streamset.caption_events import CaptionChunk
@@ -38,10 +42,26 @@ def side_measured(side: Evidence, warmups: int, repetitions: int,
     for rep in range(warmups, warmups + repetitions):
         latencies += _latencies(side, samples_file(rep), source)
     performance = side.read(PERFORMANCE_FILE, CanaryPerformance)
-    isolation = side.gates().get(GATE_ISOLATION)
     return Measured(chunk_latencies_ms=latencies,
                     dropped_chunks=None if performance is None else performance.droppedChunks,
-                    isolated=None if isolation is None else isolation.passed)
+                    isolated=_isolated(side))
+
+
+def _isolated(side: Evidence) -> bool | None:
+    """False when a stream answered with another's content (what a release that mixes
+    streams' answers does); True when every stream gave its own answers; None when answers
+    were missing and none was wrong: too few to judge (a source that sent no frames fails both
+    sides alike, and says nothing about either service)."""
+    gate = side.gates().get(GATE_ISOLATION)
+    document = side.read(ISOLATION_FILE, IsolationDocument)
+    if gate is None or document is None:
+        return None
+    if gate.passed:
+        return True
+    labels = [v.label for v in document.verdicts]
+    wrong = any(judge_answer(answer, v.label, labels) is not None
+                for v in document.verdicts for answer in v.answers)
+    return False if wrong else None
 
 
 def _latencies(side: Evidence, relative: str, source: LatencySource) -> list[float]:
