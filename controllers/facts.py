@@ -49,6 +49,11 @@ class Facts(BaseModel):
         """The rows of the ``TABLE`` fact, shown by ``status NAME`` (none by default)."""
         return []
 
+    def shown_phase(self) -> str:
+        """The phase ``status`` shows in its PHASE column ("" by default): a run's, or a
+        Deployment's candidate being qualified or held."""
+        return ""
+
     def where(self, now: datetime | None = None) -> str:
         """Where a run-once resource's work executes and how well it is followed, for the
         ``status`` table ("" by default: it executes in the reconciler)."""
@@ -95,6 +100,9 @@ class RunOutcome(Facts):
     reason: str | None = None
     evidence: str | None = None  # the run's evidence folder
     gates: dict[str, str] = Field(default_factory=dict)
+
+    def shown_phase(self) -> str:
+        return self.phase or ""
 
 
 class EngineFacts(Facts):

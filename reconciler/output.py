@@ -93,8 +93,9 @@ def status_rows(records: list[ResourceStatus], now: datetime | None = None
             and st.observed_generation == st.desired_generation,
             "observedGeneration": (st.observed_generation or "")[:12],
             "since": ready.last_transition_time if ready else "",
-            # Run-once kinds (Experiment) say where a run is and, once terminal, its verdict.
-            "phase": str(st.facts.get("phase") or ""),
+            # Run-once kinds (Experiment) say where a run is and, once terminal, its verdict;
+            # a Deployment, a candidate it qualifies or holds out.
+            "phase": facts.of(st).shown_phase() if facts is not None else "",
             "result": str(st.facts.get("result") or ""),
             # Where it executes when not in the reconciler (a job on its Host), and how
             # recently it reported and was followed.

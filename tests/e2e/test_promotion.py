@@ -121,8 +121,20 @@ def test_a_slower_candidate_is_rejected_and_an_equal_one_promoted(
         again = wait_for("the equal candidate qualifying",
                          lambda: _phase(cli, "Qualifying"), 60)
         assert again["run"] != asked["run"]  # a new commit is a new candidate
+        # kill -9 mid-qualification: the run is a job on the Host and goes on; the next
+        # daemon follows it, and the decision is made once.
+        wait_for("the qualification running", lambda: (status_of(cli, QUALIFICATION) or {})
+                 .get("facts", {}).get("phase") == "Running", 60)
+        daemon.kill9()
+        daemon = DaemonProcess(cli, ["--specs", str(specs), "--resync", RESYNC],
+                               tmp_path / "daemon-2.log")
+        daemon.wait_healthy()
         promoted = wait_for("the equal candidate promoted",
                             lambda: _phase(cli, "Promoted", again["run"]), 280, interval=0.5)
+        assert [e.reason for e in events_of(cli, DEPLOYMENT)].count("Promoted") == 1
+        runs = sorted(p.name for p in (cli.state_dir / "evidence").iterdir())
+        assert runs == sorted([asked["run"], again["run"]]), runs
+        assert cli("evidence", again["run"], "--verify").returncode == 0
         assert promoted["promotedFrom"], promoted
         now = _container(docker_client, cli)
         assert now[0] != running[0]  # the candidate runs now

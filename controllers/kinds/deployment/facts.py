@@ -58,3 +58,10 @@ class DeploymentStatusFacts(EngineFacts):
     runtime: RuntimeFacts | None = None
     ready_since: str | None = None
     promotion: PromotionFacts | None = None
+
+    def shown_phase(self) -> str:
+        """A candidate being qualified, or held out (a promoted one is the running version)."""
+        found = self.promotion
+        if found is None or found.phase not in ("Qualifying", "Rejected"):
+            return ""
+        return f"candidate {found.phase.lower()}"

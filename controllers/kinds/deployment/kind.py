@@ -147,6 +147,11 @@ def _apply(ctx: PassContext, desired: Desired, plan: Plan) -> Result:
                               phased=not ctx.wait_ready)
     if plan.promoting:
         result.facts = _promoted(desired, plan, result.facts)
+        found = desired.qualification
+        assert found is not None
+        ctx.services.store.events.append(resource, "Normal", "Promoted", (
+            f"{desired.deployment.spec.image} promoted: qualification run {found.run_id} passed "
+            f"every gate (evidence {found.outcome.evidence})"))
     if plan.changes or result.waited_s:
         # Only what changed or was waited for: a line per resource per periodic resync would
         # grow the log without end and tell nothing (`status` says a resource is Ready).
@@ -210,7 +215,9 @@ def _promoted(desired: Desired, plan: Plan, facts: Callable[[ResourceStatus], No
     """The ready facts of a promotion's recreate, and that the candidate was promoted."""
     found = desired.qualification
     assert found is not None  # a promotion comes from one
-    before = plan.container.image_id if plan.container is not None else None
+    image = DeploymentStatusFacts.of(plan.record).image or "?"
+    old = plan.record.observed_generation if plan.record is not None else None
+    before = f"{image} (spec {old[:12]})" if old else image
 
     def mutate(st: ResourceStatus) -> None:
         if facts is not None:
