@@ -54,6 +54,11 @@ class Facts(BaseModel):
         Deployment's candidate being qualified or held."""
         return ""
 
+    def refuses(self, request: str, value: str) -> str | None:
+        """Why this resource cannot take what a person asks of it (``reconciler promote``),
+        or None: it can. By default it takes nothing."""
+        return f"it takes no {request} request"
+
     def where(self, now: datetime | None = None) -> str:
         """Where a run-once resource's work executes and how well it is followed, for the
         ``status`` table ("" by default: it executes in the reconciler)."""

@@ -509,6 +509,49 @@ def sync(ctx: Context, approve: str | None) -> None:
 
 
 @main.command()
+@click.argument("resource", metavar="Deployment/NAME")
+@click.option("--approve", "approve", metavar="RUN_ID", default=None,
+              help="Let the held candidate whose qualification run this is through, once: it "
+                   "replaces the running version at the next pass. Its bundle keeps the "
+                   "measured verdict and says the override beside it.")
+@click.option("--rerun", is_flag=True,
+              help="Qualify the held candidate again (a new run, RUN_ID-r1, -r2, ...).")
+@pass_ctx
+def promote(ctx: Context, resource: str, approve: str | None, rerun: bool) -> None:
+    """Decide about a candidate a Deployment's qualification held out (`spec.promotion`).
+
+    `reconciler status Deployment/NAME` says why it was held (each gate with both numbers) and
+    names its run; the run's bundle (`reconciler evidence RUN_ID`) holds the comparison. With a
+    daemon running, it is told and acts at once; without one, the next `apply` acts.
+    """
+    from reconciler.control import ControlUnavailable, RequestRefused, ask, request
+    from state.errors import StateError
+    from state.keys import InvalidKey, Key
+
+    if (approve is None) == (not rerun):
+        ctx.fail("say --approve RUN_ID or --rerun (one of them)")
+    name, value = ("approve", approve or "") if approve is not None else ("rerun", "")
+    try:
+        key = Key.parse(resource)
+    except InvalidKey as exc:
+        ctx.fail(str(exc))
+    try:
+        answer = request(ctx.state_dir, "POST", "/ask",
+                         params={"resource": key, "request": name, "value": value})
+    except ControlUnavailable:
+        with _engine(ctx, lock=True) as engine:
+            try:
+                said = ask(engine.store, key, name, value)
+            except (RequestRefused, StateError) as exc:
+                ctx.fail(str(exc))
+        ctx.out.print(safe(said), markup=False)
+        return
+    if not answer.get("ok"):
+        ctx.fail(str(answer.get("message", answer)))
+    ctx.out.print(safe(str(answer.get("message"))), markup=False)
+
+
+@main.command()
 @pass_ctx
 def health(ctx: Context) -> None:
     """Exit 0 if a daemon runs on this state directory, answers, and all its threads run;

@@ -4,7 +4,9 @@ A Unix socket (mode 0600 in a 0700 directory) keeps control local to the machine
 user who runs the daemon, with no port to allocate or protect. Endpoints:
 ``GET /health`` (200 when every daemon thread runs, 503 when one died), ``GET /status``
 (daemon summary + every recorded resource), ``POST /sync`` (optionally
-``?approve-prune=REVISION``: let that revision through the prune guard once).
+``?approve-prune=REVISION``: let that revision through the prune guard once), ``POST /ask``
+(``?resource=KIND/NAME&request=NAME&value=TEXT``: what a person asks of one resource,
+``reconciler promote``; 409 when its kind refuses it).
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ import httpx
 import structlog
 
 from state.errors import StateError
+from state.keys import InvalidKey, Key
 from state.models import ResourceStatus
-from state.store import SOCKET_NAME
+from state.store import SOCKET_NAME, Store
 
 CLIENT_TIMEOUT_S = 10.0
 
@@ -34,6 +37,32 @@ log = structlog.get_logger("reconciler.control")
 
 class ControlUnavailable(Exception):
     """No daemon answers on the control socket."""
+
+
+class RequestRefused(Exception):
+    """The resource cannot take what was asked of it (its kind says why)."""
+
+
+def ask(store: Store, resource: Key, request: str, value: str) -> str:
+    """Record that a person asks ``request`` (``value``) of ``resource`` in its record, after
+    its kind's facts judged it (``Facts.refuses``); what was recorded, in words. Kind-blind:
+    the record's kind decides what it takes, and acts on it in its next pass."""
+    from controllers.facts import Facts
+
+    record = store.load(resource)
+    if record is None:
+        raise RequestRefused(f"{resource} has no record: nothing of it runs")
+    facts = Facts.for_kind(record.kind)
+    why = (facts.of(record).refuses(request, value) if facts is not None
+           else f"it takes no {request} request")
+    if why is not None:
+        raise RequestRefused(f"{resource} cannot take {request} now: {why}")
+
+    def mutate(st: ResourceStatus) -> None:
+        st.requests[request] = value
+    store.update(resource, mutate)
+    return f"{resource}: {request} {value} recorded; its next pass acts on it".replace(
+        "  ", " ")
 
 
 class Controlled(Protocol):
@@ -49,6 +78,10 @@ class Controlled(Protocol):
         ...
 
     def approve_prune(self, revision: str) -> None: ...
+
+    def ask(self, resource: Key, request: str, value: str) -> str:
+        """Record what a person asks of ``resource`` and look at it now; RequestRefused."""
+        ...
 
     def sync(self) -> None: ...
 
@@ -95,6 +128,16 @@ class _Handler(BaseHTTPRequestHandler):
             if approve:
                 message += f"; revision {approve[0]} may prune once"
             self._send(202, {"ok": True, "message": message})
+        elif url.path == "/ask":
+            query = {k: v[0] for k, v in parse_qs(url.query).items() if v}
+            try:
+                resource = Key.parse(query.get("resource", ""))
+                said = self.server.reconciler.ask(resource, query.get("request", ""),
+                                                  query.get("value", ""))
+            except (InvalidKey, RequestRefused, StateError) as exc:
+                self._send(409, {"code": type(exc).__name__, "message": str(exc)})
+                return
+            self._send(202, {"ok": True, "message": said})
         else:
             self._send(404, {"code": "NotFound", "message": self.path})
 

@@ -41,6 +41,7 @@ from typing import Any
 import structlog
 
 from controllers.waiting import Stopped
+from reconciler import control
 from reconciler.control import ControlServer
 from reconciler.engine import Engine
 from reconciler.kinds import (
@@ -248,6 +249,12 @@ class Daemon:
                                                     f"{type(exc).__name__}: {exc}"))
             return
         self._apply_snapshot(snapshot, first)
+
+    def ask(self, resource: Key, request: str, value: str) -> str:
+        """``reconciler promote``: record what a person asks of ``resource``, then look."""
+        said = control.ask(self.store, resource, request, value)
+        self.wake(resource)
+        return said
 
     def approve_prune(self, revision: str) -> None:
         """Let ``revision`` through the prune guard once (``sync --approve-prune``)."""

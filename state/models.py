@@ -92,6 +92,9 @@ class ResourceStatus(BaseModel):
     inventory: list[InventoryItem] = Field(default_factory=list)
     facts: dict[str, Any] = Field(default_factory=dict)
     applied_spec: dict[str, Any] | None = None
+    # What a person asked of this resource (``reconciler promote``: approve a held candidate,
+    # qualify it again), kept until its kind acts on it; its kind judges what it accepts.
+    requests: dict[str, str] = Field(default_factory=dict)
     updated_at: str = ""
 
     @property

@@ -146,11 +146,12 @@ def test_a_slower_candidate_is_rejected_and_an_equal_one_promoted(
         daemon.terminate()
 
 
-def test_apply_qualifies_once_and_rejects_a_candidate_that_mixes_streams_answers(
+def test_apply_rejects_a_candidate_that_mixes_answers_and_a_person_reruns_then_approves_it(
         cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
         tmp_path: Path) -> None:
     """``plan`` says ``qualify``; one ``apply`` runs the qualification and, on its verdict,
-    holds the candidate (or promotes it): the same candidate is never measured twice."""
+    holds the candidate: the same candidate is never measured twice unless a person asks
+    (``promote --rerun``), and a person may let it through (``promote --approve``)."""
     port, room = free_port(), free_port()
     specs = tmp_path / "specs"
     write(specs, _spec(emulator_image, port, room))
@@ -177,9 +178,29 @@ def test_apply_qualifies_once_and_rejects_a_candidate_that_mixes_streams_answers
     runs = [p.name for p in (cli.state_dir / "evidence").iterdir()
             if p.name.startswith("vlm-q-")]
     assert runs == [rejected["run"]], runs
-    # A candidate that measures up: the same apply qualifies and promotes it.
-    write(specs, _spec(emulator_image, port, room, RTVI_EMU_FAIL_SEED="7"))
-    promoted = cli("apply", str(specs), "--timeout", "280", timeout=320)
-    assert promoted.returncode == 0, promoted.stdout + promoted.stderr
-    assert _promotion(cli)["phase"] == "Promoted"
+    # A person asks for it to be measured again: a new run of the same candidate (-r1).
+    held_out = cli("promote", "Deployment/vlm", "--rerun")
+    assert held_out.returncode == 0, held_out.stdout + held_out.stderr
+    rerun = cli("apply", str(specs), "--timeout", "280", timeout=320)
+    assert "PromotionRejected" in rerun.stdout + rerun.stderr
+    second = _promotion(cli)
+    assert second["run"] == f"{rejected['run']}-r1", second
+    # ... and lets it through: the candidate replaces the running version, and its bundle
+    # keeps the measured FAIL with the override beside it, sealed again.
+    refused = cli("promote", "Deployment/vlm", "--approve", rejected["run"])
+    assert refused.returncode != 0
+    assert f"is not the held candidate's: that is {second['run']}" in refused.stderr
+    approved = cli("promote", "Deployment/vlm", "--approve", second["run"])
+    assert approved.returncode == 0, approved.stdout + approved.stderr
+    promoted = cli("apply", str(specs), "--timeout", "120", timeout=200)
+    assert promoted.returncode != 0  # the qualification's own verdict stays FAIL
+    now = _promotion(cli)
+    assert now["phase"] == "Promoted", now
+    assert "let through by an operator" in now["reason"], now
     assert _container(docker_client, cli)[0] != running[0]
+    bundle = cli.state_dir / "evidence" / second["run"]
+    assert "let through by an operator" in (bundle / "override.json").read_text()
+    assert cli("evidence", second["run"], "--verify").returncode == 0
+    again = cli("promote", "Deployment/vlm", "--rerun")
+    assert again.returncode != 0
+    assert "nothing is held out to rerun: its candidate is promoted" in again.stderr

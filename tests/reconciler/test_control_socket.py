@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from reconciler.control import ControlServer, request
+from state.keys import Key
 from state.models import ResourceStatus
 
 
@@ -34,6 +35,9 @@ class _Daemon:
     def sync(self) -> None: ...
 
     def approve_prune(self, revision: str) -> None: ...
+
+    def ask(self, resource: Key, request: str, value: str) -> str:
+        return ""
 
 
 def test_a_client_that_leaves_before_its_answer_leaves_no_traceback(

@@ -59,6 +59,21 @@ class DeploymentStatusFacts(EngineFacts):
     ready_since: str | None = None
     promotion: PromotionFacts | None = None
 
+    def refuses(self, request: str, value: str) -> str | None:
+        """``approve`` (its held candidate's run ID: let it through once) and ``rerun`` (qualify
+        it again), only while a candidate is held out; ``value`` names that candidate's run."""
+        found = self.promotion
+        if request not in ("approve", "rerun"):
+            return f"a Deployment takes approve or rerun, not {request}"
+        if found is None or found.phase != "Rejected":
+            now = f"its candidate is {found.phase.lower()}" if found is not None else (
+                "it has no candidate (no spec.promotion, or nothing changed)")
+            return f"nothing is held out to {request}: {now}"
+        if value and value != found.run:
+            return (f"run {value} is not the held candidate's: that is {found.run} "
+                    f"({found.reason or 'no reason recorded'})")
+        return None
+
     def shown_phase(self) -> str:
         """A candidate being qualified, or held out (a promoted one is the running version)."""
         found = self.promotion

@@ -10,6 +10,7 @@ Deployments of its Host are woken (one may have been refused for them).
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import structlog
 
@@ -149,9 +150,12 @@ def _apply(ctx: PassContext, desired: Desired, plan: Plan) -> Result:
         result.facts = _promoted(desired, plan, result.facts)
         found = desired.qualification
         assert found is not None
+        why = promotion.override(found) or f"qualification run {found.run_id} passed every gate"
         ctx.services.store.events.append(resource, "Normal", "Promoted", (
-            f"{desired.deployment.spec.image} promoted: qualification run {found.run_id} passed "
-            f"every gate (evidence {found.outcome.evidence})"))
+            f"{desired.deployment.spec.image} promoted: {why} (evidence "
+            f"{found.outcome.evidence})"))
+        if found.approved and found.outcome.evidence:
+            promotion.note_override(Path(found.outcome.evidence), why)
     if plan.changes or result.waited_s:
         # Only what changed or was waited for: a line per resource per periodic resync would
         # grow the log without end and tell nothing (`status` says a resource is Ready).

@@ -17,7 +17,7 @@ from controllers import ownership
 from controllers.actions import Action
 from controllers.clients.docker_client import ContainerInfo
 from controllers.errors import PlanError
-from controllers.kinds.deployment.promotion import Qualification, qualifies
+from controllers.kinds.deployment.promotion import Qualification, override, qualifies
 from controllers.kinds.deployment.readiness import exit_cause, paused_message
 from controllers.kinds.host.pulls import ImageNeed
 from specs.errors import SpecIssue
@@ -170,10 +170,16 @@ def _promotion(result: Plan, found: Qualification, name: str, why: str) -> Plan:
     if found.result == "PASS":
         result.actions.append(Action("recreate", f"container {name}", f"{why}; {PROMOTED_BY} "
                                      f"{found.run_id} passed every gate"))
+    elif found.approved:
+        result.actions.append(Action("recreate", f"container {name}", f"{why}; {PROMOTED_BY} "
+                                     f"{found.run_id} ended {found.result}, "
+                                     f"{override(found).partition(': ')[0]}"))
     elif found.result is not None:
         result.held = (f"the candidate is not promoted: qualification run {found.run_id} ended "
                        f"{found.result} ({found.outcome.reason or 'no reason recorded'}); the "
-                       "running version serves on, untouched (a new commit is a new candidate)")
+                       "running version serves on, untouched (a new commit is a new candidate; "
+                       f"`reconciler promote {result.resource} --rerun` measures this one "
+                       f"again, `--approve {found.run_id}` lets it through)")
     else:
         result.actions.append(Action("qualify", f"container {name}", f"{why}; measured beside "
                                      f"the running version first by run {found.run_id} "

@@ -20,18 +20,27 @@ Deployment that runs its spec already never measures itself, and a candidate is 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
 
 from controllers.facts import RunOutcome
 from controllers.kinds.deployment.facts import DeploymentStatusFacts, PromotionFacts
-from specs.experiment import qualification_name
+from specs.experiment import Experiment, qualification_name
 from specs.models import Deployment
 from specs.validate import SpecSet
+from state.evidence import Evidence, EvidenceError
 from state.keys import Key
 from state.models import ResourceStatus, utc_now
 from state.store import Store
 
 QUALIFIED_FIELDS = ("image", "model", "env")  # what a candidate is; the rest is not measured
 QUALIFYING, REJECTED, PROMOTED = "Qualifying", "Rejected", "Promoted"
+APPROVE, RERUN = "approve", "rerun"  # what ``reconciler promote`` asks (record.requests)
+ATTEMPT = "-r"  # a rerun's run ID: the candidate's, then -r1, -r2, ...
+OVERRIDE_FILE = "override.json"
+log = structlog.get_logger("controllers.promotion")
+MAX_ATTEMPTS = 99  # within the run ID's 63 characters; a new commit is a new candidate
 REJECTED_REASON = "PromotionRejected"
 
 
@@ -40,10 +49,11 @@ class Qualification:
     """The run that qualifies the Deployment's candidate, and what its record says of it."""
 
     experiment: Key
-    run_id: str
+    run_id: str  # this candidate's run (its first, or the attempt ``promote --rerun`` asked)
     outcome: RunOutcome  # its record's run facts (of another run ID: not this candidate's)
     room: str  # where the candidate is measured, for ``plan``
     gates: str  # what it must measure up to, for ``plan``
+    approved: bool = False  # ``promote --approve``: its rejection is let through, once
 
     @property
     def result(self) -> str | None:
@@ -51,23 +61,48 @@ class Qualification:
         return self.outcome.result if self.outcome.run_id == self.run_id else None
 
 
+def current_run(asked: PromotionFacts | None, base: str, candidate: str) -> str:
+    """The run that qualifies ``candidate`` now: ``base`` (its run ID as the spec makes it),
+    or the attempt a person asked for (``base-rN``) once the Deployment asked for it."""
+    if asked is not None and asked.candidate == candidate and asked.run.startswith(
+            base + ATTEMPT):
+        return asked.run
+    return base
+
+
+def next_attempt(run_id: str, base: str) -> str | None:
+    """The run ID of the next attempt at the same candidate (None past ``MAX_ATTEMPTS``)."""
+    done = int(run_id[len(base) + len(ATTEMPT):] or 0) if run_id != base else 0
+    return f"{base}{ATTEMPT}{done + 1}" if done < MAX_ATTEMPTS else None
+
+
 def qualification(dep: Deployment, spec_set: SpecSet, store: Store) -> Qualification | None:
-    """``dep``'s qualification run (None without ``spec.promotion``)."""
+    """``dep``'s qualification run (None without ``spec.promotion``), with what a person
+    asked of it: a rerun (the next attempt's run ID) or an approval of its rejection."""
     promotion = dep.spec.promotion
     made = spec_set.get("Experiment", qualification_name(dep.metadata.name))
-    if promotion is None or made is None:
+    if promotion is None or not isinstance(made, Experiment) or made.spec.type != "promotion":
         return None
     key = Key("Experiment", made.metadata.name)
+    record = store.load(Key("Deployment", dep.metadata.name))
+    asked = DeploymentStatusFacts.of(record).promotion
+    base = made.spec.runId
+    run_id = current_run(asked, base, made.spec.promotion.candidate)
+    outcome = RunOutcome.of(store.load(key))
+    requests = record.requests if record is not None else {}
+    held = outcome.run_id == run_id and outcome.result not in (None, "PASS")
+    if held and requests.get(RERUN) in ("", run_id):  # "": the held one, whichever it is
+        run_id = next_attempt(run_id, base) or run_id
     room = promotion.candidate
     gates = promotion.gates
     return Qualification(
-        experiment=key, run_id=str(getattr(made.spec, "runId", "")),
-        outcome=RunOutcome.of(store.load(key)),
+        experiment=key, run_id=run_id, outcome=outcome,
         room=f"port {room.port}" + (f", GPUs {', '.join(map(str, room.gpus))}" if room.gpus
                                     else ", no GPU"),
         gates=f"p95 latency at most {gates.maxP95Regression} slower, no more dropped chunks, "
               f"every stream's answers its own, at most {gates.maxGpuMemoryGrowthMiB} MiB of "
-              "GPU memory left")
+              "GPU memory left",
+        approved=held and requests.get(APPROVE) == run_id)
 
 
 def qualifies(applied: dict[str, object] | None, new: dict[str, object],
@@ -80,9 +115,11 @@ def qualifies(applied: dict[str, object] | None, new: dict[str, object],
 
 
 def asked(store: Store, resource: Key, candidate: str, run_id: str, image: str) -> bool:
-    """Write that ``candidate`` is to be qualified by ``run_id``; True when that is news."""
+    """Write that ``candidate`` is to be qualified by ``run_id`` (a rerun asked for is
+    taken); True when that is news."""
     return _phase(store, resource, PromotionFacts(
-        phase=QUALIFYING, candidate=candidate, run=run_id, image=image, since=utc_now()))
+        phase=QUALIFYING, candidate=candidate, run=run_id, image=image, since=utc_now()),
+        taken=RERUN)
 
 
 def held(store: Store, resource: Key, candidate: str, found: Qualification, image: str) -> bool:
@@ -95,19 +132,47 @@ def held(store: Store, resource: Key, candidate: str, found: Qualification, imag
 
 def promoted(record: ResourceStatus, candidate: str, found: Qualification,
              image: str, before: str | None) -> None:
-    """In the record a promotion's recreate writes: the candidate runs now."""
+    """In the record a promotion's recreate writes: the candidate runs now (an approval
+    asked for is taken, and said)."""
     known = DeploymentStatusFacts.of(record)
-    known.promotion = PromotionFacts(phase=PROMOTED, candidate=candidate, run=found.run_id,
-                                     image=image, evidence=found.outcome.evidence,
-                                     since=utc_now(), promoted_from=before)
+    known.promotion = PromotionFacts(
+        phase=PROMOTED, candidate=candidate, run=found.run_id, image=image,
+        evidence=found.outcome.evidence, since=utc_now(), promoted_from=before,
+        reason=override(found) or None)
     known.put(record)
+    record.requests.pop(APPROVE, None)
 
 
-def _phase(store: Store, resource: Key, facts: PromotionFacts) -> bool:
-    """Write ``facts`` unless the record says this candidate is in this phase already."""
+def override(found: Qualification) -> str:
+    """What a promotion let through by a person says ("" for one that passed)."""
+    if not found.approved:
+        return ""
+    return (f"let through by an operator (reconciler promote --approve): run {found.run_id} "
+            f"ended {found.result} ({found.outcome.reason or 'no reason recorded'})")
+
+
+def note_override(bundle: Path, said: str) -> None:
+    """Say in the qualification's bundle that a person let its rejected candidate through:
+    ``override.json`` and an event beside the measured verdict (which stands), sealed again so
+    ``evidence --verify`` holds. A bundle that cannot be written keeps its word elsewhere (the
+    Deployment's record and events say it): never a failed promotion for it."""
+    evidence = Evidence(bundle)
+    try:
+        evidence.write_json(OVERRIDE_FILE, {"override": said, "at": utc_now()})
+        evidence.event("Override", said)
+        evidence.seal()
+    except (OSError, EvidenceError) as exc:
+        log.warning("promotion.override_unwritten", bundle=str(bundle), reason=str(exc))
+
+
+def _phase(store: Store, resource: Key, facts: PromotionFacts, taken: str = "") -> bool:
+    """Write ``facts`` unless the record says this candidate is in this phase already
+    (``taken``: a request this answers, removed with it)."""
     news = [False]
 
     def mutate(st: ResourceStatus) -> None:
+        if taken:
+            st.requests.pop(taken, None)
         known = DeploymentStatusFacts.of(st)
         now = known.promotion
         if now is not None and (now.phase, now.candidate, now.run) == (

@@ -147,8 +147,15 @@ class ExperimentKind:
     # --- plan ------------------------------------------------------------------------------
 
     def plan(self, ctx: PassContext, resource: Experiment) -> ExperimentPlan:
+        from controllers.kinds.experiments.types import run_type
+
         assert ctx.spec_set is not None  # a pass that plans has its spec set
         key = Key("Experiment", resource.metadata.name)
+        kind = run_type(resource.spec)
+        run_id = kind.run_id(resource.spec, ctx.services.store)
+        if run_id != resource.spec.runId:  # an attempt again at the same (a promotion's)
+            resource = resource.model_copy(update={"spec": resource.spec.model_copy(
+                update={"runId": run_id})})
         rp = ExperimentPlan(key, resource.metadata.name)
         Hosts.of(ctx.services).pass_started(key)  # a name freed from now on is not missed
         record = ctx.services.store.load(key)
@@ -171,9 +178,7 @@ class ExperimentKind:
         if record is not None and known.run_id and known.result is None:
             rp.plan = view  # the previous run is finished (or recovered) first
             return rp
-        from controllers.kinds.experiments.types import run_type
-
-        desired.idle = run_type(resource.spec).waits_for(resource.spec, ctx.services.store)
+        desired.idle = kind.waits_for(resource.spec, ctx.services.store)
         if desired.idle is None:
             with rp.observing():
                 desired.launch = self._launch_plan(ctx, resource, view)

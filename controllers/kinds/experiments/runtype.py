@@ -85,6 +85,9 @@ class StartsWhenLaunched:
     def waits_for(self, spec: ExperimentSpecBase, store: Store) -> str | None:
         return None
 
+    def run_id(self, spec: ExperimentSpecBase, store: Store) -> str:
+        return spec.runId
+
 
 class ExperimentType(Protocol[X_contra]):
     """One experiment type, typed by its spec (``specs/experiments/<type>.py``): what it is
@@ -105,6 +108,11 @@ class ExperimentType(Protocol[X_contra]):
     def waits_for(self, spec: X_contra, store: Store) -> str | None:
         """Why the run does not start now, or None: it does. A promotion run waits until its
         Deployment asks for its candidate to be qualified; every other type starts at once."""
+        ...
+
+    def run_id(self, spec: X_contra, store: Store) -> str:
+        """The run ID its run goes by: ``spec.runId``, or (a promotion run) the attempt at
+        the same candidate a person asked for."""
         ...
 
     def planned(self, spec: X_contra) -> list[PlannedStep]:

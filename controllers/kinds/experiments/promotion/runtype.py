@@ -22,7 +22,8 @@ from dataclasses import asdict
 from controllers.clients.http_api import service_url
 from controllers.clients.rtvi_client import RtviClient
 from controllers.errors import ControllerError
-from controllers.kinds.deployment.facts import DeploymentStatusFacts
+from controllers.kinds.deployment.facts import DeploymentStatusFacts, PromotionFacts
+from controllers.kinds.deployment.promotion import current_run
 from controllers.kinds.experiments import plots
 from controllers.kinds.experiments.canary.runtype import CanaryRun
 from controllers.kinds.experiments.manifest import RunManifest
@@ -78,11 +79,15 @@ class PromotionType:
     def declared_gates(self, spec: PromotionExperimentSpec) -> list[str]:
         return [gate_file(g) for g in DECLARED]
 
+    def run_id(self, spec: PromotionExperimentSpec, store: Store) -> str:
+        """The spec's run ID, or the attempt at the same candidate its Deployment asked for
+        (``reconciler promote --rerun``: ``<runId>-r1``, ...)."""
+        return current_run(_asked(spec, store), spec.runId, spec.promotion.candidate)
+
     def waits_for(self, spec: PromotionExperimentSpec, store: Store) -> str | None:
         """None once the Deployment asked for this very candidate to be qualified."""
         run = spec.promotion
-        record = store.load(Key("Deployment", run.deployment))
-        asked = DeploymentStatusFacts.of(record).promotion
+        asked = _asked(spec, store)
         if asked is not None and asked.candidate == run.candidate and asked.run == spec.runId:
             return None
         return (f"nothing to qualify: Deployment {run.deployment} has not asked for candidate "
@@ -150,6 +155,12 @@ class PromotionType:
         return Section(lines, plots.latency_side_by_side(
             sides, f"{evidence.folder.name}: candidate and baseline",
             {s: float(v) if isinstance(v, int | float) else None for s, v in p95s.items()}))
+
+
+def _asked(spec: PromotionExperimentSpec, store: Store) -> PromotionFacts | None:
+    """What the Deployment's record says it asked to be qualified."""
+    return DeploymentStatusFacts.of(store.load(Key("Deployment", spec.promotion.deployment))
+                                    ).promotion
 
 
 def write_decision(evidence: Evidence, decision: Decision, sides: dict[str, Measured]) -> None:
