@@ -73,6 +73,7 @@ def derive_qualification(dep: Deployment, candidate: str) -> list[Experiment]:
             "type": "promotion", "runId": run_id, "template": name,
             "service": {"hostPort": promotion.candidate.port,
                         "gpus": list(promotion.candidate.gpus), "env": promotion.candidate.env},
+            "telemetry": promotion.candidate.telemetry.model_dump(mode="json"),
             "budgetSeconds": promotion.budgetSeconds,
             "cleanupSeconds": promotion.cleanupSeconds,
             "measurement": {"warmupRuns": load.warmupRuns, "repetitions": load.repetitions,

@@ -408,6 +408,26 @@ class Readiness(Strict):
 PERCENT_PATTERN = r"^(100|[0-9]{1,2})(\.[0-9]{1,2})?%$"
 
 
+class TelemetrySpec(Strict):
+    """Where the run's GPU telemetry comes from, and whether the run needs it.
+
+    By default it is read where the run executes: a job on its Host (``executor: host``) reads
+    NVML, else ``nvidia-smi``, there, given the watched GPUs its driver reports (to read, not
+    to compute); a run in the reconciler reads NVML where the reconciler runs on the Host,
+    ``nvidia-smi`` over its SSH connection otherwise. ``dcgmUrl`` names a DCGM exporter's
+    metrics URL instead (no credentials in it: it is recorded in the evidence). ``required``:
+    a run that cannot read its telemetry fails in Preflight, before anything starts; otherwise
+    what cannot be read is recorded as "not measured", never as zero."""
+
+    dcgmUrl: Annotated[str, Field(pattern=r"^https?://[^/@\s]+(/\S*)?$", max_length=500),
+                       checked(lambda u: url_problem(u, ("http", "https")))] | None = None
+    required: bool = False
+    intervalSeconds: float = Field(default=1.0, ge=0.1, le=60)
+    # GPUs (UUIDs) the service uses without being given them through the template's ``gpus``
+    # (a device plugin, CDI, an emulated GPU): baselined and proven back after cleanup too.
+    gpus: list[str] = Field(default_factory=list, max_length=64)
+
+
 class PromotionRoom(Strict):
     """Where the candidate is measured beside the running service: spare room on the same
     Host (its own published port and, on a GPU Host, GPUs no Deployment holds)."""
@@ -417,6 +437,9 @@ class PromotionRoom(Strict):
     # For a service on the Host's network, which reads its port from its environment: the
     # variables that say so (``RTVI_EMU_PORT: "18100"``); nothing else of the candidate differs.
     env: dict[str, EnvValue] = free_text(default_factory=dict, max_length=16)
+    # How the candidate's GPU memory is read (an Experiment's ``telemetry``): what it leaves
+    # allocated after it stops is the GPU-memory gate.
+    telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
 
     _env_names = field_validator("env")(classmethod(lambda cls, v: env_names(v)))
 
@@ -461,6 +484,9 @@ class PromotionSpec(Strict):
     gates: PromotionGates = Field(default_factory=PromotionGates)
     budgetSeconds: int = Field(default=900, ge=120, le=86400)  # the qualification run's
     cleanupSeconds: int = Field(default=120, ge=10, le=3600)
+    # After a promotion, how long the promoted service is watched: a container that exits or
+    # is restarted in that time is replaced by the version it replaced (0: not watched).
+    bakeSeconds: int = Field(default=0, ge=0, le=7 * 86400)
 
 
 class DeploymentSpec(Strict):

@@ -23,7 +23,12 @@ ConditionStatus = Literal["True", "False", "Unknown"]
 
 def utc_now() -> str:
     """Current time as ISO-8601 UTC with milliseconds, e.g. ``2026-12-02T18:00:00.123Z``."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return stamp(datetime.now(UTC))
+
+
+def stamp(moment: datetime) -> str:
+    """``moment`` (aware, UTC) as the records write times."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 class Condition(BaseModel):

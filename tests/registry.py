@@ -87,11 +87,13 @@ class Registry:
         self.process = None
 
     def push(self, client: docker.DockerClient, base: str, repository: str, tag: str,
-             random_mib: int = 0) -> str:
+             random_mib: int = 0, env: dict[str, str] | None = None) -> str:
         """Build a fresh image on ``base`` (its own label; ``random_mib`` of random bytes in
-        a layer), push it as ``repository:tag`` and remove it here; returns its digest."""
+        a layer; ``env`` baked in, as a release's behaviour is), push it as
+        ``repository:tag`` and remove it here; returns its digest."""
         with tempfile.TemporaryDirectory() as context:
-            lines = [f"FROM {base}", f'LABEL rtvi.test.unique="{secrets.token_hex(8)}"']
+            lines = [f"FROM {base}", f'LABEL rtvi.test.unique="{secrets.token_hex(8)}"',
+                     *(f"ENV {name}={value}" for name, value in (env or {}).items())]
             if random_mib:
                 (Path(context) / "blob").write_bytes(os.urandom(random_mib << 20))
                 lines.append("COPY blob /blob")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterator
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import Discriminator, Field, Tag, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -31,9 +31,8 @@ from specs.models import (
     Gpu,
     Name,
     Strict,
-    checked,
+    TelemetrySpec,
     env_names,
-    url_problem,
 )
 from specs.rules import Finding
 from specs.trust import reads
@@ -120,28 +119,6 @@ class ServiceOverride(Strict):
     gpus: list[Gpu] | None = Field(default=None, max_length=64)
 
     _env_names = field_validator("env")(classmethod(lambda cls, v: env_names(v)))
-
-
-class TelemetrySpec(Strict):
-    """Where the run's GPU telemetry comes from, and whether the run needs it.
-
-    By default it is read where the run executes: a job on its Host (``executor: host``) reads
-    NVML, else ``nvidia-smi``, there, given the watched GPUs its driver reports (to read, not
-    to compute); a run in the reconciler reads NVML where the reconciler runs on the Host,
-    ``nvidia-smi`` over its SSH connection otherwise. ``dcgmUrl`` names a DCGM exporter's
-    metrics URL instead (no credentials in it: it is recorded in the evidence). ``required``:
-    a run that cannot read its telemetry fails in Preflight, before anything starts; otherwise
-    what cannot be read is recorded as "not measured", never as zero."""
-
-    dcgmUrl: Annotated[str, Field(pattern=r"^https?://[^/@\s]+(/\S*)?$", max_length=500),
-                       checked(lambda u: url_problem(u, ("http", "https")))] | None = None
-    required: bool = False
-    intervalSeconds: float = Field(default=1.0, ge=0.1, le=60)
-    # GPUs (UUIDs) the service uses without being given them through the template's ``gpus``
-    # (a device plugin, CDI, an emulated GPU): baselined and proven back after cleanup too.
-    gpus: list[str] = Field(default_factory=list, max_length=64)
-
-
 
 
 TYPE_NAMES: list[str] = []

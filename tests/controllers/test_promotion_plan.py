@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 
 from controllers.facts import RunOutcome
+from controllers.kinds.deployment import promotion
+from controllers.kinds.deployment.facts import DeploymentStatusFacts, PromotionFacts
 from controllers.kinds.deployment.plan import Desired, plan
 from controllers.kinds.deployment.promotion import Qualification, qualifies
 from state.keys import Key
@@ -98,3 +100,44 @@ def test_what_is_a_candidate() -> None:
     assert qualifies(applied, {**applied, "env": {"X": "1"}}, image_moved=False)
     assert qualifies(applied, dict(applied), image_moved=True)  # a tag that moved
     assert qualifies(None, applied, image_moved=False)  # never replaced blind
+
+
+def _baking(old: Desired, new: Desired, until: str = "2999-01-01T00:00:00.000Z"
+            ) -> ResourceStatus:
+    record = _record(new)
+    known = DeploymentStatusFacts.of(record)
+    known.promotion = PromotionFacts(phase="Baking", candidate=new.spec_hash, run=RUN,
+                                     promoted_from="img (spec 0123)", bake_until=until,
+                                     previous_spec=old.deployment.spec.model_dump(mode="json"))
+    known.put(record)
+    return record
+
+
+def test_a_promoted_container_that_dies_during_its_bake_is_rolled_back() -> None:
+    old = _desired("  env: {X: 1}\n")
+    new = _qualified(_desired("  env: {X: 2}\n"), RunOutcome(run_id=RUN, result="PASS"))
+    died = _container(new, status="exited", exit_code=3)
+    result = plan(new, died, _baking(old, new), INSTANCE)
+    assert [a.verb for a in result.actions] == ["rollback"]
+    assert result.rolling_back is result.actions[0]
+    assert result.actions[0].cause == ("the promoted candidate failed its bake: container "
+                                       "exited with code 3; back to img (spec 0123)")
+    watched = promotion.baking(_baking(old, new, until="2000-01-01T00:00:00.000Z"),
+                               new.spec_hash)
+    assert watched is not None
+    assert promotion.bake_left_s(watched) == 0  # over: the next pass says it is Promoted
+    # Without a bake a container that exits is only recreated.
+    plain = plan(new, died, _record(new), INSTANCE)
+    assert [a.verb for a in plain.actions] == ["recreate"]
+
+
+def test_a_rolled_back_candidate_is_held_out() -> None:
+    old = _desired("  env: {X: 1}\n")
+    new = _desired("  env: {X: 2}\n")
+    back = dataclasses.replace(new, qualification=Qualification(
+        EXPERIMENT, RUN, RunOutcome(run_id=RUN, result="PASS"), "port 18100, no GPU", "gates",
+        rolled_back="the promoted candidate failed its bake: container exited with code 3"))
+    result = plan(back, _container(old), _record(old), INSTANCE)
+    assert result.actions == []
+    assert result.held is not None
+    assert "promoted and rolled back: the promoted candidate failed its bake" in result.held

@@ -22,7 +22,7 @@ from controllers.kinds.host.gputelemetry import (
 )
 from controllers.kinds.host.session import HostSession
 from controllers.waiting import until
-from specs.experiments.base import TelemetrySpec
+from specs.models import TelemetrySpec
 from specs.validate import parse_text
 from tests.controllers.h200 import DATA, UUID
 from tests.controllers.h200 import snapshot as _snap

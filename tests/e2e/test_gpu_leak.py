@@ -6,9 +6,6 @@ the baseline Preflight read; no leak passes."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +19,6 @@ from tests.e2e.stream_helpers import rtvi_deployment
 from tests.e2e.test_port_validation import REVISION
 from tests.ports import free_port
 from tests.specs_factory import write
-
-
-@pytest.fixture
-def gpu_board() -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "emulators.gpuboard", "--port", "0"],
-                            stdout=subprocess.PIPE, text=True,
-                            cwd=Path(__file__).resolve().parents[2])
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # the board says where it listens once it does
-        assert line.startswith("listening on "), line
-        yield line.split()[-1]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def experiment(run_id: str, port: int, board: str, leak_mib: int) -> dict[str, Any]:

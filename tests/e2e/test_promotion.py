@@ -15,19 +15,23 @@ from typing import Any
 import docker
 import httpx
 
+from emulators.gpuboard.__main__ import UUID
 from state.keys import Key
-from tests.conftest import Cli
+from tests.conftest import TEST_IMAGE_TAG, Cli
 from tests.e2e.daemon_helpers import DaemonProcess, condition, events_of, status_of, wait_for
 from tests.e2e.stream_helpers import rtvi_deployment
 from tests.ports import free_port
-from tests.specs_factory import write
+from tests.registry import Registry
+from tests.specs_factory import HOST, write
 
 DEPLOYMENT = Key("Deployment", "vlm")
 QUALIFICATION = Key("Experiment", "vlm-promotion")
+REPO = "vss/rt-vlm"
 RESYNC = "3600"  # the verdict wakes the Deployment: no resync needed to move on
+BAKE_S = 600  # the promoted service is watched this long (the test crashes it well within)
 
 
-def _spec(image: str, port: int, room: int, **env: str) -> dict[str, Any]:
+def _spec(image: str, port: int, room: int, bake_s: int = 0, **env: str) -> dict[str, Any]:
     dep = rtvi_deployment(image, port, **{"RTVI_EMU_LATENCY_MS": "30", **env})
     dep["spec"]["promotion"] = {
         "candidate": {"port": room, "env": {"RTVI_EMU_PORT": str(room)}},
@@ -35,7 +39,7 @@ def _spec(image: str, port: int, room: int, **env: str) -> dict[str, Any]:
         # candidate is ten times slower (the judge's own noise handling: test_judge).
         "gates": {"canary": {"streams": 4, "performanceSeconds": 10,
                              "chunkDurationSeconds": 1}, "maxP95Regression": "50%"},
-        "budgetSeconds": 300, "cleanupSeconds": 30}
+        "budgetSeconds": 300, "cleanupSeconds": 30, "bakeSeconds": bake_s}
     return dep
 
 
@@ -71,7 +75,7 @@ def test_a_slower_candidate_is_rejected_and_an_equal_one_promoted(
         tmp_path: Path) -> None:
     port, room = free_port(), free_port()
     specs = tmp_path / "specs"
-    write(specs, _spec(emulator_image, port, room))
+    write(specs, _spec(emulator_image, port, room, BAKE_S))
     daemon = DaemonProcess(cli, ["--specs", str(specs), "--resync", RESYNC],
                            tmp_path / "daemon.log")
     try:
@@ -85,7 +89,7 @@ def test_a_slower_candidate_is_rejected_and_an_equal_one_promoted(
         assert "nothing to qualify" in json.dumps(idle), idle
 
         # A candidate 10x slower per chunk: measured beside the running one, rejected.
-        write(specs, _spec(emulator_image, port, room, RTVI_EMU_LATENCY_MS="600"))
+        write(specs, _spec(emulator_image, port, room, BAKE_S, RTVI_EMU_LATENCY_MS="600"))
         asked = wait_for("the slower candidate qualifying", lambda: _phase(cli, "Qualifying"),
                          60)
         served: list[bool] = []
@@ -117,7 +121,7 @@ def test_a_slower_candidate_is_rejected_and_an_equal_one_promoted(
         assert "| latency |" in (bundle / "report.md").read_text()
 
         # A candidate that measures up (the running version's speed, one more variable).
-        write(specs, _spec(emulator_image, port, room, RTVI_EMU_FAIL_SEED="7"))
+        write(specs, _spec(emulator_image, port, room, BAKE_S, RTVI_EMU_FAIL_SEED="7"))
         again = wait_for("the equal candidate qualifying",
                          lambda: _phase(cli, "Qualifying"), 60)
         assert again["run"] != asked["run"]  # a new commit is a new candidate
@@ -129,19 +133,40 @@ def test_a_slower_candidate_is_rejected_and_an_equal_one_promoted(
         daemon = DaemonProcess(cli, ["--specs", str(specs), "--resync", RESYNC],
                                tmp_path / "daemon-2.log")
         daemon.wait_healthy()
-        promoted = wait_for("the equal candidate promoted",
-                            lambda: _phase(cli, "Promoted", again["run"]), 280, interval=0.5)
+        promoted = wait_for("the equal candidate promoted, baking",
+                            lambda: _phase(cli, "Baking", again["run"]), 280, interval=0.5)
         assert [e.reason for e in events_of(cli, DEPLOYMENT)].count("Promoted") == 1
         runs = sorted(p.name for p in (cli.state_dir / "evidence").iterdir())
         assert runs == sorted([asked["run"], again["run"]]), runs
         assert cli("evidence", again["run"], "--verify").returncode == 0
         assert promoted["promotedFrom"], promoted
+        # The switch's gap in service, from the old container's stop to the candidate ready.
+        gap = wait_for("the switch's gap recorded", lambda: _promotion(cli).get("gapSeconds"), 30)
+        assert gap > 0
         now = _container(docker_client, cli)
         assert now[0] != running[0]  # the candidate runs now
         record = status_of(cli, DEPLOYMENT)
         assert record is not None
         assert record["observed_generation"] == record["desired_generation"]
         assert _serving(port)
+
+        # The promoted service dies during its bake: the version it replaced comes back.
+        httpx.post(f"http://127.0.0.1:{port}/emulator/crash", json={"exit_code": 3}, timeout=5)
+        back = wait_for("the rollback", lambda: _phase(cli, "RolledBack", again["run"]), 120,
+                        interval=0.5)
+        assert "failed its bake: container exited with code 3" in back["reason"], back
+        wait_for("the replaced version serving", lambda: _serving(port), 60)
+        info = docker_client.containers.get(_container(docker_client, cli)[0])
+        assert not any(e.startswith("RTVI_EMU_FAIL_SEED=") for e in info.attrs["Config"]["Env"])
+        record = status_of(cli, DEPLOYMENT)
+        assert record is not None
+        assert record["observed_generation"] != record["desired_generation"]
+        assert any(e.reason == "RolledBack" for e in events_of(cli, DEPLOYMENT))
+        # ... and the candidate stays out: nothing promotes it again.
+        held = wait_for("the rolled-back candidate held", lambda: (condition(status_of(
+            cli, DEPLOYMENT), "Ready") or {}).get("reason") == "PromotionRejected", 30)
+        assert held
+        assert [e.reason for e in events_of(cli, DEPLOYMENT)].count("Promoted") == 1
     finally:
         daemon.terminate()
 
@@ -204,3 +229,68 @@ def test_apply_rejects_a_candidate_that_mixes_answers_and_a_person_reruns_then_a
     again = cli("promote", "Deployment/vlm", "--rerun")
     assert again.returncode != 0
     assert "nothing is held out to rerun: its candidate is promoted" in again.stderr
+
+
+def test_a_candidate_that_leaks_gpu_memory_is_rejected_naming_the_leak(
+        cli: Cli, emulator_image: str, docker_client: docker.DockerClient, gpu_board: str,
+        tmp_path: Path) -> None:
+    """On an emulated GPU both versions allocate on: the candidate keeps 2048 MiB after it
+    stops, over the 512 allowed, and the running version is left serving."""
+    port, room = free_port(), free_port()
+    specs = tmp_path / "specs"
+    board = {"RTVI_EMU_GPU_BOARD": gpu_board, "RTVI_EMU_GPU_MIB": "16000"}
+
+    def spec(**env: str) -> dict[str, Any]:
+        dep = _spec(emulator_image, port, room, 0, **board, **env)
+        dep["spec"]["promotion"]["candidate"]["telemetry"] = {
+            "dcgmUrl": f"{gpu_board}/metrics", "required": True, "gpus": [UUID],
+            "intervalSeconds": 0.5}
+        return dep
+    write(specs, spec())
+    assert cli("apply", str(specs), "--timeout", "120", timeout=200).returncode == 0
+    running = _container(docker_client, cli)
+    write(specs, spec(RTVI_EMU_GPU_LEAK_MIB="2048"))
+    held = cli("apply", str(specs), "--timeout", "280", timeout=320)
+    said = held.stdout + held.stderr
+    assert "PromotionRejected" in said, said
+    assert "GPU memory: 2048 MiB against not measured" in said, said
+    assert _container(docker_client, cli) == running
+    bundle = cli.state_dir / "evidence" / _promotion(cli)["run"]
+    gate = json.loads((bundle / "gates" / "gpu-memory.json").read_text())
+    assert (gate["passed"], gate["evidence"]["candidate"]) == (False, "2048 MiB"), gate
+
+
+def test_a_slower_release_from_the_registry_is_pulled_then_rejected(
+        cli: Cli, registry: Registry, docker_client: docker.DockerClient, emulator_image: str,
+        tmp_path: Path) -> None:
+    """A digest bump to an image whose release is slower per stream (baked into the image,
+    not the spec): the candidate is pulled first, then qualified, and the running version
+    serves on."""
+    fast = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "fast")
+    slow = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "slow",
+                         env={"RTVI_EMU_LATENCY_PER_STREAM_MS": "250"})
+    port, room = free_port(), free_port()
+    specs = tmp_path / "specs"
+
+    def spec(digest: str) -> None:
+        dep = _spec(emulator_image, port, room)
+        dep["spec"]["image"] = f"{registry.address}/{REPO}@{digest}"
+        host = {**HOST, "spec": {"docker": "unix:///var/run/docker.sock",
+                                 "registries": [registry.login]}}
+        write(specs, host, dep, host=False)
+    cli.extra_env["NGC_API_KEY"] = registry.password
+    spec(fast)
+    assert cli("apply", str(specs), "--timeout", "120", timeout=200).returncode == 0
+    running = _container(docker_client, cli)
+    spec(slow)
+    planned = cli("plan", str(specs)).stdout
+    assert "pull image" in planned, planned
+    assert "qualify container" not in planned  # its image ID is known once it is pulled
+    held = cli("apply", str(specs), "--timeout", "280", timeout=320)
+    said = held.stdout + held.stderr
+    assert "PromotionRejected" in said, said
+    assert "latency: p95" in said, said
+    assert _container(docker_client, cli) == running
+    reasons = [e.reason for e in events_of(cli, DEPLOYMENT)]
+    assert reasons.index("Pulled") < reasons.index("Qualifying"), reasons
+    assert registry.password not in "".join(cli.transcript)

@@ -216,10 +216,12 @@ class DeploymentController:
         # may echo into the logs that readiness reads (even when nothing is recreated).
         secret_env = self._secrets(desired, needed=the_plan.changes, deadline=deadline)
         self.record_desired(desired, the_plan.record)
+        stopped: float | None = None  # when the old container began to stop (a recreate)
         for action in the_plan.actions:
             self._progress(resource, f"{action.verb} {action.target} because {action.cause}")
             old = the_plan.container if action.verb == "recreate" else None
-            container_id = self._replace(desired, secret_env, old)
+            container_id, began = self._replace(desired, secret_env, old)
+            stopped = began if began is not None else stopped
             self.history(resource, action, "ok", detail=container_id[:12])
             self.store.events.append(resource, "Normal", action.verb.capitalize() + "d",
                                      str(action))
@@ -239,6 +241,8 @@ class DeploymentController:
         # says all there is and nothing is written.
         result = self._wait_ready(desired, container, timeout_s, phased, reproving=proven)
         result.facts = self._ready_facts(desired, container, result, revision)
+        if stopped is not None:
+            result.gap_s = time.monotonic() - stopped
         return result
 
     def _wait_ready(self, desired: Desired, container: ContainerInfo, timeout_s: float | None,
@@ -293,9 +297,10 @@ class DeploymentController:
             return {}
 
     def _replace(self, desired: Desired, secret_env: dict[str, str],
-                 old: ContainerInfo | None) -> str:
+                 old: ContainerInfo | None) -> tuple[str, float | None]:
         """Create the new container under the staged name, and only once the engine accepted
-        it stop and remove ``old``, rename the new one and start it. Returns its ID."""
+        it stop and remove ``old``, rename the new one and start it. Returns its ID, and when
+        ``old`` began to stop (``time.monotonic()``; None without one): the gap starts there."""
         staged = staged_name(desired.container_name)
         self._clear_staged(desired, staged)
         self._inventory(desired, staged, None)  # write-ahead: a create may be in flight
@@ -305,13 +310,15 @@ class DeploymentController:
             self._forget_item(desired, staged)  # refused: nothing exists, the old one runs on
             raise
         self._inventory(desired, staged, container_id)
+        stopped = None
         if old is not None:
+            stopped = time.monotonic()
             self._remove(desired, old)
         self._inventory(desired, desired.container_name, container_id)
         self.engine.rename(container_id, desired.container_name)
         self._forget_item(desired, staged)
         self.engine.start(container_id)
-        return container_id
+        return container_id, stopped
 
     def _clear_staged(self, desired: Desired, staged: str) -> None:
         """Remove a staged container a killed run left behind; refuse to touch a foreign one."""

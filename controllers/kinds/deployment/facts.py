@@ -4,6 +4,8 @@ server said of itself."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import ConfigDict
 
 from controllers.facts import EngineFacts, Facts
@@ -32,7 +34,9 @@ class RuntimeFacts(Facts):
 class PromotionFacts(Facts):
     """Where this Deployment's latest candidate stands (``spec.promotion``): ``phase`` is
     Qualifying (its run measures it), Rejected (the running version serves on; ``reason``
-    names each failed gate with both numbers) or Promoted (it runs now)."""
+    names each failed gate with both numbers), Baking (it runs now, watched until
+    ``bake_until``), Promoted (it runs now) or RolledBack (it failed its bake: the version it
+    replaced runs again, and ``reason`` says why)."""
 
     phase: str
     candidate: str  # the Deployment's spec hash it is
@@ -41,7 +45,12 @@ class PromotionFacts(Facts):
     reason: str | None = None
     evidence: str | None = None  # the qualification's bundle
     since: str | None = None
-    promoted_from: str | None = None  # the image it replaced
+    promoted_from: str | None = None  # the image (and spec) it replaced
+    # While Baking: the spec it replaced (a rollback recreates it) and until when it is watched.
+    previous_spec: dict[str, Any] | None = None
+    bake_until: str | None = None
+    # A promotion's switch: seconds from the old container's stop to the candidate serving.
+    gap_seconds: float | None = None
 
 
 class DeploymentStatusFacts(EngineFacts):
@@ -77,6 +86,7 @@ class DeploymentStatusFacts(EngineFacts):
     def shown_phase(self) -> str:
         """A candidate being qualified, or held out (a promoted one is the running version)."""
         found = self.promotion
-        if found is None or found.phase not in ("Qualifying", "Rejected"):
+        if found is None or found.phase not in ("Qualifying", "Rejected", "Baking",
+                                                "RolledBack"):
             return ""
         return f"candidate {found.phase.lower()}"

@@ -29,19 +29,20 @@ def record_image(store: Store, resource: Key, host: str, name: str) -> None:
     store.update(resource, mutate)
 
 
-def stale_images(record: ResourceStatus | None, keep: str) -> bool:
+def stale_images(record: ResourceStatus | None, keep: frozenset[str]) -> bool:
     """Whether ``record`` lists an image we brought that it no longer runs (an earlier
     removal was refused while a neighbour still used it: a steady pass tries again)."""
-    return record is not None and any(i.kind == KIND_IMAGE and i.name != keep
+    return record is not None and any(i.kind == KIND_IMAGE and i.name not in keep
                                       for i in record.inventory)
 
 
 def prune_images(engine: DockerEngine, store: Store, record: ResourceStatus,
-                 keep: str | None) -> list[str]:
-    """Remove the images ``record`` says we brought, except ``keep`` (the one it runs),
-    that no container uses; returns what was removed. One still in use stays recorded."""
+                 keep: frozenset[str]) -> list[str]:
+    """Remove the images ``record`` says we brought, except ``keep`` (the one it runs, and
+    during a promotion's bake the one a rollback needs), that no container uses; returns
+    what was removed. One still in use stays recorded."""
     removed = []
-    for item in [i for i in record.inventory if i.kind == KIND_IMAGE and i.name != keep]:
+    for item in [i for i in record.inventory if i.kind == KIND_IMAGE and i.name not in keep]:
         if engine.remove_image(item.name):
             removed.append(f"image {item.name}")
 

@@ -9,12 +9,8 @@ Deployments of its Host are woken (one may have been refused for them).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
 import structlog
 
-from controllers.actions import Action
 from controllers.clients.docker_client import DockerEngine
 from controllers.contract import (
     Outcome,
@@ -31,7 +27,7 @@ from controllers.contract import (
     unplanned,
 )
 from controllers.errors import PullFailed, StillProgressing
-from controllers.kinds.deployment import promotion
+from controllers.kinds.deployment import promoting
 from controllers.kinds.deployment.controller import DeploymentController, resolve_desired
 from controllers.kinds.deployment.facts import DeploymentStatusFacts
 from controllers.kinds.deployment.imageprune import prune_images, record_image, stale_images
@@ -47,7 +43,6 @@ from state.keys import Key
 from state.models import ResourceStatus
 
 log = structlog.get_logger("reconciler.kinds")
-QUALIFY_POLL_S = 10.0  # a qualifying Deployment looks at its run this often (and at its end)
 
 
 DeploymentPlan = ResourcePlan[Desired, Plan]
@@ -106,7 +101,7 @@ class DeploymentKind:
             for line in left:
                 services.store.events.append(record.key, "Warning", "LeftAlone", line)
             if not left and hosts.host_for(ctx.spec_set, host_name, record).spec.images.prune:
-                _prune(ctx, session.engine(), record.key, None)
+                _prune(ctx, session.engine(), record.key, frozenset())
             if not left:
                 services.store.delete(record.key)
             detail = "; ".join(removed + left) or "nothing owned"
@@ -141,21 +136,16 @@ def _apply(ctx: PassContext, desired: Desired, plan: Plan) -> Result:
     if desired.pull is not None:
         desired, plan = _pulled(ctx, controller, desired)
     if plan.held is not None:
-        return _held(ctx, controller, desired, plan, plan.held)
+        return promoting.held(ctx, desired, plan.held)
     if (asked := plan.qualifying) is not None:
-        return _qualifying(ctx, controller, desired, plan, asked)
+        return promoting.qualifying(ctx, controller, desired, plan, asked)
+    if (back := plan.rolling_back) is not None:
+        return promoting.roll_back(ctx, controller, desired, plan, back)
+    if plan.promoting:
+        promoting.promote(ctx, desired, plan)
     result = controller.apply(desired, plan, ctx.timeout_s, ctx.revision,
                               phased=not ctx.wait_ready)
-    if plan.promoting:
-        result.facts = _promoted(desired, plan, result.facts)
-        found = desired.qualification
-        assert found is not None
-        why = promotion.override(found) or f"qualification run {found.run_id} passed every gate"
-        ctx.services.store.events.append(resource, "Normal", "Promoted", (
-            f"{desired.deployment.spec.image} promoted: {why} (evidence "
-            f"{found.outcome.evidence})"))
-        if found.approved and found.outcome.evidence:
-            promotion.note_override(Path(found.outcome.evidence), why)
+    result.facts = promoting.ready(desired, result)
     if plan.changes or result.waited_s:
         # Only what changed or was waited for: a line per resource per periodic resync would
         # grow the log without end and tell nothing (`status` says a resource is Ready).
@@ -163,9 +153,11 @@ def _apply(ctx: PassContext, desired: Desired, plan: Plan) -> Result:
                  actions=[str(a) for a in plan.actions], waited_s=round(result.waited_s, 2),
                  revision=ctx.revision)
     host = controller.session.host.spec
-    keep = source_of(host, parse_image(desired.deployment.spec.image)).text
-    if host.images.prune and (plan.changes or stale_images(plan.record, keep)):
-        _prune(ctx, controller.engine, resource, keep)
+    if host.images.prune:
+        keep = frozenset(source_of(host, parse_image(image)).text
+                         for image in promoting.images_kept(ctx, desired, plan))
+        if plan.changes or stale_images(plan.record, keep):
+            _prune(ctx, controller.engine, resource, keep)
     message = f"Ready: serving {result.model_id} at {desired.url}"
     if not plan.changes:
         message += " (no changes)"
@@ -176,58 +168,8 @@ def _apply(ctx: PassContext, desired: Desired, plan: Plan) -> Result:
     # plan read it says all of it, and nothing is read or written again.
     said = Report(detail=f"serving model {result.model_id} at {desired.url}",
                   facts=result.facts, known=plan.record if result.facts is None else None)
-    return done(resource, message, "Ready", changed=plan.changes, report=said)
-
-
-def _qualifying(ctx: PassContext, controller: DeploymentController, desired: Desired,
-                plan: Plan, asked: Action) -> Result:
-    """Ask for the candidate's qualification and change nothing: the running version serves
-    on while its run measures both. Looked at again every ``QUALIFY_POLL_S`` and when the run
-    ends (its verdict wakes this Deployment)."""
-    found = desired.qualification
-    assert found is not None  # a qualify action comes from one
-    store, resource = ctx.services.store, desired.resource
-    controller.record_desired(desired, plan.record)
-    if promotion.asked(store, resource, desired.spec_hash, found.run_id,
-                       desired.deployment.spec.image):
-        controller.history(resource, asked, "ok", detail=found.run_id)
-        store.events.append(resource, "Normal", "Qualifying", str(asked))
-    ctx.services.progress(resource, f"{asked.verb} {asked.target} because {asked.cause}")
-    message = (f"qualifying candidate {desired.deployment.spec.image} by run {found.run_id} "
-               f"({found.experiment}); the running version serves on")
-    controller.progressing(resource, promotion.QUALIFYING, message)
-    return Result(resource, Outcome.RECHECK, message, promotion.QUALIFYING,
-                  after_s=QUALIFY_POLL_S, wake=(found.experiment,))
-
-
-def _held(ctx: PassContext, controller: DeploymentController, desired: Desired, plan: Plan,
-          why: str) -> Result:
-    """The candidate did not pass: the running version stays, Ready and untouched, and the
-    record says the spec is not applied (Synced: no) and why, gate by gate."""
-    found = desired.qualification
-    assert found is not None  # a hold comes from one
-    store, resource = ctx.services.store, desired.resource
-    if promotion.held(store, resource, desired.spec_hash, found,
-                      desired.deployment.spec.image):
-        store.events.append(resource, "Warning", promotion.REJECTED_REASON, why)
-    return done(resource, f"{promotion.REJECTED_REASON}: {why}", promotion.REJECTED_REASON,
-                report=Report(detail=why))
-
-
-def _promoted(desired: Desired, plan: Plan, facts: Callable[[ResourceStatus], None] | None
-              ) -> Callable[[ResourceStatus], None]:
-    """The ready facts of a promotion's recreate, and that the candidate was promoted."""
-    found = desired.qualification
-    assert found is not None  # a promotion comes from one
-    image = DeploymentStatusFacts.of(plan.record).image or "?"
-    old = plan.record.observed_generation if plan.record is not None else None
-    before = f"{image} (spec {old[:12]})" if old else image
-
-    def mutate(st: ResourceStatus) -> None:
-        if facts is not None:
-            facts(st)
-        promotion.promoted(st, desired.spec_hash, found, desired.deployment.spec.image, before)
-    return mutate
+    return promoting.watched(ctx, desired, plan) or done(
+        resource, message, "Ready", changed=plan.changes, report=said)
 
 
 def _pulled(ctx: PassContext, controller: DeploymentController, desired: Desired
@@ -256,7 +198,8 @@ def _pulled(ctx: PassContext, controller: DeploymentController, desired: Desired
     return again, controller.plan(again)
 
 
-def _prune(ctx: PassContext, engine: DockerEngine, resource: Key, keep: str | None) -> None:
+def _prune(ctx: PassContext, engine: DockerEngine, resource: Key, keep: frozenset[str]
+           ) -> None:
     """Remove the images this Deployment brought and no longer runs (the Host's
     ``images.prune``); each one removed is an event."""
     store = ctx.services.store

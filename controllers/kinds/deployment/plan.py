@@ -17,7 +17,7 @@ from controllers import ownership
 from controllers.actions import Action
 from controllers.clients.docker_client import ContainerInfo
 from controllers.errors import PlanError
-from controllers.kinds.deployment.promotion import Qualification, override, qualifies
+from controllers.kinds.deployment.promotion import Qualification, baking, override, qualifies
 from controllers.kinds.deployment.readiness import exit_cause, paused_message
 from controllers.kinds.host.pulls import ImageNeed
 from specs.errors import SpecIssue
@@ -25,7 +25,7 @@ from specs.models import Deployment
 from state.keys import Key
 from state.models import Owner, ResourceStatus
 
-Verb = Literal["pull", "load", "create", "recreate", "qualify"]
+Verb = Literal["pull", "load", "create", "recreate", "qualify", "rollback"]
 KIND_CONTAINER = "container"
 STAGED_SUFFIX = ".next"  # the replacement's name until the old container is gone
 SHOWN_CHANGES = 6  # spec paths named in a cause; the rest are counted
@@ -84,6 +84,11 @@ class Plan:
         return next((a for a in self.actions if a.verb == "qualify"), None)
 
     @property
+    def rolling_back(self) -> Action | None:
+        """The ``rollback`` action: the promoted candidate failed during its bake."""
+        return next((a for a in self.actions if a.verb == "rollback"), None)
+
+    @property
     def promoting(self) -> bool:
         """The recreate is a promotion: the candidate passed its qualification."""
         return any(a.verb == "recreate" and PROMOTED_BY in a.cause for a in self.actions)
@@ -123,20 +128,17 @@ def _plan(desired: Desired, container: ContainerInfo | None, record: ResourceSta
         result.conflict = (f"a container named {name} already exists and is not ours ({owner}); "
                            "it is left untouched — rename or remove it, or rename the Deployment")
         return result
-    causes = []
-    have_hash = container.labels.get(ownership.LABEL_SPEC_HASH, "")
-    if have_hash != desired.spec_hash:
-        causes.append(_spec_cause(desired, record, have_hash))
-    # While a pull is needed the image's ID is not known: the pass after it compares them.
-    if desired.image_id and container.image_id != desired.image_id:
-        causes.append(f"image changed {_short(container.image_id)} → {_short(desired.image_id)}")
+    causes = _changes(desired, container, record)
     if container.paused:
         result.paused = paused_message(name, causes)
         return result
     if not container.running:
-        state = (exit_cause(container.exit_code) if container.status == "exited"
-                 else f"is {container.status}, not running")
-        causes.append(f"container {state}")
+        at_spec = container.labels.get(ownership.LABEL_SPEC_HASH, "") == desired.spec_hash
+        down = _down(desired, container, record, at_spec)
+        if isinstance(down, Action):
+            result.actions.append(down)
+            return result
+        causes.append(down)
     if causes and desired.qualification is not None and _candidate(desired, container, record,
                                                                    causes):
         return _promotion(result, desired.qualification, name, "; ".join(causes))
@@ -146,6 +148,33 @@ def _plan(desired: Desired, container: ContainerInfo | None, record: ResourceSta
 
 
 PROMOTED_BY = "promoted: qualification run"
+
+
+def _changes(desired: Desired, container: ContainerInfo, record: ResourceStatus | None
+             ) -> list[str]:
+    """How the container differs from what is asked: its spec, its image."""
+    causes = []
+    have_hash = container.labels.get(ownership.LABEL_SPEC_HASH, "")
+    if have_hash != desired.spec_hash:
+        causes.append(_spec_cause(desired, record, have_hash))
+    # While a pull is needed the image's ID is not known: the pass after it compares them.
+    if desired.image_id and container.image_id != desired.image_id:
+        causes.append(f"image changed {_short(container.image_id)} → {_short(desired.image_id)}")
+    return causes
+
+
+def _down(desired: Desired, container: ContainerInfo, record: ResourceStatus | None,
+          at_spec: bool) -> Action | str:
+    """What a container that is not running means: the cause of its recreate, or (a promoted
+    candidate during its bake) the rollback to the version it replaced."""
+    state = (exit_cause(container.exit_code) if container.status == "exited"
+             else f"is {container.status}, not running")
+    watched = baking(record, desired.spec_hash)
+    if watched is not None and at_spec:
+        return Action("rollback", f"container {desired.container_name}", (
+            f"the promoted candidate failed its bake: container {state}; back to "
+            f"{watched.promoted_from or 'the version it replaced'}"))
+    return f"container {state}"
 
 
 def _candidate(desired: Desired, container: ContainerInfo, record: ResourceStatus | None,
@@ -167,7 +196,10 @@ def _candidate(desired: Desired, container: ContainerInfo, record: ResourceStatu
 
 def _promotion(result: Plan, found: Qualification, name: str, why: str) -> Plan:
     """A candidate: measured first, promoted once it passed, held once it did not."""
-    if found.result == "PASS":
+    if found.rolled_back:
+        result.held = (f"the candidate was promoted and rolled back: {found.rolled_back}; the "
+                       "version it replaced serves again (a new commit is a new candidate)")
+    elif found.result == "PASS":
         result.actions.append(Action("recreate", f"container {name}", f"{why}; {PROMOTED_BY} "
                                      f"{found.run_id} passed every gate"))
     elif found.approved:

@@ -20,22 +20,25 @@ Deployment that runs its spec already never measures itself, and a candidate is 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import structlog
 
-from controllers.facts import RunOutcome
+from controllers.facts import RunOutcome, seconds_since
 from controllers.kinds.deployment.facts import DeploymentStatusFacts, PromotionFacts
 from specs.experiment import Experiment, qualification_name
 from specs.models import Deployment
 from specs.validate import SpecSet
 from state.evidence import Evidence, EvidenceError
 from state.keys import Key
-from state.models import ResourceStatus, utc_now
+from state.models import ResourceStatus, stamp, utc_now
 from state.store import Store
 
 QUALIFIED_FIELDS = ("image", "model", "env")  # what a candidate is; the rest is not measured
 QUALIFYING, REJECTED, PROMOTED = "Qualifying", "Rejected", "Promoted"
+BAKING, ROLLED_BACK = "Baking", "RolledBack"
 APPROVE, RERUN = "approve", "rerun"  # what ``reconciler promote`` asks (record.requests)
 ATTEMPT = "-r"  # a rerun's run ID: the candidate's, then -r1, -r2, ...
 OVERRIDE_FILE = "override.json"
@@ -54,6 +57,7 @@ class Qualification:
     room: str  # where the candidate is measured, for ``plan``
     gates: str  # what it must measure up to, for ``plan``
     approved: bool = False  # ``promote --approve``: its rejection is let through, once
+    rolled_back: str = ""  # why it was rolled back after its bake ("" if it was not)
 
     @property
     def result(self) -> str | None:
@@ -102,7 +106,9 @@ def qualification(dep: Deployment, spec_set: SpecSet, store: Store) -> Qualifica
         gates=f"p95 latency at most {gates.maxP95Regression} slower, no more dropped chunks, "
               f"every stream's answers its own, at most {gates.maxGpuMemoryGrowthMiB} MiB of "
               "GPU memory left",
-        approved=held and requests.get(APPROVE) == run_id)
+        approved=held and requests.get(APPROVE) == run_id,
+        rolled_back=(asked.reason or "it failed its bake") if asked is not None and (
+            asked.phase == ROLLED_BACK and asked.run == run_id) else "")
 
 
 def qualifies(applied: dict[str, object] | None, new: dict[str, object],
@@ -130,17 +136,70 @@ def held(store: Store, resource: Key, candidate: str, found: Qualification, imag
         evidence=found.outcome.evidence, since=utc_now()))
 
 
-def promoted(record: ResourceStatus, candidate: str, found: Qualification,
-             image: str, before: str | None) -> None:
-    """In the record a promotion's recreate writes: the candidate runs now (an approval
-    asked for is taken, and said)."""
+def promoted(record: ResourceStatus, candidate: str, found: Qualification, image: str,
+             before: str | None, previous: dict[str, Any] | None, bake_s: int) -> None:
+    """In the record a promotion's recreate writes: the candidate runs now, Baking for
+    ``bake_s`` with the spec it replaced kept for a rollback (an approval asked for is
+    taken, and said)."""
     known = DeploymentStatusFacts.of(record)
+    now = datetime.now(UTC)
+    watched = bake_s > 0 and previous is not None
     known.promotion = PromotionFacts(
-        phase=PROMOTED, candidate=candidate, run=found.run_id, image=image,
-        evidence=found.outcome.evidence, since=utc_now(), promoted_from=before,
-        reason=override(found) or None)
+        phase=BAKING if watched else PROMOTED, candidate=candidate, run=found.run_id,
+        image=image, evidence=found.outcome.evidence, since=stamp(now), promoted_from=before,
+        reason=override(found) or None, previous_spec=previous if watched else None,
+        bake_until=stamp(now + timedelta(seconds=bake_s)) if watched else None)
     known.put(record)
     record.requests.pop(APPROVE, None)
+
+
+def serving(record: ResourceStatus, candidate: str, gap_s: float | None) -> None:
+    """The promoted candidate serves: the gap in service its switch cost, once (``gap_s``,
+    measured in this pass; else from the promotion's start, when its model loaded over
+    several passes)."""
+    known = DeploymentStatusFacts.of(record)
+    found = known.promotion
+    if (found is None or found.candidate != candidate or found.phase not in (BAKING, PROMOTED)
+            or found.gap_seconds is not None):
+        return
+    gap = gap_s if gap_s is not None else seconds_since(found.since, None)
+    known.promotion = found.model_copy(update={
+        "gap_seconds": None if gap is None else round(gap, 3)})
+    known.put(record)
+
+
+def baking(record: ResourceStatus | None, candidate: str) -> PromotionFacts | None:
+    """The promotion of ``candidate`` under watch, while its bake lasts (None otherwise)."""
+    found = DeploymentStatusFacts.of(record).promotion
+    if (found is None or found.phase != BAKING or found.candidate != candidate
+            or found.previous_spec is None or not found.bake_until):
+        return None
+    return found
+
+
+def bake_left_s(found: PromotionFacts, now: datetime | None = None) -> float:
+    """Seconds of its bake left (0 once it is over)."""
+    left = -(seconds_since(found.bake_until, now) or 0.0)
+    return max(0.0, left)
+
+
+def baked(record: ResourceStatus) -> None:
+    """The bake is over with no breach: the candidate is the running version for good."""
+    known = DeploymentStatusFacts.of(record)
+    if known.promotion is not None and known.promotion.phase == BAKING:
+        known.promotion = known.promotion.model_copy(update={
+            "phase": PROMOTED, "previous_spec": None, "bake_until": None})
+        known.put(record)
+
+
+def rolled_back(record: ResourceStatus, why: str) -> None:
+    """The candidate failed its bake: the version it replaced runs again, and it stays out."""
+    known = DeploymentStatusFacts.of(record)
+    if known.promotion is not None:
+        known.promotion = known.promotion.model_copy(update={
+            "phase": ROLLED_BACK, "reason": why, "previous_spec": None, "bake_until": None,
+            "since": utc_now()})
+        known.put(record)
 
 
 def override(found: Qualification) -> str:

@@ -44,6 +44,9 @@ class ReadinessResult:
     # What the pass learnt, for the record (the engine writes it with the Ready verdict);
     # None: the record already says it (a service proven ready at this spec, still serving).
     facts: Callable[[ResourceStatus], None] | None = None
+    # A recreate: seconds from the old container's stop to the new one's readiness, the gap
+    # in service a replacement costs (None: nothing was replaced in this pass).
+    gap_s: float | None = None
 
 
 @dataclass

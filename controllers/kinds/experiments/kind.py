@@ -64,8 +64,7 @@ from controllers.services import Services
 from controllers.waiting import Stopped
 from specs.declarations import EXPERIMENT
 from specs.experiment import Experiment, measure_warnings, run_deployment
-from specs.experiments.base import TelemetrySpec
-from specs.models import DeploymentSpec
+from specs.models import DeploymentSpec, TelemetrySpec
 from specs.rules import Finding, check_deployment
 from specs.validate import spec_hash
 from state.errors import StateError

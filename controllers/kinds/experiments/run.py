@@ -320,6 +320,7 @@ def _running(plan: RunPlan, engine: DockerEngine, instance: Owner, stop: threadi
             service.container_id),
         launcher=_launcher(plan, engine, instance, stop, rec),
         gpu_back=lambda timeout_s: _gpu_back(gpu, timeout_s, stop),
+        gpu_baseline=lambda: gpu.baseline.mib if gpu is not None else None,
         stream_id=lambda part, src: stream_id(instance, plan.resource, spec.runId, part, src))
     return run_type(spec).execute(ctx)
 

@@ -64,6 +64,8 @@ class RunContext(Generic[X_co]):
     # Preflight: what was measured (MiB per GPU, or why not) and a problem per GPU that did
     # not come back. A run without GPUs or telemetry: "not measured (why)", no problem.
     gpu_back: Callable[[float], tuple[dict[str, int] | str, list[str]]]
+    # The run's GPUs' memory at Preflight (MiB per GPU; None: not measured).
+    gpu_baseline: Callable[[], dict[str, int] | None] = lambda: None
 
     def start_service(self, without: frozenset[str] = frozenset()) -> RunService:
         return self.launch(without)

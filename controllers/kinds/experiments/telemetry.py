@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from controllers.kinds.host.gputelemetry import Sampler, Snapshot, Telemetry, TelemetryUnavailable
-from specs.experiments.base import TelemetrySpec
+from specs.models import TelemetrySpec
 from state.evidence import Document
 
 EVIDENCE_FILE = "evidence/telemetry.json"

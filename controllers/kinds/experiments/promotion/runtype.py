@@ -46,6 +46,7 @@ from state.keys import Key
 from state.store import Store
 
 SIDES = ("candidate", "baseline")
+GPU_SETTLE_S = 15.0  # a stopped candidate's GPU memory is given this long to come back
 # The gates every qualification judges (the canary measures all three on both sides).
 DECLARED = ("latency", "dropped chunks", "isolation")
 
@@ -120,10 +121,12 @@ class PromotionType:
             for job in jobs:
                 job.result()
         ctx.retire_service(candidate, "candidate")
+        growth = _gpu_growth(ctx)
         measure = canary.measurement
         sides = {side: side_measured(side_evidence(ctx.evidence, side), measure.warmupRuns,
                                      measure.repetitions, measure.latencySource)
                  for side in SIDES}
+        sides["candidate"] = dataclasses.replace(sides["candidate"], gpu_growth_mib=growth)
         decision = decide(sides["candidate"], sides["baseline"], gates_of(spec))
         write_decision(ctx.evidence, decision, sides)
         verdict = VERDICTS[decision.verdict]
@@ -170,6 +173,17 @@ def write_decision(evidence: Evidence, decision: Decision, sides: dict[str, Meas
     for gate in decision.gates:
         evidence.gate(gate_file(gate.gate), gate.verdict == "pass", gate.line(),
                       {**asdict(gate), "verdict": gate.verdict})
+
+
+def _gpu_growth(ctx: RunContext[PromotionExperimentSpec]) -> float | None:
+    """What the candidate left allocated on the run's GPUs once it stopped, over Preflight
+    (MiB, summed; None where the memory is not read). Waits up to ``GPU_SETTLE_S`` for it to
+    come back, as the capacity search does after each window."""
+    before = ctx.gpu_baseline()
+    after, _ = ctx.gpu_back(GPU_SETTLE_S)
+    if before is None or not isinstance(after, dict):
+        return None
+    return float(sum(max(0, after.get(uuid, 0) - mib) for uuid, mib in before.items()))
 
 
 def _baseline(ctx: RunContext[PromotionExperimentSpec], token: str | None) -> RunService:

@@ -1,0 +1,169 @@
+"""What a Deployment's pass does for ``spec.promotion``: the acting side of ``promotion``.
+
+``plan`` said what a candidate needs (``qualify``, a hold, a promoting ``recreate``, a
+``rollback``); these carry it out and say it in the record, the history and the events:
+
+- ``qualifying``: ask for the qualification run and change nothing (the running version serves
+  on); looked at again every ``QUALIFY_POLL_S`` and when the run ends (its verdict wakes us);
+- ``held``: the candidate did not pass (or was rolled back): Ready, reason PromotionRejected,
+  the record's generations apart (not in sync), an event when that is news;
+- ``promote``: as its recreate begins, the candidate is recorded as promoted (Baking while
+  ``bakeSeconds`` lasts, with the spec it replaced kept for a rollback), an event, an override
+  said in the bundle; ``ready``: once it serves, the gap in service the switch cost;
+- ``watched``: during the bake, look again when it ends; then the candidate is Promoted;
+- ``roll_back``: the promoted container died during its bake: recreate the version it
+  replaced from its kept spec, and hold the candidate out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+from controllers.actions import Action
+from controllers.contract import Outcome, PassContext, Report, Result, done
+from controllers.errors import PermanentError
+from controllers.kinds.deployment import promotion
+from controllers.kinds.deployment.controller import DeploymentController, resolve_desired
+from controllers.kinds.deployment.facts import DeploymentStatusFacts
+from controllers.kinds.deployment.plan import Desired, Plan
+from controllers.kinds.deployment.readiness import ReadinessResult
+from controllers.kinds.host.pulls import Pulls
+from specs.models import DeploymentSpec
+from state.models import ResourceStatus
+
+QUALIFY_POLL_S = 10.0  # a qualifying Deployment looks at its run this often (and at its end)
+
+
+def qualifying(ctx: PassContext, controller: DeploymentController, desired: Desired,
+               plan: Plan, asked: Action) -> Result:
+    """Ask for the candidate's qualification and change nothing: the running version serves
+    on while its run measures both."""
+    found = desired.qualification
+    assert found is not None  # a qualify action comes from one
+    store, resource = ctx.services.store, desired.resource
+    controller.record_desired(desired, plan.record)
+    if promotion.asked(store, resource, desired.spec_hash, found.run_id,
+                       desired.deployment.spec.image):
+        controller.history(resource, asked, "ok", detail=found.run_id)
+        store.events.append(resource, "Normal", "Qualifying", str(asked))
+    ctx.services.progress(resource, f"{asked.verb} {asked.target} because {asked.cause}")
+    message = (f"qualifying candidate {desired.deployment.spec.image} by run {found.run_id} "
+               f"({found.experiment}); the running version serves on")
+    controller.progressing(resource, promotion.QUALIFYING, message)
+    return Result(resource, Outcome.RECHECK, message, promotion.QUALIFYING,
+                  after_s=QUALIFY_POLL_S, wake=(found.experiment,))
+
+
+def held(ctx: PassContext, desired: Desired, why: str) -> Result:
+    """The candidate is out: the running version stays, Ready and untouched, and the record
+    says the spec is not applied (not in sync) and why, gate by gate."""
+    found = desired.qualification
+    assert found is not None  # a hold comes from one
+    store, resource = ctx.services.store, desired.resource
+    if not found.rolled_back and promotion.held(store, resource, desired.spec_hash, found,
+                                                desired.deployment.spec.image):
+        store.events.append(resource, "Warning", promotion.REJECTED_REASON, why)
+    return done(resource, f"{promotion.REJECTED_REASON}: {why}", promotion.REJECTED_REASON,
+                report=Report(detail=why))
+
+
+def promote(ctx: PassContext, desired: Desired, plan: Plan) -> None:
+    """Record the promotion as its recreate begins (Baking, with a bake, and the spec it
+    replaces kept for a rollback; Promoted without one): a model that loads for minutes is
+    promoted all that time. Said in an event and, when a person let it through, in its
+    bundle."""
+    found = desired.qualification
+    promotion_spec = desired.deployment.spec.promotion
+    assert found is not None  # a promotion comes from one
+    assert promotion_spec is not None
+    record = plan.record
+    image = DeploymentStatusFacts.of(record).image or "?"
+    old = record.observed_generation if record is not None else None
+    before = f"{image} (spec {old[:12]})" if old else image
+    previous = record.applied_spec if record is not None else None
+    ctx.services.store.update(desired.resource, lambda st: promotion.promoted(
+        st, desired.spec_hash, found, desired.deployment.spec.image, before, previous,
+        promotion_spec.bakeSeconds))
+    why = promotion.override(found) or f"qualification run {found.run_id} passed every gate"
+    ctx.services.store.events.append(desired.resource, "Normal", "Promoted", (
+        f"{desired.deployment.spec.image} promoted: {why} (evidence {found.outcome.evidence})"
+        + (f"; watched for {promotion_spec.bakeSeconds}s" if promotion_spec.bakeSeconds
+           else "")))
+    if found.approved and found.outcome.evidence:
+        promotion.note_override(Path(found.outcome.evidence), why)
+
+
+def ready(desired: Desired, result: ReadinessResult) -> Callable[[ResourceStatus], None] | None:
+    """The ready facts of a pass, with the gap in service a promotion cost once its candidate
+    is ready (from the old container's stop: measured in this pass, or from the record's
+    ``stopped_at`` when the model loaded over several passes)."""
+    facts = result.facts
+    if facts is None:
+        return None
+
+    def mutate(st: ResourceStatus) -> None:
+        facts(st)
+        promotion.serving(st, desired.spec_hash, result.gap_s)
+    return mutate
+
+
+def images_kept(ctx: PassContext, desired: Desired, plan: Plan) -> list[str]:
+    """The images a prune must leave: the one it runs and, while it bakes, the one a rollback
+    would run again (read again after a promotion: this pass began it)."""
+    record = ctx.services.store.load(desired.resource) if plan.promoting else plan.record
+    watched = promotion.baking(record, desired.spec_hash)
+    kept = [desired.deployment.spec.image]
+    if watched is not None and watched.previous_spec is not None:
+        image = watched.previous_spec.get("image")
+        kept += [image] if isinstance(image, str) else []
+    return kept
+
+
+def watched(ctx: PassContext, desired: Desired, plan: Plan) -> Result | None:
+    """During the bake, a pass that found the candidate serving looks again when the bake
+    ends (a container that dies wakes it sooner); once it has ended, the candidate is
+    Promoted. None: nothing is baking (or ``apply``, which does not stay to watch)."""
+    found = promotion.baking(plan.record, desired.spec_hash)
+    if found is None:
+        return None
+    resource = desired.resource
+    left = promotion.bake_left_s(found)
+    if left > 0:
+        if ctx.wait_ready:
+            return None  # `apply` ends here; the daemon watches the rest of the bake
+        return Result(resource, Outcome.RECHECK, f"baking: watched {left:.0f}s more",
+                      "Baking", after_s=left)
+    ctx.services.store.events.append(resource, "Normal", "Baked", (
+        f"{desired.deployment.spec.image} served through its bake: promoted for good"))
+    return done(resource, "Ready: promoted, baked", "Ready", changed=True,
+                report=Report(detail="promoted and baked", facts=promotion.baked))
+
+
+def roll_back(ctx: PassContext, controller: DeploymentController, desired: Desired,
+              plan: Plan, action: Action) -> Result:
+    """The promoted candidate died during its bake: the version it replaced is created again
+    from the spec the promotion kept (its image kept on the Host), and the candidate stays
+    out until a new commit. The rollback waits for its readiness in this pass."""
+    assert ctx.spec_set is not None
+    found = promotion.baking(plan.record, desired.spec_hash)
+    if found is None or found.previous_spec is None:
+        raise PermanentError("a rollback needs the spec the promotion replaced, and the record "
+                             "no longer holds it")
+    store, resource = ctx.services.store, desired.resource
+    previous = desired.deployment.model_copy(
+        update={"spec": DeploymentSpec.model_validate(found.previous_spec)})
+    back = dataclasses.replace(
+        resolve_desired(previous, ctx.spec_set, controller.session, ctx.services.instance,
+                        store, Pulls.of(ctx.services)), qualification=None)
+    if back.pull is not None:
+        raise PermanentError(f"cannot roll back to {previous.spec.image}: {back.pull.cause}")
+    why = f"{action.cause} (run {found.run})"
+    store.update(resource, lambda st: promotion.rolled_back(st, why))
+    controller.history(resource, action, "ok", detail=found.run)
+    store.events.append(resource, "Warning", "RolledBack", str(action))
+    ctx.services.progress(resource, f"{action.verb} {action.target} because {action.cause}")
+    result = controller.apply(back, controller.plan(back), ctx.timeout_s, ctx.revision)
+    return done(resource, f"RolledBack: {why}", "RolledBack", changed=True,
+                report=Report(detail=f"rolled back: {why}", facts=result.facts))
