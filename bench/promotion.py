@@ -37,7 +37,8 @@ from emulators.image import build_emulator_image  # noqa: E402
 RECONCILER = str(ROOT / ".venv" / "bin" / "reconciler")
 IMAGE_TAG = "rtvi-emulator:bench"
 PORT, ROOM, HAND = 19300, 19301, 19302
-LOAD = {"streams": 4, "performanceSeconds": 10, "chunkDurationSeconds": 1}
+LOAD = {"streams": 4, "performanceSeconds": 10, "chunkDurationSeconds": 1,
+        "latencySource": "processing_latency"}
 
 
 def host() -> dict[str, Any]:
@@ -51,7 +52,7 @@ def deployment(image: str, promotion: bool, **env: str) -> dict[str, Any]:
         "model": {"use": "vllm-compatible", "path": "ngc:nim/nvidia/bench:1"},
         "port": {"host": PORT, "container": PORT},
         "env": {"RTVI_EMU_HOST": "127.0.0.1", "RTVI_EMU_PORT": str(PORT),
-                "RTVI_EMU_ACCESS_LOG": "0", "RTVI_EMU_LATENCY_MS": "30", **env},
+                "RTVI_EMU_ACCESS_LOG": "0", "RTVI_EMU_LATENCY_MS": "200", **env},
         "readiness": {"timeoutSeconds": 120, "pollSeconds": 0.2}}
     if promotion:
         spec["promotion"] = {"candidate": {"port": ROOM, "env": {"RTVI_EMU_PORT": str(ROOM)}},
@@ -66,8 +67,10 @@ def canary(name: str, run_id: str, **env: str) -> dict[str, Any]:
     return {"apiVersion": "rtvi.reconciler/v1", "kind": "Experiment", "metadata": {"name": name},
             "spec": {"type": "canary", "runId": run_id, "template": "vlm",
                      "service": {"hostPort": HAND, "env": {"RTVI_EMU_PORT": str(HAND), **env}},
-                     "measurement": {"claim": "the version measures up"},
-                     "budgetSeconds": 300, "cleanupSeconds": 30, "canary": LOAD}}
+                     "measurement": {"claim": "the version measures up",
+                                     "latencySource": LOAD["latencySource"]},
+                     "budgetSeconds": 300, "cleanupSeconds": 30,
+                     "canary": {k: v for k, v in LOAD.items() if k != "latencySource"}}}
 
 
 def apply(state: Path, specs: Path, *docs: dict[str, Any]) -> float:

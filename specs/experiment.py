@@ -77,6 +77,7 @@ def derive_qualification(dep: Deployment, candidate: str) -> list[Experiment]:
             "budgetSeconds": promotion.budgetSeconds,
             "cleanupSeconds": promotion.cleanupSeconds,
             "measurement": {"warmupRuns": load.warmupRuns, "repetitions": load.repetitions,
+                            "latencySource": load.latencySource,
                             "metrics": ["chunk_latency_ms", "dropped_chunks", "gpu_memory_mib"],
                             "claim": f"Deployment {name}'s candidate {candidate[:12]} against "
                                      "the version it runs, under the same live load"},

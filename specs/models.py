@@ -405,7 +405,14 @@ class Readiness(Strict):
     pollSeconds: float = Field(default=1.0, ge=0.01, le=60)
 
 
-PERCENT_PATTERN = r"^(100|[0-9]{1,2})(\.[0-9]{1,2})?%$"
+PERCENT_RE = re.compile(r"[0-9]{1,3}(\.[0-9]{1,2})?%")
+
+
+def _percent_problem(text: str) -> str | None:
+    """A share of the baseline's value, written as a percentage (``10%``, ``150%``)."""
+    if PERCENT_RE.fullmatch(text) is None:
+        return f"{text!r} is not a percentage: write how much slower is allowed, e.g. 10%"
+    return None
 
 
 class TelemetrySpec(Strict):
@@ -454,6 +461,10 @@ class PromotionCanary(Strict):
     warmupRuns: int = Field(default=0, ge=0, le=10)
     repetitions: int = Field(default=1, ge=1, le=20)
     chunkDurationSeconds: int = Field(default=2, ge=1, le=60)
+    # How a chunk's latency is measured (an Experiment's ``measurement.latencySource``): the
+    # harness's receive time less the chunk's end stamp (source, transport and queueing on
+    # the Host included), or the server's own processing latency (profiling on).
+    latencySource: Literal["ntp_timestamp", "processing_latency"] = "ntp_timestamp"
 
 
 class PromotionGates(Strict):
@@ -464,7 +475,7 @@ class PromotionGates(Strict):
     stream's answers must be its own."""
 
     canary: PromotionCanary = Field(default_factory=PromotionCanary)
-    maxP95Regression: str = Field(default="10%", pattern=PERCENT_PATTERN)
+    maxP95Regression: Annotated[str, Field(max_length=8), checked(_percent_problem)] = "10%"
     maxGpuMemoryGrowthMiB: int = Field(default=512, ge=0, le=1_048_576)
 
     @property

@@ -32,13 +32,16 @@ BAKE_S = 600  # the promoted service is watched this long (the test crashes it w
 
 
 def _spec(image: str, port: int, room: int, bake_s: int = 0, **env: str) -> dict[str, Any]:
-    dep = rtvi_deployment(image, port, **{"RTVI_EMU_LATENCY_MS": "30", **env})
+    dep = rtvi_deployment(image, port, **{"RTVI_EMU_LATENCY_MS": "200", **env})
     dep["spec"]["promotion"] = {
         "candidate": {"port": room, "env": {"RTVI_EMU_PORT": str(room)}},
-        # Two services deciding on two cores: the test's allowance is wide, and the slower
-        # candidate is ten times slower (the judge's own noise handling: test_judge).
-        "gates": {"canary": {"streams": 4, "performanceSeconds": 10,
-                             "chunkDurationSeconds": 1}, "maxP95Regression": "50%"},
+        # The server's own chunk latency: on two cores shared by two services, eight decoders
+        # and four publishers, a chunk's receive time moves by hundreds of ms with the load
+        # (an equal candidate's p95 was seen 95% above its baseline's), which would decide
+        # this test instead of the releases. The slower release is five times slower.
+        "gates": {"canary": {"streams": 4, "performanceSeconds": 10, "chunkDurationSeconds": 1,
+                             "latencySource": "processing_latency"},
+                  "maxP95Regression": "50%"},
         "budgetSeconds": 300, "cleanupSeconds": 30, "bakeSeconds": bake_s}
     return dep
 
@@ -70,12 +73,27 @@ def _phase(cli: Cli, phase: str, run_id: str | None = None) -> dict[str, Any] | 
     return found
 
 
-def test_a_slower_candidate_is_rejected_and_an_equal_one_promoted(
-        cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
+def test_a_slower_release_is_rejected_and_an_equal_one_promoted_baked_and_rolled_back(
+        cli: Cli, registry: Registry, docker_client: docker.DockerClient, emulator_image: str,
         tmp_path: Path) -> None:
+    """Releases from a registry: the slower one is 5x slower per chunk (baked into its image,
+    not the spec), pulled before anything is measured, qualified beside the running version
+    and rejected while that version answers throughout. An equal one is promoted through a
+    kill -9 of the daemon mid-qualification, and rolled back when it dies during its bake."""
+    fast = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "fast")
+    slow = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "slow",
+                         env={"RTVI_EMU_LATENCY_PER_STREAM_MS": "220"})
     port, room = free_port(), free_port()
     specs = tmp_path / "specs"
-    write(specs, _spec(emulator_image, port, room, BAKE_S))
+
+    def spec(digest: str, **env: str) -> None:
+        dep = _spec(emulator_image, port, room, BAKE_S, **env)
+        dep["spec"]["image"] = f"{registry.address}/{REPO}@{digest}"
+        host = {**HOST, "spec": {"docker": "unix:///var/run/docker.sock",
+                                 "registries": [registry.login]}}
+        write(specs, host, dep, host=False)
+    cli.extra_env["NGC_API_KEY"] = registry.password
+    spec(fast)
     daemon = DaemonProcess(cli, ["--specs", str(specs), "--resync", RESYNC],
                            tmp_path / "daemon.log")
     try:
@@ -88,10 +106,12 @@ def test_a_slower_candidate_is_rejected_and_an_equal_one_promoted(
         idle = wait_for("the idle qualification", lambda: status_of(cli, QUALIFICATION), 30)
         assert "nothing to qualify" in json.dumps(idle), idle
 
-        # A candidate 10x slower per chunk: measured beside the running one, rejected.
-        write(specs, _spec(emulator_image, port, room, BAKE_S, RTVI_EMU_LATENCY_MS="600"))
+        # A release 5x slower per chunk: pulled, measured beside the running one, rejected.
+        spec(slow)
         asked = wait_for("the slower candidate qualifying", lambda: _phase(cli, "Qualifying"),
-                         60)
+                         120)
+        reasons = [e.reason for e in events_of(cli, DEPLOYMENT)]
+        assert reasons.index("Pulled") < reasons.index("Qualifying"), reasons
         served: list[bool] = []
 
         def verdict() -> dict[str, Any] | None:  # the running version answers all along
@@ -121,7 +141,7 @@ def test_a_slower_candidate_is_rejected_and_an_equal_one_promoted(
         assert "| latency |" in (bundle / "report.md").read_text()
 
         # A candidate that measures up (the running version's speed, one more variable).
-        write(specs, _spec(emulator_image, port, room, BAKE_S, RTVI_EMU_FAIL_SEED="7"))
+        spec(fast, RTVI_EMU_FAIL_SEED="7")
         again = wait_for("the equal candidate qualifying",
                          lambda: _phase(cli, "Qualifying"), 60)
         assert again["run"] != asked["run"]  # a new commit is a new candidate
@@ -156,6 +176,9 @@ def test_a_slower_candidate_is_rejected_and_an_equal_one_promoted(
                         interval=0.5)
         assert "failed its bake: container exited with code 3" in back["reason"], back
         wait_for("the replaced version serving", lambda: _serving(port), 60)
+        wait_for("the rollback's pass recorded", lambda: (condition(status_of(
+            cli, DEPLOYMENT), "Ready") or {}).get("reason") in ("RolledBack",
+                                                               "PromotionRejected"), 60)
         info = docker_client.containers.get(_container(docker_client, cli)[0])
         assert not any(e.startswith("RTVI_EMU_FAIL_SEED=") for e in info.attrs["Config"]["Env"])
         record = status_of(cli, DEPLOYMENT)
@@ -169,6 +192,7 @@ def test_a_slower_candidate_is_rejected_and_an_equal_one_promoted(
         assert [e.reason for e in events_of(cli, DEPLOYMENT)].count("Promoted") == 1
     finally:
         daemon.terminate()
+    assert registry.password not in daemon.log()
 
 
 def test_apply_rejects_a_candidate_that_mixes_answers_and_a_person_reruns_then_approves_it(
@@ -258,39 +282,3 @@ def test_a_candidate_that_leaks_gpu_memory_is_rejected_naming_the_leak(
     bundle = cli.state_dir / "evidence" / _promotion(cli)["run"]
     gate = json.loads((bundle / "gates" / "gpu-memory.json").read_text())
     assert (gate["passed"], gate["evidence"]["candidate"]) == (False, "2048 MiB"), gate
-
-
-def test_a_slower_release_from_the_registry_is_pulled_then_rejected(
-        cli: Cli, registry: Registry, docker_client: docker.DockerClient, emulator_image: str,
-        tmp_path: Path) -> None:
-    """A digest bump to an image whose release is slower per stream (baked into the image,
-    not the spec): the candidate is pulled first, then qualified, and the running version
-    serves on."""
-    fast = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "fast")
-    slow = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "slow",
-                         env={"RTVI_EMU_LATENCY_PER_STREAM_MS": "250"})
-    port, room = free_port(), free_port()
-    specs = tmp_path / "specs"
-
-    def spec(digest: str) -> None:
-        dep = _spec(emulator_image, port, room)
-        dep["spec"]["image"] = f"{registry.address}/{REPO}@{digest}"
-        host = {**HOST, "spec": {"docker": "unix:///var/run/docker.sock",
-                                 "registries": [registry.login]}}
-        write(specs, host, dep, host=False)
-    cli.extra_env["NGC_API_KEY"] = registry.password
-    spec(fast)
-    assert cli("apply", str(specs), "--timeout", "120", timeout=200).returncode == 0
-    running = _container(docker_client, cli)
-    spec(slow)
-    planned = cli("plan", str(specs)).stdout
-    assert "pull image" in planned, planned
-    assert "qualify container" not in planned  # its image ID is known once it is pulled
-    held = cli("apply", str(specs), "--timeout", "280", timeout=320)
-    said = held.stdout + held.stderr
-    assert "PromotionRejected" in said, said
-    assert "latency: p95" in said, said
-    assert _container(docker_client, cli) == running
-    reasons = [e.reason for e in events_of(cli, DEPLOYMENT)]
-    assert reasons.index("Pulled") < reasons.index("Qualifying"), reasons
-    assert registry.password not in "".join(cli.transcript)

@@ -26,7 +26,7 @@ from controllers.contract import (
     terminal,
     unplanned,
 )
-from controllers.errors import PullFailed, StillProgressing
+from controllers.errors import PullFailed, ReadinessFailed, StillProgressing
 from controllers.kinds.deployment import promoting
 from controllers.kinds.deployment.controller import DeploymentController, resolve_desired
 from controllers.kinds.deployment.facts import DeploymentStatusFacts
@@ -135,16 +135,17 @@ def _apply(ctx: PassContext, desired: Desired, plan: Plan) -> Result:
     controller = _controller(ctx, desired.deployment.spec.host)
     if desired.pull is not None:
         desired, plan = _pulled(ctx, controller, desired)
-    if plan.held is not None:
-        return promoting.held(ctx, desired, plan.held)
-    if (asked := plan.qualifying) is not None:
-        return promoting.qualifying(ctx, controller, desired, plan, asked)
-    if (back := plan.rolling_back) is not None:
-        return promoting.roll_back(ctx, controller, desired, plan, back)
+    if (decided := promoting.decided(ctx, controller, desired, plan)) is not None:
+        return decided  # a candidate qualifying, held out or rolled back
     if plan.promoting:
         promoting.promote(ctx, desired, plan)
-    result = controller.apply(desired, plan, ctx.timeout_s, ctx.revision,
-                              phased=not ctx.wait_ready)
+    try:
+        result = controller.apply(desired, plan, ctx.timeout_s, ctx.revision,
+                                  phased=not ctx.wait_ready)
+    except ReadinessFailed as exc:  # during a bake: a breach, and the rollback is now
+        if (breach := promoting.breach(desired, plan, exc)) is None:
+            raise
+        return promoting.roll_back(ctx, controller, desired, plan, breach)
     result.facts = promoting.ready(desired, result)
     if plan.changes or result.waited_s:
         # Only what changed or was waited for: a line per resource per periodic resync would

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from controllers.actions import Action
 from controllers.contract import Outcome, PassContext, Report, Result, done
-from controllers.errors import PermanentError
+from controllers.errors import PermanentError, ReadinessFailed
 from controllers.kinds.deployment import promotion
 from controllers.kinds.deployment.controller import DeploymentController, resolve_desired
 from controllers.kinds.deployment.facts import DeploymentStatusFacts
@@ -34,6 +34,19 @@ from specs.models import DeploymentSpec
 from state.models import ResourceStatus
 
 QUALIFY_POLL_S = 10.0  # a qualifying Deployment looks at its run this often (and at its end)
+
+
+def decided(ctx: PassContext, controller: DeploymentController, desired: Desired,
+            plan: Plan) -> Result | None:
+    """The pass, when its plan is about a candidate and not a container to converge: asking
+    for its qualification, holding it out, or rolling it back (None: converge as usual)."""
+    if plan.held is not None:
+        return held(ctx, desired, plan.held)
+    if (asked := plan.qualifying) is not None:
+        return qualifying(ctx, controller, desired, plan, asked)
+    if (back := plan.rolling_back) is not None:
+        return roll_back(ctx, controller, desired, plan, back)
+    return None
 
 
 def qualifying(ctx: PassContext, controller: DeploymentController, desired: Desired,
@@ -139,6 +152,17 @@ def watched(ctx: PassContext, desired: Desired, plan: Plan) -> Result | None:
         f"{desired.deployment.spec.image} served through its bake: promoted for good"))
     return done(resource, "Ready: promoted, baked", "Ready", changed=True,
                 report=Report(detail="promoted and baked", facts=promotion.baked))
+
+
+def breach(desired: Desired, plan: Plan, failed: ReadinessFailed) -> Action | None:
+    """The rollback a promoted candidate's failure calls for during its bake (it exited, or
+    stopped serving, between the plan and its readiness check); None outside a bake."""
+    watched = promotion.baking(plan.record, desired.spec_hash)
+    if watched is None:
+        return None
+    return Action("rollback", f"container {desired.container_name}", (
+        f"the promoted candidate failed its bake: {str(failed).splitlines()[0]}; back to "
+        f"{watched.promoted_from or 'the version it replaced'}"))
 
 
 def roll_back(ctx: PassContext, controller: DeploymentController, desired: Desired,
