@@ -36,6 +36,7 @@ from emulators.image import build_emulator_image  # noqa: E402
 
 RECONCILER = str(ROOT / ".venv" / "bin" / "reconciler")
 IMAGE_TAG = "rtvi-emulator:bench"
+INSTANCE = "bench-promotion"  # its own names and labels: never a user's containers
 PORT, ROOM, HAND = 19300, 19301, 19302
 LOAD = {"streams": 4, "performanceSeconds": 10, "chunkDurationSeconds": 1,
         "latencySource": "processing_latency"}
@@ -76,7 +77,7 @@ def canary(name: str, run_id: str, **env: str) -> dict[str, Any]:
 def apply(state: Path, specs: Path, *docs: dict[str, Any]) -> float:
     specs.mkdir(parents=True, exist_ok=True)
     (specs / "specs.yaml").write_text(yaml.safe_dump_all([host(), *docs], sort_keys=False))
-    env = {**os.environ, "RECONCILER_STATE_DIR": str(state)}
+    env = {**os.environ, "RECONCILER_STATE_DIR": str(state), "RECONCILER_INSTANCE": INSTANCE}
     began = time.monotonic()
     done = subprocess.run([RECONCILER, "apply", str(specs), "--timeout", "600"], env=env,
                           capture_output=True, text=True, check=False)
@@ -105,12 +106,13 @@ def by_hand(image: str, work: Path, tag: str) -> float:
 def cleanup(client: docker.DockerClient, work: Path) -> None:
     for state in ("state-ours", "state-hand"):
         if (work / state).exists():
-            env = {**os.environ, "RECONCILER_STATE_DIR": str(work / state)}
+            env = {**os.environ, "RECONCILER_STATE_DIR": str(work / state),
+                   "RECONCILER_INSTANCE": INSTANCE}
             subprocess.run([RECONCILER, "delete", "Deployment/vlm"], env=env,
                            capture_output=True, check=False)
-    for container in client.containers.list(all=True, filters={"name": "rtvi-"}):
-        if str(PORT) in str(container.attrs["Config"].get("Env")):
-            container.remove(force=True)
+    for container in client.containers.list(all=True, filters={
+            "label": f"rtvi.reconciler/instance={INSTANCE}"}):
+        container.remove(force=True)
 
 
 def main() -> None:

@@ -78,7 +78,9 @@ def test_what_cannot_be_judged_fails_closed_and_says_so() -> None:
     both = decide(_side(10, capacity=None, isolated=False), BASELINE, GATES)
     assert both.verdict == "reject"
     assert both.reason().startswith("isolation:")
-    # Nothing measured at all is no qualification.
-    assert decide(Measured(), Measured(), GATES).verdict == "inconclusive"
+    # Nothing measured at all is no qualification, and it says where to look.
+    nothing = decide(Measured(), Measured(), GATES)
+    assert nothing.verdict == "inconclusive"
+    assert nothing.reason().startswith("no gate was measured on either side")
     # A gate neither side measured is not one of this qualification.
     assert "accuracy" not in [g.gate for g in decide(_side(11), BASELINE, GATES).gates]

@@ -31,6 +31,8 @@ from typing import Any, Literal
 from controllers.kinds.experiments.promotion.judge import LatencyJudgement, judge_latency
 
 GateVerdict = Literal["pass", "fail", "inconclusive"]
+NOTHING_MEASURED = ("no gate was measured on either side (no answers, no chunks: each side's "
+                    "runs/<side>/ evidence says why)")
 DecisionVerdict = Literal["promote", "reject", "inconclusive"]
 
 
@@ -79,6 +81,8 @@ class Decision:
 
     def reason(self) -> str:
         """Each gate that stopped the promotion, with both numbers ("" when promoted)."""
+        if not self.gates:
+            return NOTHING_MEASURED
         wanted = "fail" if self.verdict == "reject" else "inconclusive"
         return "; ".join(g.line() for g in self.gates if g.verdict == wanted)
 
