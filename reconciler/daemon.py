@@ -120,6 +120,7 @@ class Daemon:
         self._parked: set[Key] = set()
         self._parked_lock = threading.Lock()
         self.metrics = Metrics(self)
+        self.store.events.observers.append(self.metrics.event)
         self.started = time.time()
 
     # --- lifecycle ---------------------------------------------------------------------------

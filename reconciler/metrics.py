@@ -1,6 +1,7 @@
 """Prometheus metrics of the daemon (prometheus-client; served on loopback by default).
 
-Reconcile duration per kind, queue depth, errors per kind and reason, and Docker API calls per
+Reconcile duration per kind, queue depth, errors per kind and reason, events recorded per kind
+and reason (promotions, rejections and rollbacks among them), and Docker API calls per
 Host — the last read from the sessions at scrape time so every call is counted without
 threading a counter through the clients.
 """
@@ -17,6 +18,7 @@ from prometheus_client.registry import Collector
 
 from reconciler.workqueue import QueueStats
 from state.diskhealth import WRITES
+from state.models import Event
 
 DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
 
@@ -57,6 +59,10 @@ class Metrics:
                                   buckets=DURATION_BUCKETS, registry=self.registry)
         self.errors = Counter("rtvi_reconciler_reconcile_errors", "Failed reconcile passes",
                               ["kind", "reason"], registry=self.registry)
+        # Every event this daemon recorded, by kind, type and reason: promotions (Promoted),
+        # rejections (PromotionRejected), rollbacks (RolledBack), pulls, recreates, ...
+        self.events = Counter("rtvi_reconciler_events", "Events recorded, by kind and reason",
+                              ["kind", "type", "reason"], registry=self.registry)
         depth = Gauge("rtvi_reconciler_queue_depth", "Keys waiting in the work queue",
                       registry=self.registry)
         depth.set_function(lambda: daemon.queue_stats().depth)
@@ -87,6 +93,11 @@ class Metrics:
 
     def error(self, kind: str, reason: str) -> None:
         self.errors.labels(kind=kind, reason=reason).inc()
+
+    def event(self, event: Event) -> None:
+        """Count one recorded event (an event log's observer)."""
+        kind = event.resource.partition("/")[0]
+        self.events.labels(kind=kind, type=event.type, reason=event.reason).inc()
 
     def close(self) -> None:
         if self._server is not None:

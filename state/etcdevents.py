@@ -19,7 +19,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 
 from state.errors import StateError, StateFenced
 from state.etcdgw import Compare, EtcdGateway, KeyValue, Put
-from state.events import DEFAULT_POLL_S, EventType
+from state.events import DEFAULT_POLL_S, EventType, Observed
 from state.models import Event, utc_now
 from state.redaction import Redactor
 
@@ -37,10 +37,11 @@ def _key(prefix: str, seq: int) -> str:
     return f"{prefix}{seq:020d}"
 
 
-class EtcdEventLog:
+class EtcdEventLog(Observed):
     """``state.events.EventLog``'s ``append``/``read``/``follow`` on etcd; thread-safe."""
 
     def __init__(self, gateway: EtcdGateway, prefix: str, redactor: Redactor) -> None:
+        super().__init__()
         self.gateway = gateway
         self.prefix = prefix
         self._redactor = redactor
@@ -76,7 +77,7 @@ class EtcdEventLog:
             self._last = event.seq
         if event.seq % TRIM_EVERY == 0 and event.seq > KEEP:
             self.gateway.delete_below(self.prefix, _key(self.prefix, event.seq - KEEP + 1))
-        return event
+        return self.told(event)
 
     def read(self, resource: str | None = None, since_seq: int = 0, limit: int | None = None
              ) -> list[Event]:

@@ -21,7 +21,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -79,11 +79,25 @@ def _matches(event: Event, resource: str | None, since_seq: int) -> bool:
     return event.seq > since_seq and (resource is None or event.resource == resource)
 
 
-class EventLog:
+class Observed:
+    """An event log whose appends are told to ``observers`` (the daemon's metrics count them
+    by kind and reason: promotions, rejections, rollbacks), after the event is recorded."""
+
+    def __init__(self) -> None:
+        self.observers: list[Callable[[Event], None]] = []
+
+    def told(self, event: Event) -> Event:
+        for observe in self.observers:
+            observe(event)
+        return event
+
+
+class EventLog(Observed):
     """Append and read ``events.jsonl``; appends are scrubbed by ``redactor`` and thread-safe."""
 
     def __init__(self, path: Path, redactor: Redactor, max_bytes: int | None = None,
                  keep: int | None = None) -> None:
+        super().__init__()
         self.path = Path(path)
         self._redactor = redactor
         self._lock = threading.Lock()
@@ -128,7 +142,7 @@ class EventLog:
                                  f"{os_reason(exc)}") from None
             self._size += len(line.encode("utf-8")) + 1
             self._last_seq = event.seq
-            return event
+        return self.told(event)
 
     def _rotate(self) -> None:
         """Shift ``.N`` to ``.N+1`` (dropping the oldest beyond ``keep``), the current file to
