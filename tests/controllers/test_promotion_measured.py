@@ -23,9 +23,12 @@ from controllers.kinds.experiments.promotion.measured import samples_file, side_
 from controllers.kinds.experiments.promotion.runtype import (
     PromotionType,
     side_evidence,
+    side_sources,
     write_decision,
 )
+from controllers.kinds.experiments.streams import canary_sources
 from controllers.kinds.streamset.caption_events import CaptionChunk
+from specs.experiments.canary import CanarySpec
 from state.evidence import Evidence
 
 
@@ -106,3 +109,14 @@ def test_the_decision_is_written_gate_by_gate_and_reported_side_by_side(
     assert section.plot.startswith(b"\x89PNG")
     # A run that never decided has no section (and no traceback).
     assert PromotionType().report(Evidence.create(tmp_path, "never"), RunManifest()).lines == []
+
+
+def test_each_side_publishes_the_same_pictures_from_its_own_publishers() -> None:
+    sources = canary_sources(CanarySpec(streams=4))
+    candidate, baseline = side_sources(sources, "candidate"), side_sources(sources, "baseline")
+    assert [s.name for s in candidate] == ["c-red", "c-green", "c-blue", "c-yellow"]
+    assert [s.desired.spec.name for s in baseline] == ["b-red", "b-green", "b-blue", "b-yellow"]
+    assert [s.label for s in candidate] == [s.label for s in baseline] == [s.label for s in
+                                                                           sources]
+    assert [s.desired.spec.synthetic for s in candidate] == [s.desired.spec.synthetic
+                                                             for s in sources]

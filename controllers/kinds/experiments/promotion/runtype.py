@@ -1,8 +1,9 @@
 """``type: promotion``: a Deployment's candidate measured against the version it runs, at once.
 
 The run (a job on the Host, like any Experiment's) starts the candidate fresh in the room
-``spec.promotion.candidate`` names, publishes one set of canary sources, and runs the same
-canary against both services in the same window: the candidate, and the running service at the
+``spec.promotion.candidate`` names, publishes the canary's sources for each side (the same
+pictures, each side its own publishers), and runs the same canary against both services in
+the same window: the candidate, and the running service at the
 Deployment's own port (``baseline: sideBySide``), which is never stopped, restarted or touched
 beyond the canary's own streams, each deleted and proven gone. Each side's canary writes its
 evidence under ``runs/<side>/`` of this run; the decision (``gates.decide``) reads both from
@@ -58,6 +59,19 @@ def as_canary(spec: PromotionExperimentSpec) -> CanaryExperimentSpec:
         {**data, "type": "canary", "canary": spec.promotion.canary.model_dump(mode="json")})
 
 
+def side_sources(sources: list[CanarySource], side: str) -> list[CanarySource]:
+    """``side``'s own copies of the canary's sources (the same pictures, its own publishers):
+    two services that open one shared RTSP media at the same instant were seen to get no
+    frame from it for a whole window, on both sides at once, which measures the publisher."""
+    found = []
+    for src in sources:
+        name = f"{side[0]}-{src.name}"
+        spec = src.desired.spec.model_copy(update={"name": name})
+        found.append(dataclasses.replace(src, name=name, desired=dataclasses.replace(
+            src.desired, name=name, spec=spec)))
+    return found
+
+
 def side_evidence(evidence: Evidence, side: str) -> Evidence:
     """Where ``side``'s canary writes: ``runs/<side>/`` inside the run (sealed with it)."""
     return Evidence(evidence.path(f"{RUNS_DIR}/{side}"), evidence.redactor)
@@ -97,8 +111,8 @@ class PromotionType:
     def planned(self, spec: PromotionExperimentSpec) -> list[PlannedStep]:
         run = spec.promotion
         baseline = service_url(run.baseline.address, run.baseline.host)
-        return [PlannedStep("publish", f"{run.canary.streams} source(s)", "the canary's "
-                            "sources, shared by both sides"),
+        return [PlannedStep("publish", f"{2 * run.canary.streams} source(s)", "the canary's "
+                            "sources, the same pictures for each side from its own publishers"),
                 PlannedStep("measure", f"candidate and baseline ({baseline})", "the same "
                             "canary on both at once; the running service keeps serving and "
                             "only its canary streams are removed"),
@@ -110,14 +124,14 @@ class PromotionType:
         spec, canary = ctx.spec, as_canary(ctx.spec)
         candidate = ctx.start_service()
         baseline = _baseline(ctx, candidate.token)
-        sources = canary_sources(canary.canary)
-        urls = ctx.publish(sources, canary.canary.publisher)
         services = {"candidate": candidate, "baseline": baseline}
+        sources = {side: side_sources(canary_sources(canary.canary), side) for side in SIDES}
+        urls = {side: ctx.publish(sources[side], canary.canary.publisher) for side in SIDES}
         ctx.progress(f"measuring candidate {candidate.url} and baseline {baseline.url} under "
-                     f"the same {len(sources)}-stream canary")
+                     f"the same {canary.canary.streams}-stream canary")
         with ThreadPoolExecutor(max_workers=len(SIDES)) as pool:
             jobs = [pool.submit(contextvars.copy_context().run, _side, ctx, canary, side,
-                                services[side], sources, urls) for side in SIDES]
+                                services[side], sources[side], urls[side]) for side in SIDES]
             for job in jobs:
                 job.result()
         ctx.retire_service(candidate, "candidate")
