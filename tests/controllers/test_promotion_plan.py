@@ -141,3 +141,7 @@ def test_a_rolled_back_candidate_is_held_out() -> None:
     assert result.actions == []
     assert result.held is not None
     assert "promoted and rolled back: the promoted candidate failed its bake" in result.held
+    # The version it rolled back to stops later: the candidate still stays out.
+    stopped = plan(back, _container(old, status="exited", exit_code=1), _record(old), INSTANCE)
+    assert stopped.actions == []
+    assert stopped.held is not None

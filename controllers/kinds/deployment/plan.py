@@ -180,15 +180,16 @@ def _down(desired: Desired, container: ContainerInfo, record: ResourceStatus | N
 def _candidate(desired: Desired, container: ContainerInfo, record: ResourceStatus | None,
                causes: list[str]) -> bool:
     """The change is a candidate to qualify first (its image, model or environment) and there
-    is a running version to compare it with, or one that was rejected already (held, even if
-    the running version stopped). A change with nothing running to compare is said so."""
+    is a running version to compare it with, or one that was rejected or rolled back already
+    (held, even if the running version stopped). A change with nothing running to compare is
+    said so."""
     found = desired.qualification
     assert found is not None
     if not qualifies(record.applied_spec if record is not None else None,
                      desired.deployment.spec.model_dump(mode="json"),
                      bool(desired.image_id) and container.image_id != desired.image_id):
         return False
-    if container.running or found.result not in (None, "PASS"):
+    if container.running or found.result not in (None, "PASS") or found.rolled_back:
         return True
     causes.append("nothing serves to compare the candidate with, so it is not qualified")
     return False
