@@ -31,6 +31,11 @@ class RuntimeFacts(Facts):
     preprocess_workers: str | None = None
 
 
+QUALIFYING, REJECTED, PROMOTED = "Qualifying", "Rejected", "Promoted"
+BAKING, ROLLED_BACK = "Baking", "RolledBack"
+SHOWN_PHASES = (QUALIFYING, REJECTED, BAKING, ROLLED_BACK)  # PROMOTED: the running version
+
+
 class PromotionFacts(Facts):
     """Where this Deployment's latest candidate stands (``spec.promotion``): ``phase`` is
     Qualifying (its run measures it), Rejected (the running version serves on; ``reason``
@@ -74,7 +79,7 @@ class DeploymentStatusFacts(EngineFacts):
         found = self.promotion
         if request not in ("approve", "rerun"):
             return f"a Deployment takes approve or rerun, not {request}"
-        if found is None or found.phase != "Rejected":
+        if found is None or found.phase != REJECTED:
             now = f"its candidate is {found.phase.lower()}" if found is not None else (
                 "it has no candidate (no spec.promotion, or nothing changed)")
             return f"nothing is held out to {request}: {now}"
@@ -86,7 +91,6 @@ class DeploymentStatusFacts(EngineFacts):
     def shown_phase(self) -> str:
         """A candidate being qualified, or held out (a promoted one is the running version)."""
         found = self.promotion
-        if found is None or found.phase not in ("Qualifying", "Rejected", "Baking",
-                                                "RolledBack"):
+        if found is None or found.phase not in SHOWN_PHASES:
             return ""
         return f"candidate {found.phase.lower()}"

@@ -26,7 +26,7 @@ from controllers.contract import Outcome, PassContext, Report, Result, done
 from controllers.errors import PermanentError, ReadinessFailed
 from controllers.kinds.deployment import promotion
 from controllers.kinds.deployment.controller import DeploymentController, resolve_desired
-from controllers.kinds.deployment.facts import DeploymentStatusFacts
+from controllers.kinds.deployment.facts import BAKING, QUALIFYING, DeploymentStatusFacts
 from controllers.kinds.deployment.plan import Desired, Plan
 from controllers.kinds.deployment.readiness import ReadinessResult
 from controllers.kinds.host.pulls import Pulls
@@ -64,8 +64,8 @@ def qualifying(ctx: PassContext, controller: DeploymentController, desired: Desi
     ctx.services.progress(resource, f"{asked.verb} {asked.target} because {asked.cause}")
     message = (f"qualifying candidate {desired.deployment.spec.image} by run {found.run_id} "
                f"({found.experiment}); the running version serves on")
-    controller.progressing(resource, promotion.QUALIFYING, message)
-    return Result(resource, Outcome.RECHECK, message, promotion.QUALIFYING,
+    controller.progressing(resource, QUALIFYING, message)
+    return Result(resource, Outcome.RECHECK, message, QUALIFYING,
                   after_s=QUALIFY_POLL_S, wake=(found.experiment,))
 
 
@@ -147,7 +147,7 @@ def watched(ctx: PassContext, desired: Desired, plan: Plan) -> Result | None:
         if ctx.wait_ready:
             return None  # `apply` ends here; the daemon watches the rest of the bake
         return Result(resource, Outcome.RECHECK, f"baking: watched {left:.0f}s more",
-                      "Baking", after_s=left)
+                      BAKING, after_s=left)
     ctx.services.store.events.append(resource, "Normal", "Baked", (
         f"{desired.deployment.spec.image} served through its bake: promoted for good"))
     return done(resource, "Ready: promoted, baked", "Ready", changed=True,

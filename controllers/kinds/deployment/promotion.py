@@ -27,7 +27,15 @@ from typing import Any
 import structlog
 
 from controllers.facts import RunOutcome, seconds_since
-from controllers.kinds.deployment.facts import DeploymentStatusFacts, PromotionFacts
+from controllers.kinds.deployment.facts import (
+    BAKING,
+    PROMOTED,
+    QUALIFYING,
+    REJECTED,
+    ROLLED_BACK,
+    DeploymentStatusFacts,
+    PromotionFacts,
+)
 from specs.experiment import Experiment, qualification_name
 from specs.models import Deployment
 from specs.validate import SpecSet
@@ -37,8 +45,6 @@ from state.models import ResourceStatus, stamp, utc_now
 from state.store import Store
 
 QUALIFIED_FIELDS = ("image", "model", "env")  # what a candidate is; the rest is not measured
-QUALIFYING, REJECTED, PROMOTED = "Qualifying", "Rejected", "Promoted"
-BAKING, ROLLED_BACK = "Baking", "RolledBack"
 APPROVE, RERUN = "approve", "rerun"  # what ``reconciler promote`` asks (record.requests)
 ATTEMPT = "-r"  # a rerun's run ID: the candidate's, then -r1, -r2, ...
 OVERRIDE_FILE = "override.json"

@@ -70,6 +70,11 @@ def dropped_count(ids: Sequence[int]) -> int:
     return sum(_step(a, b) - 1 for a, b in dropped(ids))
 
 
+def answered(chunk: CaptionChunk) -> bool:
+    """A chunk that answered about frames it saw: what a latency is measured on."""
+    return (chunk.frame_count or 0) > 0 and not chunk.error and bool(chunk.content.strip())
+
+
 @dataclass
 class UnitOutcome:
     """One offered unit (one stream in one repetition) and what became of it."""
@@ -85,8 +90,7 @@ class UnitOutcome:
 
     @property
     def answered(self) -> list[CaptionChunk]:
-        return [c for c in self.chunks
-                if (c.frame_count or 0) > 0 and not c.error and c.content.strip()]
+        return [c for c in self.chunks if answered(c)]
 
     def failures(self) -> list[str]:
         """Why this unit is failed work ([] when it completed)."""

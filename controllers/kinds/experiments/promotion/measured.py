@@ -21,7 +21,7 @@ from controllers.kinds.experiments.canary.runtype import (
     IsolationDocument,
 )
 from controllers.kinds.experiments.isolation import judge_answer
-from controllers.kinds.experiments.ledger import chunk_latency
+from controllers.kinds.experiments.ledger import answered, chunk_latency
 from controllers.kinds.experiments.promotion.gates import Measured
 from controllers.kinds.streamset.caption_events import CaptionChunk
 from specs.experiments.base import LatencySource
@@ -76,11 +76,11 @@ def _latencies(side: Evidence, relative: str, source: LatencySource) -> list[flo
         try:
             data = json.loads(line)
             chunk = CaptionChunk(**{k: v for k, v in data.items() if k in CHUNK_FIELDS})
+            if not answered(chunk):
+                continue  # not an answer: counted by the ledger, not a latency
+            latency = chunk_latency(chunk, source)
         except (ValueError, TypeError, AttributeError):
             continue
-        if (chunk.frame_count or 0) <= 0 or chunk.error or not str(chunk.content).strip():
-            continue  # not an answer: counted by the ledger, not a latency
-        latency = chunk_latency(chunk, source)
         if latency is not None:
             found.append(float(latency))
     return found
