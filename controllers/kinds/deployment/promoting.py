@@ -71,15 +71,19 @@ def qualifying(ctx: PassContext, controller: DeploymentController, desired: Desi
 
 def held(ctx: PassContext, desired: Desired, why: str) -> Result:
     """The candidate is out: the running version stays, Ready and untouched, and the record
-    says the spec is not applied (not in sync) and why, gate by gate."""
+    says the spec is not applied (not in sync) and why, gate by gate. The phase is written
+    with the Ready condition, in one write: no reader sees one without the other."""
     found = desired.qualification
     assert found is not None  # a hold comes from one
     store, resource = ctx.services.store, desired.resource
-    if not found.rolled_back and promotion.held(store, resource, desired.spec_hash, found,
-                                                desired.deployment.spec.image):
-        store.events.append(resource, "Warning", promotion.REJECTED_REASON, why)
+    report = Report(detail=why)
+    if not found.rolled_back:  # a rolled-back candidate's record says so already
+        out = promotion.rejection(desired.spec_hash, found, desired.deployment.spec.image)
+        if promotion.is_news(store.load(resource), out):
+            store.events.append(resource, "Warning", promotion.REJECTED_REASON, why)
+        report = Report(detail=why, facts=lambda st: promotion.put_phase(st, out))
     return done(resource, f"{promotion.REJECTED_REASON}: {why}", promotion.REJECTED_REASON,
-                report=Report(detail=why))
+                report=report)
 
 
 def promote(ctx: PassContext, desired: Desired, plan: Plan) -> None:

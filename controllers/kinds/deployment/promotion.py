@@ -134,12 +134,12 @@ def asked(store: Store, resource: Key, candidate: str, run_id: str, image: str) 
         taken=RERUN)
 
 
-def held(store: Store, resource: Key, candidate: str, found: Qualification, image: str) -> bool:
-    """Write that ``candidate`` was not promoted, and why; True when that is news."""
-    return _phase(store, resource, PromotionFacts(
+def rejection(candidate: str, found: Qualification, image: str) -> PromotionFacts:
+    """What the record says of ``candidate`` when it was not promoted, and why."""
+    return PromotionFacts(
         phase=REJECTED, candidate=candidate, run=found.run_id, image=image,
         reason=f"{found.result}: {found.outcome.reason or 'no reason recorded'}",
-        evidence=found.outcome.evidence, since=utc_now()))
+        evidence=found.outcome.evidence, since=utc_now())
 
 
 def promoted(record: ResourceStatus, candidate: str, found: Qualification, image: str,
@@ -230,21 +230,32 @@ def note_override(bundle: Path, said: str) -> None:
         log.warning("promotion.override_unwritten", bundle=str(bundle), reason=str(exc))
 
 
+def is_news(record: ResourceStatus | None, facts: PromotionFacts) -> bool:
+    """Whether the record says something else than that this candidate's run is in this
+    phase."""
+    now = DeploymentStatusFacts.of(record).promotion
+    return now is None or (now.phase, now.candidate, now.run) != (
+        facts.phase, facts.candidate, facts.run)
+
+
+def put_phase(record: ResourceStatus, facts: PromotionFacts) -> None:
+    """Write ``facts`` into ``record`` unless it says this candidate is in this phase
+    already (a phase written once keeps the time it began)."""
+    if is_news(record, facts):
+        known = DeploymentStatusFacts.of(record)
+        known.promotion = facts
+        known.put(record)
+
+
 def _phase(store: Store, resource: Key, facts: PromotionFacts, taken: str = "") -> bool:
     """Write ``facts`` unless the record says this candidate is in this phase already
-    (``taken``: a request this answers, removed with it)."""
+    (``taken``: a request this answers, removed with it); True when that is news."""
     news = [False]
 
     def mutate(st: ResourceStatus) -> None:
         if taken:
             st.requests.pop(taken, None)
-        known = DeploymentStatusFacts.of(st)
-        now = known.promotion
-        if now is not None and (now.phase, now.candidate, now.run) == (
-                facts.phase, facts.candidate, facts.run):
-            return
-        news[0] = True
-        known.promotion = facts
-        known.put(st)
+        news[0] = is_news(st, facts)
+        put_phase(st, facts)
     store.update(resource, mutate)
     return news[0]
