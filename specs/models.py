@@ -467,15 +467,34 @@ class PromotionCanary(Strict):
     latencySource: Literal["ntp_timestamp", "processing_latency"] = "ntp_timestamp"
 
 
+class PromotionCapacity(Strict):
+    """``gates.capacity``: the capacity search (``type: capacity``'s own windows) run in the room
+    on the candidate and then on a fresh copy of the running version, one after the other (two
+    searches on one GPU at once would measure each other): the same sources, counts, windows
+    and criteria on both. The gate: the candidate's highest stable count may be at most
+    ``maxCapacityLoss`` below the running version's."""
+
+    initialStreamCount: int = Field(ge=1, le=1024)
+    addStreamCount: int = Field(default=1, ge=1, le=256)
+    maxStreamCount: int = Field(ge=1, le=1024)
+    windowSeconds: int = Field(default=60, ge=5, le=3600)
+    maxP95LatencyMs: float = Field(ge=1, le=3_600_000)
+    minSuccessRate: float = Field(default=1.0, ge=0.01, le=1)
+    chunkDurationSeconds: int = Field(default=2, ge=1, le=60)
+
+
 class PromotionGates(Strict):
     """What a candidate must measure up to against the running version. ``maxP95Regression``:
     how much slower its p95 chunk latency may be (``10%``), beyond noise (judged over both
-    sides' per-chunk latencies); ``maxGpuMemoryGrowthMiB``: what it may leave allocated on its
+    sides' per-chunk latencies); ``maxCapacityLoss``: how many fewer live streams it may hold
+    (with ``capacity``); ``maxGpuMemoryGrowthMiB``: what it may leave allocated on its
     GPUs after its cleanup. Dropped chunks may not exceed the running version's, and every
     stream's answers must be its own."""
 
     canary: PromotionCanary = Field(default_factory=PromotionCanary)
+    capacity: PromotionCapacity | None = None  # unset: capacity is not a gate
     maxP95Regression: Annotated[str, Field(max_length=8), checked(_percent_problem)] = "10%"
+    maxCapacityLoss: int = Field(default=0, ge=0, le=1024)  # streams, with ``capacity``
     maxGpuMemoryGrowthMiB: int = Field(default=512, ge=0, le=1_048_576)
 
     @property

@@ -22,7 +22,13 @@ from specs.environment import (
 )
 from specs.errors import Severity
 from specs.loader import PathKey
-from specs.models import Deployment, DeploymentSpec, MountSpec, normal_path_problem
+from specs.models import (
+    Deployment,
+    DeploymentSpec,
+    MountSpec,
+    PromotionSpec,
+    normal_path_problem,
+)
 
 DIGEST_RE = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
 NGC_RE = re.compile(r"^ngc:[^/\s:]+/[^/\s:]+/[^/\s:]+:[^\s/]+$")
@@ -334,10 +340,33 @@ def check_promotion(spec: DeploymentSpec) -> Iterator[Finding]:
         yield Finding(("promotion", "candidate", "env"), "a service on the Host's network reads "
                       "its port from its environment: say which variables give the candidate "
                       f"port {room.port} (e.g. the one that gives port.host now)", R_PROMOTION)
-    if promotion.budgetSeconds < promotion.cleanupSeconds + MIN_QUALIFY_S:
+    yield from _capacity_gate(promotion)
+    least = MIN_QUALIFY_S + (2 * cap.windowSeconds if (cap := promotion.gates.capacity) else 0)
+    if promotion.budgetSeconds < promotion.cleanupSeconds + least:
         yield Finding(("promotion", "budgetSeconds"), f"{promotion.budgetSeconds}s cannot hold "
                       f"the {promotion.cleanupSeconds}s kept for cleanup plus a qualification "
-                      f"of at least {MIN_QUALIFY_S}s", R_PROMOTION)
+                      f"of at least {least}s" + (" (a capacity window on each side included)"
+                                                 if cap else ""), R_PROMOTION)
+
+
+def _capacity_gate(promotion: PromotionSpec) -> Iterator[Finding]:
+    """The capacity gate's search must be one that can run, and its limit needs the search."""
+    gates = promotion.gates
+    cap = gates.capacity
+    if cap is None:
+        if "maxCapacityLoss" in gates.model_fields_set:
+            yield Finding(("promotion", "gates", "maxCapacityLoss"), "capacity is judged only "
+                          "by a capacity search: name it in gates.capacity (the counts, the "
+                          "window and the latency ceiling)", R_PROMOTION)
+        return
+    at = ("promotion", "gates", "capacity")
+    if cap.initialStreamCount > cap.maxStreamCount:
+        yield Finding((*at, "initialStreamCount"), f"{cap.initialStreamCount} is above "
+                      f"maxStreamCount {cap.maxStreamCount}", R_PROMOTION)
+    if cap.chunkDurationSeconds > cap.windowSeconds:
+        yield Finding((*at, "chunkDurationSeconds"), f"a chunk of {cap.chunkDurationSeconds}s "
+                      f"is longer than the {cap.windowSeconds}s window that judges it: no chunk "
+                      "would complete in a window", R_PROMOTION)
 
 
 MIN_QUALIFY_S = 60

@@ -16,8 +16,10 @@ from controllers.kinds.experiments.canary.runtype import (
     IsolationDocument,
     IsolationVerdict,
 )
+from controllers.kinds.experiments.capacity.documents import CAPACITY_FILE, CapacityDocument
 from controllers.kinds.experiments.ledger import performance_report
 from controllers.kinds.experiments.manifest import RunManifest
+from controllers.kinds.experiments.promotion.capacity import capacity_of
 from controllers.kinds.experiments.promotion.gates import Gates, Measured, decide
 from controllers.kinds.experiments.promotion.measured import samples_file, side_measured
 from controllers.kinds.experiments.promotion.runtype import (
@@ -120,3 +122,34 @@ def test_each_side_publishes_the_same_pictures_from_its_own_publishers() -> None
                                                                            sources]
     assert [s.desired.spec.synthetic for s in candidate] == [s.desired.spec.synthetic
                                                              for s in sources]
+
+
+def test_each_sides_capacity_is_read_from_its_search_and_judged_with_the_loss_allowed(
+        tmp_path: Path) -> None:
+    """The capacity gate reads what each side's search wrote: a search that stopped on a fault
+    is no capacity (inconclusive), one whose first count was unstable held none, and the
+    candidate may hold at most maxCapacityLoss fewer streams; both are in the report."""
+    run = Evidence.create(tmp_path, "qualify-cap")
+
+    def searched(side: str, **found: object) -> None:
+        side_evidence(run, side).write(CAPACITY_FILE, CapacityDocument(
+            windowsUsed=3, **found))
+    searched("candidate", highestStable=2, firstUnstable=3, found=True)
+    searched("baseline", highestStable=4, firstUnstable=5, found=True)
+    assert capacity_of(side_evidence(run, "candidate")) == 2
+    assert capacity_of(Evidence.create(tmp_path, "unsearched")) is None
+    fewer = decide(Measured(capacity=2), Measured(capacity=4), Gates(max_capacity_loss=1))
+    (gate,) = fewer.gates
+    assert (fewer.verdict, gate.line()) == (
+        "reject", "capacity: 2 streams against 4 streams (at most 1 fewer streams): 2 fewer")
+    assert decide(Measured(capacity=3), Measured(capacity=4),
+                  Gates(max_capacity_loss=1)).verdict == "promote"
+    write_decision(run, fewer, {"candidate": Measured(capacity=2),
+                                "baseline": Measured(capacity=4)})
+    text = "\n".join(PromotionType().report(run, RunManifest()).lines)
+    assert "| candidate | 2 | 3 | 3 |  |" in text, text
+    assert "| baseline | 4 | 5 | 3 |  |" in text, text
+    searched("candidate", inconclusive="a stream failed (a fault, not a capacity signal)")
+    assert capacity_of(side_evidence(run, "candidate")) is None
+    searched("candidate", firstUnstable=1)
+    assert capacity_of(side_evidence(run, "candidate")) == 0

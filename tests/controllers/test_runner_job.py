@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -81,6 +82,40 @@ def test_secrets_arrive_on_one_line_of_stdin_and_a_missing_one_is_named(
         with pytest.raises(ValueError, match=why.replace("(", r"\(").replace(")", r"\)")) as e:
             jobs.take_secrets(frozen, io.StringIO(bad))
         assert CANARY not in str(e.value)
+
+
+def test_a_companion_service_is_frozen_with_its_own_secrets_apart_from_the_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A promotion's copy of the running version travels in the plan beside the run's own
+    service; its secret of the same name is another value, given and read apart."""
+    plan = _plan(tmp_path)
+    old = tmp_path / "old-token"
+    old.write_text(CANARY + "-old")
+    running = Deployment.model_validate(deployment(
+        "vlm", "rtvi-emulator@sha256:" + "b" * 64, 9000,
+        secrets=[{"name": "API_TOKEN", "fromFile": str(old)}]))
+    companion = dataclasses.replace(plan.desired, deployment=running, container_name="c-base",
+                                    image_id="sha256:" + "b" * 64)
+    plan = dataclasses.replace(plan, companions=(("baseline", companion),))
+    frozen = jobs.freeze(plan, Owner("team", "0123abcd"))
+    text = frozen.model_dump_json()
+    assert CANARY not in text
+    values = jobs.secret_values(plan)
+    assert values == {"API_TOKEN": CANARY, "baseline/API_TOKEN": CANARY + "-old"}
+    for variable in ("API_TOKEN", "baseline__API_TOKEN"):
+        monkeypatch.delenv(jobs.SECRET_ENV_PREFIX + variable, raising=False)
+    with pytest.raises(ValueError, match=r"no value on stdin for secret\(s\) baseline/API_TOKEN"):
+        jobs.take_secrets(frozen, io.StringIO(json.dumps({"API_TOKEN": CANARY}) + "\n"))
+    jobs.take_secrets(frozen, io.StringIO(json.dumps(values) + "\n"))
+    thawed = jobs.thaw(jobs.JobPlan.model_validate_json(text), tmp_path / "evidence")
+    ((name, base),) = thawed.companions
+    assert (name, base.container_name, base.image_id) == ("baseline", "c-base",
+                                                          "sha256:" + "b" * 64)
+    assert base.deployment.spec.image == running.spec.image
+    (ref,) = base.deployment.spec.secrets
+    assert os.environ[ref.fromEnv or ""] == CANARY + "-old"
+    (own,) = thawed.desired.deployment.spec.secrets
+    assert os.environ[own.fromEnv or ""] == CANARY
 
 
 def test_an_unusable_plan_or_a_spent_run_id_starts_nothing(

@@ -7,10 +7,14 @@ import pytest
 
 from specs.errors import SpecError
 from specs.experiment import Experiment, qualification_name
+from specs.experiments.promotion import PromotionExperimentSpec
 from specs.validate import SpecSet, parse_text, spec_hash
 from tests.specs.cases import HEADER, body
 
 ROOM = "  promotion:\n    candidate: {port: 18100}\n"
+CAPACITY = ("  promotion:\n    candidate: {port: 18100}\n    budgetSeconds: 400\n"
+            "    gates:\n      maxCapacityLoss: 1\n      capacity: {initialStreamCount: 2, "
+            "maxStreamCount: 4, windowSeconds: 10, maxP95LatencyMs: 900}\n")
 
 
 def _set(extra: str = ROOM, image: str | None = None) -> SpecSet:
@@ -74,10 +78,32 @@ def test_the_promotion_block_is_not_part_of_the_deployments_hash() -> None:
      "    cleanupSeconds: 120\n", "spec.promotion.budgetSeconds: 150s cannot hold"),
     ("  promotion:\n    candidate: {port: 18100}\n    inPlace: true\n",
      "spec.promotion.inPlace: unknown field"),
+    ("  promotion:\n    candidate: {port: 18100}\n    gates: {maxCapacityLoss: 1}\n",
+     "spec.promotion.gates.maxCapacityLoss: capacity is judged only by a capacity search"),
+    (CAPACITY.replace("initialStreamCount: 2", "initialStreamCount: 9"),
+     "spec.promotion.gates.capacity.initialStreamCount: 9 is above maxStreamCount 4"),
+    (CAPACITY.replace("windowSeconds: 10", "windowSeconds: 5, chunkDurationSeconds: 6"),
+     "spec.promotion.gates.capacity.chunkDurationSeconds: a chunk of 6s is longer than"),
+    (CAPACITY.replace("budgetSeconds: 400", "budgetSeconds: 190"),
+     "spec.promotion.budgetSeconds: 190s cannot hold the 120s kept for cleanup plus a "
+     "qualification of at least 80s (a capacity window on each side included)"),
 ])
 def test_a_bad_promotion_is_refused_at_its_field(extra: str, expected: str) -> None:
     found = _refused(extra)
     assert any(expected in line for line in found), found
+
+
+def test_a_capacity_gate_is_carried_into_the_run_and_names_its_new_qualification() -> None:
+    made = _made(_set(CAPACITY))
+    assert isinstance(made.spec, PromotionExperimentSpec)
+    cap = made.spec.promotion.gates.capacity
+    assert cap is not None
+    assert (cap.initialStreamCount, cap.maxStreamCount, cap.windowSeconds) == (2, 4, 10)
+    assert made.spec.promotion.gates.maxCapacityLoss == 1
+    plain = _set(CAPACITY.replace("      maxCapacityLoss: 1\n", "").replace(
+        "      capacity: {initialStreamCount: 2, maxStreamCount: 4, windowSeconds: 10, "
+        "maxP95LatencyMs: 900}\n", "      maxP95Regression: 10%\n"))
+    assert _made(plain).spec.runId != made.spec.runId
 
 
 def test_a_rule_the_made_run_breaks_is_said_at_spec_promotion() -> None:

@@ -111,7 +111,8 @@ def qualification(dep: Deployment, spec_set: SpecSet, store: Store) -> Qualifica
                                     else ", no GPU"),
         gates=f"p95 latency at most {gates.maxP95Regression} slower, no more dropped chunks, "
               f"every stream's answers its own, at most {gates.maxGpuMemoryGrowthMiB} MiB of "
-              "GPU memory left",
+              "GPU memory left" + (f", at most {gates.maxCapacityLoss} stream(s) of capacity "
+                                   "lost" if gates.capacity is not None else ""),
         approved=held and requests.get(APPROVE) == run_id,
         rolled_back=(asked.reason or "it failed its bake") if asked is not None and (
             asked.phase == ROLLED_BACK and asked.run == run_id) else "")

@@ -59,7 +59,7 @@ from controllers.kinds.experiments.service import (
 from controllers.kinds.host.fleet import Hosts
 from controllers.kinds.host.pulls import Pulls, bring, verify
 from controllers.kinds.host.session import HostSession
-from controllers.secrets import api_token, resolve, resolve_all
+from controllers.secrets import api_token, resolve
 from controllers.services import Services
 from controllers.waiting import Stopped
 from specs.declarations import EXPERIMENT
@@ -74,8 +74,11 @@ from state.store import Store
 
 if TYPE_CHECKING:  # a run's machinery (every type, reports, plots): imported by a pass that
     # has an Experiment to plan or run, not by every command that loads the kinds
+    from controllers.kinds.deployment.plan import Desired
     from controllers.kinds.experiments import run as runs
     from controllers.kinds.experiments.runner import hostjob
+    from specs.experiment import ExperimentSpec
+    from specs.models import Deployment
 
 log = structlog.get_logger("reconciler.kinds")
 RUN_POLL_S = 5.0  # how often a pass looks at a run under way (its end wakes one at once)
@@ -227,6 +230,7 @@ class ExperimentKind:
                            services.instance, key, spec.runId, digest)
         view.conflict = guard(session.engine(), resolved.container_name, services.instance,
                               key, spec.runId)
+        companions = self._companions(ctx, template, spec, session, key, digest, view)
         gpus = [str(g) for g in run_dep.spec.gpus]
         gpu_ids = [g.uuid if (g := facts.gpu(ref)) else str(ref) for ref in run_dep.spec.gpus]
         host_gpus = facts.reported([*gpu_ids, *spec.telemetry.gpus])
@@ -259,7 +263,35 @@ class ExperimentKind:
             desired=resolved, host=template.spec.host, gpu_ids=gpu_ids,
             other_gpus=tuple(spec.telemetry.gpus), host_gpus=host_gpus,
             evidence_root=root, source_file=spec_set.source_file(exp),
-            revision=ctx.revision)
+            revision=ctx.revision, companions=companions)
+
+    def _companions(self, ctx: PassContext, template: Deployment, spec: ExperimentSpec,
+                    session: HostSession, key: Key, digest: str, view: RunPlanView
+                    ) -> tuple[tuple[str, Desired], ...]:
+        """The other versions the run starts in its room (its type's ``companions``),
+        resolved on its Host now and frozen with the run; each is planned as a container of
+        the run's own. Their images must be on the Host already (a running version's is)."""
+        from controllers.kinds.experiments.types import run_type
+
+        assert ctx.spec_set is not None
+        found = []
+        for name, companion_spec in run_type(spec).companions(spec, ctx.services.store).items():
+            dep = run_deployment(template.model_copy(update={"spec": companion_spec}), spec)
+            resolved = for_run(resolve_desired(dep, ctx.spec_set, session,
+                                               ctx.services.instance,
+                                               pulls=Pulls.of(ctx.services)),
+                               ctx.services.instance, key, spec.runId, digest, name)
+            if resolved.pull is not None:
+                raise ControllerError(f"the run's {name} service ({companion_spec.image}) "
+                                      f"cannot start: {resolved.pull.cause}")
+            view.conflict = view.conflict or guard(
+                session.engine(), resolved.container_name, ctx.services.instance, key,
+                spec.runId)
+            view.actions.append(Action("create", f"container {resolved.container_name}", (
+                f"run {spec.runId}'s fresh {name} service ({companion_spec.image}) in the "
+                f"same room, {resolved.url}, measured as its own service is")))
+            found.append((name, resolved))
+        return tuple(found)
 
     # --- act -------------------------------------------------------------------------------
 
@@ -394,8 +426,9 @@ class ExperimentKind:
         """Start the run as a job on its Host, then follow it (``controllers.kinds.experiments.
         runner.hostjob``). The secrets are read now, at use, and go to the job's stdin."""
         from controllers.kinds.experiments.runner import hostjob
+        from controllers.kinds.experiments.runner.job import secret_values
 
-        secrets = resolve_all(plan.desired.deployment.spec.secrets)
+        secrets = secret_values(plan)
 
         def work(stop: threading.Event) -> str:
             if stop.is_set():  # stopped while queued: nothing was created, nothing claimed

@@ -113,6 +113,9 @@ class RunPlan:
     # The log of the process the run executes in, kept in the bundle as ``logs/runner.log``
     # before it is sealed (a job's; None in the reconciler, whose log is its state's).
     runner_log: Path | None = None
+    # Other versions the run starts in its room, by name (its type's ``companions``),
+    # resolved on its Host like ``desired``.
+    companions: tuple[tuple[str, Desired], ...] = ()
 
     @property
     def watched_gpus(self) -> list[str]:
@@ -281,18 +284,29 @@ def _running(plan: RunPlan, engine: DockerEngine, instance: Owner, stop: threadi
     spec = plan.spec
     published: dict[str, str] = {}
 
-    def start_service(without: frozenset[str]) -> RunService:
-        said = f" without {', '.join(sorted(without))}" if without else ""
-        rec.phase("Running", f"starting the run's service {plan.desired.container_name}{said}")
-        rec.containers([plan.desired.container_name])
-        service = launch(engine, _without(plan.desired, without), plan.gpu_ids,
+    def start(desired: Desired, what: str, said: str = "") -> RunService:
+        rec.phase("Running", f"starting {what} {desired.container_name}{said}")
+        rec.containers([desired.container_name])
+        service = launch(engine, desired, plan.gpu_ids,
                          float(plan.template.spec.readiness.timeoutSeconds), stop, progress)
         started.append(service)
         evidence.event("ServiceReady", f"{service.container_name} serves {service.model_id}",
                        container=service.container_id)
+        return service
+
+    def start_service(without: frozenset[str]) -> RunService:
+        said = f" without {', '.join(sorted(without))}" if without else ""
+        service = start(_without(plan.desired, without), "the run's service", said)
         _record_runtime(evidence, service, sorted(without),
                         engine.env_settings(service.container_id, RUNTIME_SETTINGS) or {})
         return service
+
+    def start_companion(name: str) -> RunService:
+        found = dict(plan.companions).get(name)
+        if found is None:
+            raise ControllerError(f"run {spec.runId} has no {name} service (a bug: please "
+                                  "report it)")
+        return start(found, f"the run's {name} service")
 
     def retire_service(service: RunService, name: str) -> None:
         _keep_log(engine, evidence, service.container_id, f"logs/{name}.log")
@@ -321,6 +335,7 @@ def _running(plan: RunPlan, engine: DockerEngine, instance: Owner, stop: threadi
         launcher=_launcher(plan, engine, instance, stop, rec),
         gpu_back=lambda timeout_s: _gpu_back(gpu, timeout_s, stop),
         gpu_baseline=lambda: gpu.baseline.mib if gpu is not None else None,
+        companion=start_companion,
         stream_id=lambda part, src: stream_id(instance, plan.resource, spec.runId, part, src))
     return run_type(spec).execute(ctx)
 

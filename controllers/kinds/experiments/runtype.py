@@ -8,7 +8,9 @@ implementation registered in ``types.py``, never a branch in the run or the kind
 
 ``RunContext`` is how a type reaches the world while it runs: it starts and retires the run's
 service (a type decides whether one service serves the whole run or each attempt gets a fresh
-one), publishes sources (once each, whatever asks), and writes ahead what it may create.
+one), and the services of other versions a type compares it with (``companions``: a
+promotion's copy of the running version), publishes sources (once each, whatever asks), and
+writes ahead what it may create.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from controllers.errors import ControllerError
 from controllers.kinds.experiments.driver import DELETE_PROOF_S, LoadDriver
 from controllers.kinds.experiments.harnessproc import Launcher
 from controllers.kinds.experiments.manifest import RunManifest
@@ -25,6 +28,7 @@ from controllers.kinds.experiments.reportparts import Section
 from controllers.kinds.experiments.service import RunService
 from controllers.kinds.experiments.streams import CanarySource
 from specs.experiments.base import CanaryPublisher, ExperimentSpecBase
+from specs.models import DeploymentSpec
 from state.evidence import Evidence, Verdict
 from state.store import Store
 
@@ -66,6 +70,9 @@ class RunContext(Generic[X_co]):
     gpu_back: Callable[[float], tuple[dict[str, int] | str, list[str]]]
     # The run's GPUs' memory at Preflight (MiB per GPU; None: not measured).
     gpu_baseline: Callable[[], dict[str, int] | None] = lambda: None
+    # A fresh service of one of the type's ``companions``, by name, in the run's room, ready
+    # (ControllerError if not, or if the run has no such companion).
+    companion: Callable[[str], RunService] = lambda name: _no_companion(name)
 
     def start_service(self, without: frozenset[str] = frozenset()) -> RunService:
         return self.launch(without)
@@ -81,8 +88,16 @@ class RunContext(Generic[X_co]):
             delete_s=min(DELETE_PROOF_S, float(self.spec.cleanupSeconds)))
 
 
+def _no_companion(name: str) -> RunService:
+    raise ControllerError(f"the run has no companion service {name!r} (a bug: please report it)")
+
+
 class StartsWhenLaunched:
-    """A type whose run starts as soon as it is planned (every type but a promotion's)."""
+    """A type whose run starts as soon as it is planned and measures its own service only
+    (every type but a promotion's)."""
+
+    def companions(self, spec: ExperimentSpecBase, store: Store) -> dict[str, DeploymentSpec]:
+        return {}
 
     def waits_for(self, spec: ExperimentSpecBase, store: Store) -> str | None:
         return None
@@ -115,6 +130,12 @@ class ExperimentType(Protocol[X_contra]):
     def run_id(self, spec: X_contra, store: Store) -> str:
         """The run ID its run goes by: ``spec.runId``, or (a promotion run) the attempt at
         the same candidate a person asked for."""
+        ...
+
+    def companions(self, spec: X_contra, store: Store) -> dict[str, DeploymentSpec]:
+        """Other versions of its template the run starts in its own room, by name, frozen
+        with the run when it is launched (a promotion's capacity gate: a fresh copy of the
+        running version, searched as the candidate is). Empty for most types."""
         ...
 
     def planned(self, spec: X_contra) -> list[PlannedStep]:

@@ -58,10 +58,12 @@ def gpu_conflicts(run: Deployment, spec_set: SpecSet, facts: HostFacts) -> list[
 
 
 def for_run(desired: Desired, instance: Owner, resource: Key, run_id: str,
-            run_hash: str) -> Desired:
-    """The template's resolved container, renamed and relabelled for the run."""
+            run_hash: str, companion: str = "") -> Desired:
+    """The template's resolved container, renamed and relabelled for the run (``companion``:
+    another version the run starts, named apart, labelled as the run's)."""
+    name = f"{run_id}-{companion}" if companion else run_id
     return dataclasses.replace(
-        desired, resource=resource, container_name=ownership.project_name(run_id),
+        desired, resource=resource, container_name=ownership.project_name(name),
         labels=ownership.labels_for(instance, resource, run_hash, run_id=run_id))
 
 

@@ -5,7 +5,7 @@ from memory, so a report written after a restart reads the same numbers: the per
 latencies of every measured repetition (warm-up runs left out, as the canary's own p95 leaves
 them out), the dropped chunks its performance gate counted, and whether its streams' answers
 were their own (the semantic-isolation evidence: a wrong answer breaks it, missing ones only
-leave it unjudged).
+leave it unjudged), and, with a capacity gate, the highest stable count its search found.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from controllers.kinds.experiments.canary.runtype import (
 )
 from controllers.kinds.experiments.isolation import judge_answer
 from controllers.kinds.experiments.ledger import answered, chunk_latency
+from controllers.kinds.experiments.promotion.capacity import capacity_of
 from controllers.kinds.experiments.promotion.gates import Measured
 from controllers.kinds.streamset.caption_events import CaptionChunk
 from specs.experiments.base import LatencySource
@@ -42,7 +43,7 @@ def side_measured(side: Evidence, warmups: int, repetitions: int,
     for rep in range(warmups, warmups + repetitions):
         latencies += _latencies(side, samples_file(rep), source)
     performance = side.read(PERFORMANCE_FILE, CanaryPerformance)
-    return Measured(chunk_latencies_ms=latencies,
+    return Measured(chunk_latencies_ms=latencies, capacity=capacity_of(side),
                     dropped_chunks=None if performance is None else performance.droppedChunks,
                     isolated=_isolated(side))
 

@@ -8,8 +8,11 @@ Deployment's own port (``baseline: sideBySide``), which is never stopped, restar
 beyond the canary's own streams, each deleted and proven gone. Each side's canary writes its
 evidence under ``runs/<side>/`` of this run; the decision (``gates.decide``) reads both from
 there and writes ``decision.json``, one gate file per gate and the comparison in
-``report.md``. The run's verdict is the decision's: PASS promotes, FAIL rejects, INCONCLUSIVE
-leaves the running version serving and says to measure again.
+``report.md``. With ``gates.capacity``, the candidate and then a fresh copy of the running
+version (the run's ``baseline`` companion, in the same room) are each searched for their
+highest stable stream count once the canary is done (``promotion.capacity``). The run's
+verdict is the decision's: PASS promotes, FAIL rejects, INCONCLUSIVE leaves the running version
+serving and says to measure again.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from controllers.kinds.deployment.promotion import current_run
 from controllers.kinds.experiments import plots
 from controllers.kinds.experiments.canary.runtype import CanaryRun
 from controllers.kinds.experiments.manifest import RunManifest
+from controllers.kinds.experiments.promotion import capacity
 from controllers.kinds.experiments.promotion.bundle import (
     DECISION,
     RUNS_DIR,
@@ -42,6 +46,7 @@ from controllers.kinds.experiments.service import RunService
 from controllers.kinds.experiments.streams import CanarySource, canary_sources
 from specs.experiments.canary import CanaryExperimentSpec
 from specs.experiments.promotion import PromotionExperimentSpec
+from specs.models import DeploymentSpec
 from state.evidence import Evidence, Verdict
 from state.keys import Key
 from state.store import Store
@@ -80,6 +85,7 @@ def side_evidence(evidence: Evidence, side: str) -> Evidence:
 def gates_of(spec: PromotionExperimentSpec) -> Gates:
     limits = spec.promotion.gates
     return Gates(max_p95_regression=limits.p95_regression,
+                 max_capacity_loss=limits.maxCapacityLoss,
                  max_gpu_memory_growth_mib=float(limits.maxGpuMemoryGrowthMiB))
 
 
@@ -92,7 +98,27 @@ class PromotionType:
         return False
 
     def declared_gates(self, spec: PromotionExperimentSpec) -> list[str]:
-        return [gate_file(g) for g in DECLARED]
+        searched = ("capacity",) if spec.promotion.gates.capacity is not None else ()
+        return [gate_file(g) for g in (*DECLARED, *searched)]
+
+    def companions(self, spec: PromotionExperimentSpec, store: Store
+                   ) -> dict[str, DeploymentSpec]:
+        """With a capacity gate, the running version as its record says it was applied: a
+        fresh copy of it is searched in the room (the running service never is)."""
+        if spec.promotion.gates.capacity is None:
+            return {}
+        record = store.load(Key("Deployment", spec.promotion.deployment))
+        applied = record.applied_spec if record is not None else None
+        if not applied:
+            raise ControllerError(f"the capacity gate searches a copy of the running version, "
+                                  f"and Deployment {spec.promotion.deployment}'s record holds "
+                                  "no applied spec to copy")
+        try:
+            return {capacity.BASELINE: DeploymentSpec.model_validate(applied)}
+        except ValueError as exc:
+            raise ControllerError(f"the running version's recorded spec no longer reads as a "
+                                  f"Deployment spec ({str(exc).splitlines()[0]}): its capacity "
+                                  "cannot be searched") from None
 
     def run_id(self, spec: PromotionExperimentSpec, store: Store) -> str:
         """The spec's run ID, or the attempt at the same candidate its Deployment asked for
@@ -116,9 +142,21 @@ class PromotionType:
                 PlannedStep("measure", f"candidate and baseline ({baseline})", "the same "
                             "canary on both at once; the running service keeps serving and "
                             "only its canary streams are removed"),
-                PlannedStep("judge", "latency, dropped chunks, isolation", f"p95 at most "
-                            f"{run.gates.maxP95Regression} slower beyond noise (Mann-Whitney U "
-                            f"over every chunk of both sides)")]
+                *self._searched(spec),
+                PlannedStep("judge", ", ".join([*DECLARED, *(["capacity"] if run.gates.capacity
+                                                               else [])]),
+                            f"p95 at most {run.gates.maxP95Regression} slower beyond noise "
+                            "(Mann-Whitney U over every chunk of both sides)")]
+
+    def _searched(self, spec: PromotionExperimentSpec) -> list[PlannedStep]:
+        cap = spec.promotion.gates.capacity
+        if cap is None:
+            return []
+        return [PlannedStep("search", f"capacity {cap.initialStreamCount}..{cap.maxStreamCount}"
+                            " stream(s), candidate then a fresh copy of the running version",
+                            f"{cap.windowSeconds}s windows, p95 <= {cap.maxP95LatencyMs:g} ms, "
+                            f"a fresh service per window; at most "
+                            f"{spec.promotion.gates.maxCapacityLoss} stream(s) fewer")]
 
     def execute(self, ctx: RunContext[PromotionExperimentSpec]) -> tuple[Verdict, str]:
         spec, canary = ctx.spec, as_canary(ctx.spec)
@@ -136,6 +174,11 @@ class PromotionType:
                 job.result()
         ctx.retire_service(candidate, "candidate")
         growth = _gpu_growth(ctx)
+        if (cap := spec.promotion.gates.capacity) is not None:
+            capacity.search_side(ctx, cap, "candidate", side_evidence(ctx.evidence, "candidate"),
+                                 ctx.launch)
+            capacity.search_side(ctx, cap, "baseline", side_evidence(ctx.evidence, "baseline"),
+                                 lambda _: ctx.companion(capacity.BASELINE))
         measure = canary.measurement
         sides = {side: side_measured(side_evidence(ctx.evidence, side), measure.warmupRuns,
                                      measure.repetitions, measure.latencySource)
@@ -163,6 +206,7 @@ class PromotionType:
         latency = data.get("latency")
         if isinstance(latency, dict) and latency.get("reason"):
             lines += ["", f"Latency: {cell(latency['reason'])}."]
+        lines += capacity.capacity_lines(evidence, SIDES, side_evidence)
         series = data.get("latencies")
         if not isinstance(series, dict):
             return Section(lines)

@@ -58,7 +58,7 @@ from controllers.kinds.host.gputelemetry import (
     nvml_answers,
 )
 from controllers.kinds.streamset import publishing
-from controllers.secrets import api_token
+from controllers.secrets import api_token, resolve_all
 from controllers.waiting import Stopped
 from specs.experiment import ExperimentSpec
 from specs.models import Deployment
@@ -82,6 +82,30 @@ EXIT_VERDICT, EXIT_UNUSABLE, EXIT_STOPPED, EXIT_RAN_BEFORE, EXIT_CRASHED = 0, 2,
 MAX_SECRETS_BYTES = 1 << 20
 _SPEC = TypeAdapter(ExperimentSpec)
 log = structlog.get_logger("controllers.kinds.experiments.runner")
+
+
+class FrozenService(BaseModel):
+    """A service the run starts besides its own (its type's ``companions``), resolved on its
+    Host when it was launched: its secrets by name only, as the run's own."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    service: dict[str, Any]
+    spec_hash: str
+    container_name: str
+    image_id: str
+    env: dict[str, str]
+    labels: dict[str, str]
+    url: str
+    secrets: list[str] = []
+
+    @classmethod
+    def of(cls, desired: Desired) -> FrozenService:
+        return cls(service=desired.deployment.model_dump(mode="json", by_alias=True),
+                   spec_hash=desired.spec_hash, container_name=desired.container_name,
+                   image_id=desired.image_id, env=dict(desired.env),
+                   labels=dict(desired.labels), url=desired.url,
+                   secrets=[ref.name for ref in desired.deployment.spec.secrets])
 
 
 class JobPlan(BaseModel):
@@ -116,6 +140,7 @@ class JobPlan(BaseModel):
     runner_image: str | None = None  # the harness container's skeleton (``harnessproc``)
     volume: str | None = None  # the job's volume, at ``JOB_DIR`` here and in the harness
     trust: TrustPolicy | None = None  # the reconciler's, judged again here at each use
+    companions: dict[str, FrozenService] = {}  # by name; their secrets: ``secret_keys``
 
 
 def freeze(plan: runs.RunPlan, instance: Owner, publisher_image: str | None = None,
@@ -139,16 +164,46 @@ def freeze(plan: runs.RunPlan, instance: Owner, publisher_image: str | None = No
         secrets=[ref.name for ref in desired.deployment.spec.secrets],
         publisher_image=publisher_image, code_version=code.version,
         code_revision=code.revision, runner_image=runner_image, volume=volume,
-        trust=enforced())
+        trust=enforced(), companions={name: FrozenService.of(companion)
+                                      for name, companion in plan.companions})
 
 
-def _as_env_refs(deployment: dict[str, Any]) -> dict[str, Any]:
+def secret_values(plan: runs.RunPlan) -> dict[str, str]:
+    """The values the job is given on its stdin, read now (``secret_keys`` names them): its
+    own service's secrets, then each companion's as ``<companion>/<secret>``."""
+    values = resolve_all(plan.desired.deployment.spec.secrets)
+    for name, companion in plan.companions:
+        values.update({f"{name}/{key}": value for key, value in resolve_all(
+            companion.deployment.spec.secrets).items()})
+    return values
+
+
+def secret_keys(job: JobPlan) -> list[tuple[str, str]]:
+    """Each secret the job must be given: its key on stdin, and the variable of this process
+    it is read from (a companion's apart from the run's own, whatever their names)."""
+    keys = [(name, SECRET_ENV_PREFIX + name) for name in job.secrets]
+    for companion, frozen in job.companions.items():
+        keys += [(f"{companion}/{name}", f"{SECRET_ENV_PREFIX}{companion}__{name}")
+                 for name in frozen.secrets]
+    return keys
+
+
+def _as_env_refs(deployment: dict[str, Any], prefix: str = SECRET_ENV_PREFIX
+                 ) -> dict[str, Any]:
     """The Deployment with each secret read from a variable of this process (see the module
     docstring): the job has the values, not the files or variables they came from."""
     spec = dict(deployment.get("spec") or {})
-    spec["secrets"] = [{"name": ref["name"], "fromEnv": SECRET_ENV_PREFIX + ref["name"]}
+    spec["secrets"] = [{"name": ref["name"], "fromEnv": prefix + ref["name"]}
                        for ref in spec.get("secrets") or []]
     return {**deployment, "spec": spec}
+
+
+def _thawed(frozen: FrozenService, resource: Key, source_file: str, prefix: str) -> Desired:
+    return Desired(
+        deployment=Deployment.model_validate(_as_env_refs(frozen.service, prefix)),
+        resource=resource, spec_hash=frozen.spec_hash, container_name=frozen.container_name,
+        image_id=frozen.image_id, env=dict(frozen.env), labels=dict(frozen.labels),
+        url=frozen.url, probe_url=frozen.url, source_file=source_file)
 
 
 def thaw(job: JobPlan, evidence_root: Path, runner_log: Path | None = None) -> runs.RunPlan:
@@ -156,26 +211,29 @@ def thaw(job: JobPlan, evidence_root: Path, runner_log: Path | None = None) -> r
     bundle); pydantic's ValidationError when it is not one."""
     kind, _, name = job.resource.partition("/")
     resource = Key(kind, name)
-    service = Deployment.model_validate(_as_env_refs(job.service))
-    desired = Desired(
-        deployment=service, resource=resource, spec_hash=job.spec_hash,
-        container_name=job.container_name, image_id=job.image_id, env=dict(job.env),
-        labels=dict(job.labels), url=job.url, probe_url=job.url, source_file=job.source_file)
+    own = FrozenService(service=job.service, spec_hash=job.spec_hash,
+                        container_name=job.container_name, image_id=job.image_id,
+                        env=job.env, labels=job.labels, url=job.url)
     return runs.RunPlan(
         resource=resource, name=job.name, spec=_SPEC.validate_python(job.spec),
         run_hash=job.run_hash, template=Deployment.model_validate(_as_env_refs(job.template)),
-        desired=desired, host=job.host, gpu_ids=list(job.gpu_ids), evidence_root=evidence_root,
+        desired=_thawed(own, resource, job.source_file, SECRET_ENV_PREFIX), host=job.host,
+        gpu_ids=list(job.gpu_ids), evidence_root=evidence_root,
         source_file=job.source_file, revision=job.revision, other_gpus=tuple(job.other_gpus),
         code=CodeRef(version=job.code_version, revision=job.code_revision),
         harness_on_host=OnHost(job.runner_image, job.volume, str(JOB_DIR))
-        if job.runner_image and job.volume else None, runner_log=runner_log)
+        if job.runner_image and job.volume else None, runner_log=runner_log,
+        companions=tuple((companion, _thawed(frozen, resource, job.source_file,
+                                             f"{SECRET_ENV_PREFIX}{companion}__"))
+                         for companion, frozen in job.companions.items()))
 
 
 def take_secrets(job: JobPlan, stream: Any) -> None:
     """Read the secrets' values (one JSON object on ``stream``) into this process's
-    environment under the names ``_as_env_refs`` gave them; ValueError names what is wrong,
+    environment under the names ``secret_keys`` gave them; ValueError names what is wrong,
     never a value."""
-    if not job.secrets:
+    keys = secret_keys(job)
+    if not keys:
         return
     raw = stream.readline(MAX_SECRETS_BYTES + 1)  # one line: stdin stays open after it
     if len(raw) > MAX_SECRETS_BYTES:
@@ -186,11 +244,11 @@ def take_secrets(job: JobPlan, stream: Any) -> None:
         raise ValueError("the secrets on stdin are not one JSON object") from None
     if not isinstance(values, dict):
         raise ValueError("the secrets on stdin are not one JSON object")
-    missing = [name for name in job.secrets if not isinstance(values.get(name), str)]
+    missing = [key for key, _ in keys if not isinstance(values.get(key), str)]
     if missing:
         raise ValueError(f"no value on stdin for secret(s) {', '.join(missing)}")
-    for name in job.secrets:
-        os.environ[SECRET_ENV_PREFIX + name] = values[name]
+    for key, variable in keys:
+        os.environ[variable] = values[key]
 
 
 def telemetry_on_host(job: JobPlan) -> Telemetry:
