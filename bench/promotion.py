@@ -42,8 +42,9 @@ INSTANCE = "bench-promotion"  # its own names and labels: never a user's contain
 PORT, ROOM, HAND = 19300, 19301, 19302
 LOAD = {"streams": 4, "performanceSeconds": 10, "chunkDurationSeconds": 1,
         "latencySource": "processing_latency"}
-SEARCH = {"initialStreamCount": 2, "maxStreamCount": 4, "windowSeconds": 5,
+SEARCH = {"initialStreamCount": 2, "maxStreamCount": 6, "windowSeconds": 5,
           "maxP95LatencyMs": 5000, "chunkDurationSeconds": 1}
+ADMITS = "5"  # both versions admit 5 streams: each search finds 5 stable, 6 unstable
 
 
 def host() -> dict[str, Any]:
@@ -58,7 +59,8 @@ def deployment(image: str, promotion: bool, capacity: bool = False, **env: str
         "model": {"use": "vllm-compatible", "path": "ngc:nim/nvidia/bench:1"},
         "port": {"host": PORT, "container": PORT},
         "env": {"RTVI_EMU_HOST": "127.0.0.1", "RTVI_EMU_PORT": str(PORT),
-                "RTVI_EMU_ACCESS_LOG": "0", "RTVI_EMU_LATENCY_MS": "200", **env},
+                "RTVI_EMU_ACCESS_LOG": "0", "RTVI_EMU_LATENCY_MS": "200",
+                "RTVI_EMU_MAX_STREAMS": ADMITS, **env},
         "readiness": {"timeoutSeconds": 120, "pollSeconds": 0.2}}
     if promotion:
         gates: dict[str, Any] = {"canary": LOAD, "maxP95Regression": "50%"}

@@ -84,6 +84,7 @@ def derive_qualification(dep: Deployment, candidate: str) -> list[Experiment]:
             "promotion": {
                 "deployment": name, "candidate": candidate,
                 "baseline": dep.spec.port.model_dump(mode="json"),
+                "baselineFrom": promotion.baseline,
                 "canary": {"streams": load.streams, "performanceSeconds":
                            load.performanceSeconds, "chunkDurationSeconds":
                            load.chunkDurationSeconds},

@@ -506,11 +506,15 @@ class PromotionGates(Strict):
 class PromotionSpec(Strict):
     """``spec.promotion``: a new image, model or environment reaches this Deployment only
     once a qualification run on its Host measured it against the running version
-    (``baseline: sideBySide``: the same load on both, in the same window) and every gate
-    passed; a rejected candidate never touches the running service."""
+    (``baseline: sideBySide``: the same load on both, in the same window; ``lastAccepted``:
+    the running version's own numbers from the qualification that promoted it) and every
+    gate passed; a rejected candidate never touches the running service."""
 
     candidate: PromotionRoom
-    baseline: Literal["sideBySide"] = "sideBySide"
+    # sideBySide: the running version measured now, beside the candidate; lastAccepted: its
+    # numbers read from the run that promoted it (same Host, GPU model and load), measured
+    # side by side when there is none.
+    baseline: Literal["sideBySide", "lastAccepted"] = "sideBySide"
     gates: PromotionGates = Field(default_factory=PromotionGates)
     budgetSeconds: int = Field(default=900, ge=120, le=86400)  # the qualification run's
     cleanupSeconds: int = Field(default=120, ge=10, le=3600)

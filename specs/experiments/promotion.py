@@ -5,7 +5,8 @@ Nobody writes one: a Deployment with ``spec.promotion`` makes it (``derive``, in
 recovered and shown like any Experiment. Its template is the Deployment as Git now asks for it
 (the candidate), started fresh in the room ``spec.promotion.candidate`` names; the baseline is
 the service that runs now, at the Deployment's own port, measured under the same canary load in
-the same window. Its run ID names the candidate (the Deployment's spec hash), so a candidate is
+the same window (or, with ``baseline: lastAccepted``, the numbers the run that promoted it
+measured). Its run ID names the candidate (the Deployment's spec hash), so a candidate is
 qualified once, and a new commit is a new candidate.
 """
 
@@ -30,6 +31,8 @@ class PromotionRunSpec(Strict):
     deployment: Name  # whose candidate it qualifies (its template)
     candidate: str = Field(pattern=SHA256_PATTERN)  # the Deployment's spec hash it qualifies
     baseline: PortSpec  # where the running service is published on the Host
+    # Where the baseline's numbers come from (``spec.promotion.baseline``).
+    baselineFrom: Literal["sideBySide", "lastAccepted"] = "sideBySide"
     canary: CanarySpec
     gates: PromotionGates = Field(default_factory=PromotionGates)
 

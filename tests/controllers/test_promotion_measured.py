@@ -3,6 +3,7 @@ report section the decision makes of both sides."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict
 from pathlib import Path
@@ -19,6 +20,7 @@ from controllers.kinds.experiments.canary.runtype import (
 from controllers.kinds.experiments.capacity.documents import CAPACITY_FILE, CapacityDocument
 from controllers.kinds.experiments.ledger import performance_report
 from controllers.kinds.experiments.manifest import RunManifest
+from controllers.kinds.experiments.promotion import accepted
 from controllers.kinds.experiments.promotion.capacity import capacity_of
 from controllers.kinds.experiments.promotion.gates import Gates, Measured, decide
 from controllers.kinds.experiments.promotion.measured import samples_file, side_measured
@@ -31,7 +33,16 @@ from controllers.kinds.experiments.promotion.runtype import (
 from controllers.kinds.experiments.streams import canary_sources
 from controllers.kinds.streamset.caption_events import CaptionChunk
 from specs.experiments.canary import CanarySpec
-from state.evidence import Evidence
+from specs.experiments.promotion import PromotionExperimentSpec
+from state.evidence import MANIFEST, Evidence
+
+
+def _promotion_spec(streams: int = 2, **run: str) -> PromotionExperimentSpec:
+    return PromotionExperimentSpec.model_validate({
+        "type": "promotion", "runId": "vlm-q-2", "template": "vlm",
+        "service": {"hostPort": 18100}, "measurement": {"claim": "as good"},
+        "promotion": {"deployment": "vlm", "candidate": "a" * 64, "baseline": {"host": 18000},
+                      "canary": {"streams": streams}, **run}})
 
 
 def _chunk(latency_ms: float, frames: int = 4, error: str = "", content: str = "red") -> str:
@@ -153,3 +164,34 @@ def test_each_sides_capacity_is_read_from_its_search_and_judged_with_the_loss_al
     assert capacity_of(side_evidence(run, "candidate")) is None
     searched("candidate", firstUnstable=1)
     assert capacity_of(side_evidence(run, "candidate")) == 0
+
+
+def test_the_last_accepted_run_stands_in_for_the_running_version_only_when_comparable(
+        tmp_path: Path) -> None:
+    """``baseline: lastAccepted``: the numbers a qualification kept of its candidate serve the
+    next one as its baseline, under the same load on the same Host and GPU model; anything
+    else is measured side by side, and the decision says why."""
+    spec = _promotion_spec(baselineFrom="lastAccepted")
+    host = {"name": "local", "facts": {"gpus": [{"uuid": "GPU-1", "name": "NVIDIA H100"}]}}
+    earlier = Evidence.create(tmp_path, "vlm-q-1")
+    earlier.write_json(MANIFEST, {"host": host})
+    kept = Measured([100.0, 110.0], capacity=4, dropped_chunks=0, isolated=True)
+    accepted.keep_candidate(earlier, spec, kept)
+    now = Evidence.create(tmp_path, "vlm-q-2")
+    now.write_json(MANIFEST, {"host": host})
+    found = accepted.baseline_for(now, spec, "vlm-q-1")
+    assert found.measured == dataclasses.replace(kept, chunk_latencies_ms=(100.0, 110.0))
+    assert found.record()["from"] == "lastAccepted"
+    assert not accepted.baseline_for(now, _promotion_spec(), "vlm-q-1").measured  # sideBySide
+    for why, run, later in (
+            ("no accepted qualification of the running version", None, spec),
+            ("kept no measurements of its candidate", "vlm-q-9", spec),
+            ("measured under another load", "vlm-q-1",
+             _promotion_spec(baselineFrom="lastAccepted", streams=4))):
+        fallback = accepted.baseline_for(now, later, run)
+        assert fallback.measured is None, fallback
+        assert why in fallback.why, fallback
+        assert fallback.record()["from"] == "sideBySide"
+    other = Evidence.create(tmp_path, "vlm-q-3")
+    other.write_json(MANIFEST, {"host": {**host, "facts": {"gpus": [{"name": "NVIDIA B200"}]}}})
+    assert "another Host or GPU model" in accepted.baseline_for(other, spec, "vlm-q-1").why

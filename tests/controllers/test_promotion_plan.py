@@ -145,3 +145,21 @@ def test_a_rolled_back_candidate_is_held_out() -> None:
     stopped = plan(back, _container(old, status="exited", exit_code=1), _record(old), INSTANCE)
     assert stopped.actions == []
     assert stopped.held is not None
+
+
+def test_each_promotion_is_kept_as_the_accepted_run_of_its_version() -> None:
+    """A ``baseline: lastAccepted`` reads the running version's numbers from the run that
+    promoted it: the record keeps that run per version (the latest eight), so a version rolled
+    back to still has its own."""
+    old, new = _desired("  env: {X: 1}\n"), _desired("  env: {X: 2}\n")
+    record = _record(old)
+    for i in range(10):
+        found = Qualification(EXPERIMENT, f"{RUN}-{i}", RunOutcome(), "room", "gates")
+        promotion.promoted(record, f"{i:064x}", found, "img", None, None, 0)
+    promotion.promoted(record, new.spec_hash, Qualification(
+        EXPERIMENT, RUN, RunOutcome(), "room", "gates"), "img", None, None, 0)
+    accepted = DeploymentStatusFacts.of(record).accepted or {}
+    assert len(accepted) == 8
+    assert list(accepted.items())[-1] == (new.spec_hash, RUN)
+    assert f"{9:064x}" in accepted
+    assert f"{2:064x}" not in accepted  # the oldest went first

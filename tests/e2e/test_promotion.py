@@ -162,16 +162,22 @@ def test_apply_rejects_a_candidate_that_mixes_answers_and_a_person_reruns_then_a
         tmp_path: Path) -> None:
     """``plan`` says ``qualify``; one ``apply`` runs the qualification and, on its verdict,
     holds the candidate: the same candidate is never measured twice unless a person asks
-    (``promote --rerun``), and a person may let it through (``promote --approve``)."""
+    (``promote --rerun``), and a person may let it through (``promote --approve``). With
+    ``baseline: lastAccepted`` the first candidate is measured side by side (nothing promoted
+    the running version); the next one is compared with what the run that promoted the
+    version it replaces measured, and the running service is not measured at all."""
     port, room = free_port(), free_port()
     specs = tmp_path / "specs"
-    write(specs, small_canary(promoted_spec(emulator_image, port, room)))
+
+    def spec(**env: str) -> dict[str, Any]:
+        dep = small_canary(promoted_spec(emulator_image, port, room, 0, **env))
+        dep["spec"]["promotion"]["baseline"] = "lastAccepted"
+        return dep
+    write(specs, spec())
     first = cli("apply", str(specs), "--timeout", "120", timeout=200)
     assert first.returncode == 0, first.stdout + first.stderr
     running = container_of(docker_client, cli)
-    crosstalk = json.dumps([{"kind": "crosstalk"}])
-    write(specs, small_canary(promoted_spec(emulator_image, port, room,
-                                            RTVI_EMU_FAULTS=crosstalk)))
+    write(specs, spec(RTVI_EMU_FAULTS=json.dumps([{"kind": "crosstalk"}])))
     planned = cli("plan", str(specs))
     assert "qualify container" in planned.stdout, planned.stdout
     assert "measured beside the running version first by run vlm-q-" in planned.stdout
@@ -183,6 +189,10 @@ def test_apply_rejects_a_candidate_that_mixes_answers_and_a_person_reruns_then_a
     assert container_of(docker_client, cli) == running
     rejected = promotion_of(cli)
     assert rejected["phase"] == "Rejected", rejected
+    decided = json.loads((cli.state_dir / "evidence" / rejected["run"] / "decision.json")
+                         .read_text())
+    assert decided["baseline"]["from"] == "sideBySide", decided["baseline"]
+    assert "no accepted qualification of the running version" in decided["baseline"]["why"]
     # Applied again, the same candidate is held at once: its run ran once.
     again = cli("apply", str(specs), "--timeout", "60", timeout=120)
     assert "PromotionRejected" in again.stdout + again.stderr
@@ -216,3 +226,17 @@ def test_apply_rejects_a_candidate_that_mixes_answers_and_a_person_reruns_then_a
     again = cli("promote", "Deployment/vlm", "--rerun")
     assert again.returncode != 0
     assert "nothing is held out to rerun: its candidate is promoted" in again.stderr
+    # The next candidate: its baseline is what run -r1 measured of the version running now.
+    write(specs, spec(RTVI_EMU_FAIL_SEED="7"))
+    cli("apply", str(specs), "--timeout", "280", timeout=320)
+    latest = promotion_of(cli)
+    assert latest["run"] not in (rejected["run"], second["run"]), latest
+    bundle = cli.state_dir / "evidence" / latest["run"]
+    decided = json.loads((bundle / "decision.json").read_text())
+    assert decided["baseline"]["from"] == "lastAccepted", decided["baseline"]
+    assert decided["baseline"]["run"] == second["run"], decided["baseline"]
+    assert (bundle / "runs" / "candidate").is_dir()
+    assert not (bundle / "runs" / "baseline").exists()  # the running service: not measured
+    assert "Baseline: the running version's numbers from run" in (bundle / "report.md"
+                                                                   ).read_text()
+    assert cli("evidence", latest["run"], "--verify").returncode == 0

@@ -43,6 +43,10 @@ def test_a_deployment_with_promotion_makes_its_qualification_run() -> None:
     assert made.spec.service.hostPort == 18100
     assert made.spec.promotion.candidate == spec_hash(dep)
     assert made.spec.promotion.baseline.host == 18000  # the running service: measured in place
+    assert made.spec.promotion.baselineFrom == "sideBySide"
+    later = _made(_set(ROOM + "    baseline: lastAccepted\n"))
+    assert isinstance(later.spec, PromotionExperimentSpec)
+    assert later.spec.promotion.baselineFrom == "lastAccepted"
     assert made.spec.runId.startswith("vlm-q-")
     assert made.metadata.name == "vlm-promotion"
     assert spec_set.source_file(made) == "specs/x.yaml"  # said in its Deployment's file

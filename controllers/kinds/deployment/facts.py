@@ -34,6 +34,7 @@ class RuntimeFacts(Facts):
 QUALIFYING, REJECTED, PROMOTED = "Qualifying", "Rejected", "Promoted"
 BAKING, ROLLED_BACK = "Baking", "RolledBack"
 SHOWN_PHASES = (QUALIFYING, REJECTED, BAKING, ROLLED_BACK)  # PROMOTED: the running version
+ACCEPTED_KEPT = 8
 
 
 class PromotionFacts(Facts):
@@ -72,6 +73,10 @@ class DeploymentStatusFacts(EngineFacts):
     runtime: RuntimeFacts | None = None
     ready_since: str | None = None
     promotion: PromotionFacts | None = None
+    # The qualification run that promoted each version (its spec hash → run ID), the latest
+    # last and at most ``ACCEPTED_KEPT``: a ``baseline: lastAccepted`` reads the running
+    # version's numbers there (one rolled back to included).
+    accepted: dict[str, str] | None = None
 
     def refuses(self, request: str, value: str) -> str | None:
         """``approve`` (its held candidate's run ID: let it through once) and ``rerun`` (qualify

@@ -28,6 +28,7 @@ import structlog
 
 from controllers.facts import RunOutcome, seconds_since
 from controllers.kinds.deployment.facts import (
+    ACCEPTED_KEPT,
     BAKING,
     PROMOTED,
     QUALIFYING,
@@ -156,6 +157,8 @@ def promoted(record: ResourceStatus, candidate: str, found: Qualification, image
         image=image, evidence=found.outcome.evidence, since=stamp(now), promoted_from=before,
         reason=override(found) or None, previous_spec=previous if watched else None,
         bake_until=stamp(now + timedelta(seconds=bake_s)) if watched else None)
+    kept = {k: v for k, v in (known.accepted or {}).items() if k != candidate}
+    known.accepted = dict([*kept.items(), (candidate, found.run_id)][-ACCEPTED_KEPT:])
     known.put(record)
     record.requests.pop(APPROVE, None)
 

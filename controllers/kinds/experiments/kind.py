@@ -263,7 +263,8 @@ class ExperimentKind:
             desired=resolved, host=template.spec.host, gpu_ids=gpu_ids,
             other_gpus=tuple(spec.telemetry.gpus), host_gpus=host_gpus,
             evidence_root=root, source_file=spec_set.source_file(exp),
-            revision=ctx.revision, companions=companions)
+            revision=ctx.revision, companions=companions,
+            earlier=tuple(kind.earlier(spec, ctx.services.store).items()))
 
     def _companions(self, ctx: PassContext, template: Deployment, spec: ExperimentSpec,
                     session: HostSession, key: Key, digest: str, view: RunPlanView

@@ -116,6 +116,13 @@ class RunPlan:
     # Other versions the run starts in its room, by name (its type's ``companions``),
     # resolved on its Host like ``desired``.
     companions: tuple[tuple[str, Desired], ...] = ()
+    # Earlier runs it reads, by role (its type's ``earlier``): (role, run ID).
+    earlier: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def read_runs(self) -> list[str]:
+        """Every earlier run whose evidence the run reads (its spec's, then its type's)."""
+        return list(dict.fromkeys([*self.spec.read_runs(), *(run for _, run in self.earlier)]))
 
     @property
     def watched_gpus(self) -> list[str]:
@@ -335,7 +342,7 @@ def _running(plan: RunPlan, engine: DockerEngine, instance: Owner, stop: threadi
         launcher=_launcher(plan, engine, instance, stop, rec),
         gpu_back=lambda timeout_s: _gpu_back(gpu, timeout_s, stop),
         gpu_baseline=lambda: gpu.baseline.mib if gpu is not None else None,
-        companion=start_companion,
+        companion=start_companion, earlier=dict(plan.earlier),
         stream_id=lambda part, src: stream_id(instance, plan.resource, spec.runId, part, src))
     return run_type(spec).execute(ctx)
 

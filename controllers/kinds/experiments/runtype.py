@@ -16,8 +16,8 @@ writes ahead what it may create.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 from controllers.errors import ControllerError
@@ -73,6 +73,9 @@ class RunContext(Generic[X_co]):
     # A fresh service of one of the type's ``companions``, by name, in the run's room, ready
     # (ControllerError if not, or if the run has no such companion).
     companion: Callable[[str], RunService] = lambda name: _no_companion(name)
+    # Earlier runs the run reads, by role (its type's ``earlier``), each beside its own bundle
+    # (``evidence.folder.parent / run_id``): a promotion's last accepted qualification.
+    earlier: Mapping[str, str] = field(default_factory=dict)
 
     def start_service(self, without: frozenset[str] = frozenset()) -> RunService:
         return self.launch(without)
@@ -97,6 +100,9 @@ class StartsWhenLaunched:
     (every type but a promotion's)."""
 
     def companions(self, spec: ExperimentSpecBase, store: Store) -> dict[str, DeploymentSpec]:
+        return {}
+
+    def earlier(self, spec: ExperimentSpecBase, store: Store) -> dict[str, str]:
         return {}
 
     def waits_for(self, spec: ExperimentSpecBase, store: Store) -> str | None:
@@ -136,6 +142,12 @@ class ExperimentType(Protocol[X_contra]):
         """Other versions of its template the run starts in its own room, by name, frozen
         with the run when it is launched (a promotion's capacity gate: a fresh copy of the
         running version, searched as the candidate is). Empty for most types."""
+        ...
+
+    def earlier(self, spec: X_contra, store: Store) -> dict[str, str]:
+        """Earlier runs whose evidence the run reads, by role, found in the fleet's state when
+        it is launched and frozen with it (a promotion's ``baseline: lastAccepted``: the run
+        that promoted the running version). Empty for most types."""
         ...
 
     def planned(self, spec: X_contra) -> list[PlannedStep]:

@@ -31,7 +31,7 @@ from controllers.kinds.deployment.promotion import current_run
 from controllers.kinds.experiments import plots
 from controllers.kinds.experiments.canary.runtype import CanaryRun
 from controllers.kinds.experiments.manifest import RunManifest
-from controllers.kinds.experiments.promotion import capacity
+from controllers.kinds.experiments.promotion import accepted, capacity
 from controllers.kinds.experiments.promotion.bundle import (
     DECISION,
     RUNS_DIR,
@@ -101,6 +101,16 @@ class PromotionType:
         searched = ("capacity",) if spec.promotion.gates.capacity is not None else ()
         return [gate_file(g) for g in (*DECLARED, *searched)]
 
+    def earlier(self, spec: PromotionExperimentSpec, store: Store) -> dict[str, str]:
+        """With ``baseline: lastAccepted``, the run that promoted the running version (its
+        Deployment's record names one per version; none: it is measured side by side)."""
+        if spec.promotion.baselineFrom != "lastAccepted":
+            return {}
+        record = store.load(Key("Deployment", spec.promotion.deployment))
+        running = record.observed_generation if record is not None else None
+        found = (DeploymentStatusFacts.of(record).accepted or {}).get(running or "")
+        return {accepted.ROLE: found} if found else {}
+
     def companions(self, spec: PromotionExperimentSpec, store: Store
                    ) -> dict[str, DeploymentSpec]:
         """With a capacity gate, the running version as its record says it was applied: a
@@ -139,9 +149,12 @@ class PromotionType:
         baseline = service_url(run.baseline.address, run.baseline.host)
         return [PlannedStep("publish", f"{2 * run.canary.streams} source(s)", "the canary's "
                             "sources, the same pictures for each side from its own publishers"),
-                PlannedStep("measure", f"candidate and baseline ({baseline})", "the same "
-                            "canary on both at once; the running service keeps serving and "
-                            "only its canary streams are removed"),
+                PlannedStep("measure", f"candidate and baseline ({baseline})", (
+                    "the same canary on both at once; the running service keeps serving and "
+                    "only its canary streams are removed") + (
+                    "; with baseline: lastAccepted, the candidate alone when the run that "
+                    "promoted the running version measured it under this load on this Host "
+                    "and GPU model" if run.baselineFrom == "lastAccepted" else "")),
                 *self._searched(spec),
                 PlannedStep("judge", ", ".join([*DECLARED, *(["capacity"] if run.gates.capacity
                                                                else [])]),
@@ -160,16 +173,23 @@ class PromotionType:
 
     def execute(self, ctx: RunContext[PromotionExperimentSpec]) -> tuple[Verdict, str]:
         spec, canary = ctx.spec, as_canary(ctx.spec)
+        known = accepted.baseline_for(ctx.evidence, spec, ctx.earlier.get(accepted.ROLE))
+        measured_now = SIDES if known.measured is None else ("candidate",)
+        ctx.progress(f"baseline: {known.why}")
         candidate = ctx.start_service()
-        baseline = _baseline(ctx, candidate.token)
-        services = {"candidate": candidate, "baseline": baseline}
-        sources = {side: side_sources(canary_sources(canary.canary), side) for side in SIDES}
-        urls = {side: ctx.publish(sources[side], canary.canary.publisher) for side in SIDES}
-        ctx.progress(f"measuring candidate {candidate.url} and baseline {baseline.url} under "
-                     f"the same {canary.canary.streams}-stream canary")
-        with ThreadPoolExecutor(max_workers=len(SIDES)) as pool:
+        services = {"candidate": candidate}
+        if "baseline" in measured_now:
+            services["baseline"] = _baseline(ctx, candidate.token)
+        sources = {side: side_sources(canary_sources(canary.canary), side)
+                   for side in measured_now}
+        urls = {side: ctx.publish(sources[side], canary.canary.publisher)
+                for side in measured_now}
+        ctx.progress(" and ".join(f"{side} {services[side].url}" for side in measured_now)
+                     + f" under the same {canary.canary.streams}-stream canary")
+        with ThreadPoolExecutor(max_workers=len(measured_now)) as pool:
             jobs = [pool.submit(contextvars.copy_context().run, _side, ctx, canary, side,
-                                services[side], sources[side], urls[side]) for side in SIDES]
+                                services[side], sources[side], urls[side])
+                    for side in measured_now]
             for job in jobs:
                 job.result()
         ctx.retire_service(candidate, "candidate")
@@ -177,15 +197,19 @@ class PromotionType:
         if (cap := spec.promotion.gates.capacity) is not None:
             capacity.search_side(ctx, cap, "candidate", side_evidence(ctx.evidence, "candidate"),
                                  ctx.launch)
-            capacity.search_side(ctx, cap, "baseline", side_evidence(ctx.evidence, "baseline"),
-                                 lambda _: ctx.companion(capacity.BASELINE))
+            if "baseline" in measured_now:
+                capacity.search_side(ctx, cap, "baseline", side_evidence(
+                    ctx.evidence, "baseline"), lambda _: ctx.companion(capacity.BASELINE))
         measure = canary.measurement
         sides = {side: side_measured(side_evidence(ctx.evidence, side), measure.warmupRuns,
                                      measure.repetitions, measure.latencySource)
-                 for side in SIDES}
+                 for side in measured_now}
         sides["candidate"] = dataclasses.replace(sides["candidate"], gpu_growth_mib=growth)
+        if known.measured is not None:
+            sides["baseline"] = known.measured
+        accepted.keep_candidate(ctx.evidence, spec, sides["candidate"])
         decision = decide(sides["candidate"], sides["baseline"], gates_of(spec))
-        write_decision(ctx.evidence, decision, sides)
+        write_decision(ctx.evidence, decision, sides, known)
         verdict = VERDICTS[decision.verdict]
         return verdict, "" if verdict == "PASS" else decision.reason()
 
@@ -203,6 +227,9 @@ class PromotionType:
                   f"{cell(g.get('baseline'))} | {cell(g.get('allowed'))} | "
                   f"{cell(g.get('verdict'))} |"
                   for g in gates if isinstance(g, dict)] if isinstance(gates, list) else []
+        came = data.get("baseline")
+        if isinstance(came, dict) and came.get("why"):
+            lines += ["", f"Baseline: {cell(came['why'])}."]
         latency = data.get("latency")
         if isinstance(latency, dict) and latency.get("reason"):
             lines += ["", f"Latency: {cell(latency['reason'])}."]
@@ -224,10 +251,13 @@ def _asked(spec: PromotionExperimentSpec, store: Store) -> PromotionFacts | None
                                     ).promotion
 
 
-def write_decision(evidence: Evidence, decision: Decision, sides: dict[str, Measured]) -> None:
-    """``decision.json`` (with both sides' latencies, for the plot) and one gate per gate."""
-    evidence.write_json(DECISION, {**decision.record(), "latencies": {
-        side: list(m.chunk_latencies_ms) for side, m in sides.items()}})
+def write_decision(evidence: Evidence, decision: Decision, sides: dict[str, Measured],
+                   baseline: accepted.Baseline = accepted.SIDE_BY_SIDE) -> None:
+    """``decision.json`` (where the baseline's numbers came from, both sides' latencies for
+    the plot) and one gate per gate."""
+    evidence.write_json(DECISION, {**decision.record(), "baseline": baseline.record(),
+                                   "latencies": {side: list(m.chunk_latencies_ms)
+                                                 for side, m in sides.items()}})
     for gate in decision.gates:
         evidence.gate(gate_file(gate.gate), gate.verdict == "pass", gate.line(),
                       {**asdict(gate), "verdict": gate.verdict})

@@ -154,11 +154,12 @@ def runner_request(plan: RunPlan, name: str, image_id: str, labels: dict[str, st
 
 def earlier_evidence(plan: RunPlan) -> list[tuple[str, bytes]]:
     """The evidence documents of the earlier runs the run reads (``read_runs``: an EVS pair's
-    other side), from ``evidenceRoot`` here, as ``<runId>/<path>``: their manifest and the
-    JSON files of their ``evidence/`` folder (not their logs or reports). A run missing here
-    is left out: the run itself says what it could not find."""
+    other side, a promotion's last accepted qualification), from ``evidenceRoot`` here, as
+    ``<runId>/<path>``: their manifest and the JSON files of their ``evidence/`` folder (not
+    their logs or reports). A run missing here is left out: the run itself says what it
+    could not find."""
     found = []
-    for run_id in plan.spec.read_runs():
+    for run_id in plan.read_runs:
         folder = plan.evidence_root / run_id
         for path in [folder / MANIFEST, *sorted((folder / "evidence").glob("*.json"))]:
             with contextlib.suppress(OSError):

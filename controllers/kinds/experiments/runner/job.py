@@ -141,6 +141,7 @@ class JobPlan(BaseModel):
     volume: str | None = None  # the job's volume, at ``JOB_DIR`` here and in the harness
     trust: TrustPolicy | None = None  # the reconciler's, judged again here at each use
     companions: dict[str, FrozenService] = {}  # by name; their secrets: ``secret_keys``
+    earlier: dict[str, str] = {}  # role → the earlier run it reads (given in evidence/)
 
 
 def freeze(plan: runs.RunPlan, instance: Owner, publisher_image: str | None = None,
@@ -165,7 +166,8 @@ def freeze(plan: runs.RunPlan, instance: Owner, publisher_image: str | None = No
         publisher_image=publisher_image, code_version=code.version,
         code_revision=code.revision, runner_image=runner_image, volume=volume,
         trust=enforced(), companions={name: FrozenService.of(companion)
-                                      for name, companion in plan.companions})
+                                      for name, companion in plan.companions},
+        earlier=dict(plan.earlier))
 
 
 def secret_values(plan: runs.RunPlan) -> dict[str, str]:
@@ -225,7 +227,8 @@ def thaw(job: JobPlan, evidence_root: Path, runner_log: Path | None = None) -> r
         if job.runner_image and job.volume else None, runner_log=runner_log,
         companions=tuple((companion, _thawed(frozen, resource, job.source_file,
                                              f"{SECRET_ENV_PREFIX}{companion}__"))
-                         for companion, frozen in job.companions.items()))
+                         for companion, frozen in job.companions.items()),
+        earlier=tuple(job.earlier.items()))
 
 
 def take_secrets(job: JobPlan, stream: Any) -> None:
