@@ -108,10 +108,9 @@ class FrozenService(BaseModel):
                    secrets=[ref.name for ref in desired.deployment.spec.secrets])
 
 
-class JobPlan(BaseModel):
-    """``RunPlan`` as JSON: what was frozen at launch, with the secrets' names only."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class JobPlan(FrozenService):
+    """``RunPlan`` as JSON: what was frozen at launch, with the secrets' names only; the run's
+    own service (its Deployment, resolved on its Host) is the ``FrozenService`` it extends."""
 
     instance: str
     owner_id: str | None
@@ -120,20 +119,12 @@ class JobPlan(BaseModel):
     spec: dict[str, Any]
     run_hash: str
     template: dict[str, Any]
-    service: dict[str, Any]  # the run's own Deployment, resolved on its Host
-    spec_hash: str
-    container_name: str
-    image_id: str
-    env: dict[str, str]
-    labels: dict[str, str]
-    url: str
     host: str
     gpu_ids: list[str]
     other_gpus: list[str]
     source_file: str
     revision: str | None
     dcgm_url: str | None = None
-    secrets: list[str] = []
     publisher_image: str | None = None  # put on the Host by the reconciler (no GStreamer here)
     code_version: str = "unknown"  # the reconciler's code: the runner has no checkout
     code_revision: str = "unknown"
@@ -149,20 +140,16 @@ def freeze(plan: runs.RunPlan, instance: Owner, publisher_image: str | None = No
     """The job's plan; ``instance`` keeps its owner ID (what the run creates is labelled with
     it); ``publisher_image``, ``runner_image``: their IDs on the Host; ``volume``: the job's.
     A plan whose secrets cannot be used is refused before, by ``plan``/``launch``."""
-    desired = plan.desired
     code = runs.code_ref()
     return JobPlan(
+        **dict(FrozenService.of(plan.desired)),
         instance=str(instance), owner_id=instance.owner_id,
         resource=str(plan.resource), name=plan.name,
         spec=plan.spec.model_dump(mode="json"), run_hash=plan.run_hash,
         template=plan.template.model_dump(mode="json", by_alias=True),
-        service=desired.deployment.model_dump(mode="json", by_alias=True),
-        spec_hash=desired.spec_hash, container_name=desired.container_name,
-        image_id=desired.image_id, env=dict(desired.env), labels=dict(desired.labels),
-        url=desired.url, host=plan.host, gpu_ids=list(plan.gpu_ids),
+        host=plan.host, gpu_ids=list(plan.gpu_ids),
         other_gpus=list(plan.other_gpus), source_file=plan.source_file,
         revision=plan.revision, dcgm_url=plan.spec.telemetry.dcgmUrl,
-        secrets=[ref.name for ref in desired.deployment.spec.secrets],
         publisher_image=publisher_image, code_version=code.version,
         code_revision=code.revision, runner_image=runner_image, volume=volume,
         trust=enforced(), companions={name: FrozenService.of(companion)
@@ -213,13 +200,10 @@ def thaw(job: JobPlan, evidence_root: Path, runner_log: Path | None = None) -> r
     bundle); pydantic's ValidationError when it is not one."""
     kind, _, name = job.resource.partition("/")
     resource = Key(kind, name)
-    own = FrozenService(service=job.service, spec_hash=job.spec_hash,
-                        container_name=job.container_name, image_id=job.image_id,
-                        env=job.env, labels=job.labels, url=job.url)
     return runs.RunPlan(
         resource=resource, name=job.name, spec=_SPEC.validate_python(job.spec),
         run_hash=job.run_hash, template=Deployment.model_validate(_as_env_refs(job.template)),
-        desired=_thawed(own, resource, job.source_file, SECRET_ENV_PREFIX), host=job.host,
+        desired=_thawed(job, resource, job.source_file, SECRET_ENV_PREFIX), host=job.host,
         gpu_ids=list(job.gpu_ids), evidence_root=evidence_root,
         source_file=job.source_file, revision=job.revision, other_gpus=tuple(job.other_gpus),
         code=CodeRef(version=job.code_version, revision=job.code_revision),
