@@ -11,9 +11,14 @@ from typing import Any
 
 import docker
 
+from controllers.clients.rtvi_client import RtviClient
+from controllers.kinds.experiments.runner.hostjob import LABEL_ROLE, ROLE_RUNNER
 from emulators.gpuboard.__main__ import UUID
-from tests.conftest import Cli
+from tests.conftest import Cli, containers_of
+from tests.e2e.daemon_helpers import DaemonProcess, status_of, wait_for
 from tests.e2e.promotion_helpers import (
+    QUALIFICATION,
+    RESYNC,
     container_of,
     promoted_spec,
     promotion_of,
@@ -95,3 +100,41 @@ def test_a_candidate_that_holds_fewer_streams_is_rejected_naming_capacity(
     assert [("baseline-" in m) for m in ready] == [False] * 3 + [True] * 2, ready
     assert not any(running[0] in json.dumps(e) for e in events)
     assert cli("evidence", promotion_of(cli)["run"], "--verify").returncode == 0
+
+
+def test_a_runner_killed_mid_qualification_leaves_no_stream_on_the_running_service(
+        cli: Cli, emulator_image: str, docker_client: docker.DockerClient,
+        tmp_path: Path) -> None:
+    """The qualification adds its baseline streams to the running service, which it does not
+    own: it writes that service down before it adds any, so when its runner dies mid-canary
+    the recovery deletes those streams there too (and no other: production's are its own)."""
+    port, room = free_port(), free_port()
+    specs = tmp_path / "specs"
+    write(specs, promoted_spec(emulator_image, port, room))
+    assert cli("apply", str(specs), "--timeout", "120", timeout=200).returncode == 0
+    running = container_of(docker_client, cli)
+    production = RtviClient(f"http://127.0.0.1:{port}")
+    write(specs, promoted_spec(emulator_image, port, room, RTVI_EMU_FAIL_SEED="7"))
+    daemon = DaemonProcess(cli, ["--specs", str(specs), "--resync", RESYNC],
+                           tmp_path / "daemon.log")
+    try:
+        added = wait_for("the qualification's streams on the running service",
+                         lambda: [s.id for s in production.list_streams()], 180, interval=0.2)
+        (runner,) = containers_of(docker_client, cli.instance, f"{LABEL_ROLE}={ROLE_RUNNER}")
+        runner.kill()
+
+        def verdict() -> dict[str, Any] | None:
+            found = (status_of(cli, QUALIFICATION) or {}).get("facts", {})
+            return found if found.get("result") else None
+        facts = wait_for("the qualification recovered", verdict, 180)
+    finally:
+        daemon.terminate()
+        production.close()
+    assert facts["result"] == "INCONCLUSIVE", facts
+    assert facts["foreign"] == [f"http://127.0.0.1:{port}"], facts
+    assert RtviClient(f"http://127.0.0.1:{port}").list_streams() == [], added
+    assert container_of(docker_client, cli) == running  # never stopped, never replaced
+    assert serving(port)
+    cleanup = json.loads((cli.state_dir / "evidence" / facts["runId"] / "gates" / "cleanup.json")
+                         .read_text())
+    assert cleanup["passed"], cleanup

@@ -35,6 +35,10 @@ class ExperimentStatusFacts(RunOutcome):
     # on the job may exist on its Host. A run launched without it never started anything, so
     # whoever holds its Host now (a restart, another replica) starts it, once.
     runner_claimed_at: str | None = None
+    # Services the run adds streams to without owning them (a promotion's running version),
+    # written before it adds any: a recovery deletes the run's noted streams there too (only
+    # those: such a service's other streams are not the run's).
+    foreign: list[str] | None = None
 
     def where(self, now: datetime | None = None) -> str:
         """``job on <Host>, reported 4s ago``; under way and not looked at for more than

@@ -58,7 +58,12 @@ from controllers.kinds.experiments.manifest import (
 )
 from controllers.kinds.experiments.runtype import RunContext
 from controllers.kinds.experiments.service import STOP_GRACE_CAP_S, RunService, guard, launch
-from controllers.kinds.experiments.streams import CanarySource, publish, stream_id
+from controllers.kinds.experiments.streams import (
+    CanarySource,
+    delete_proven,
+    publish,
+    stream_id,
+)
 from controllers.kinds.experiments.telemetry import EVIDENCE_FILE as TELEMETRY_FILE
 from controllers.kinds.experiments.telemetry import RunTelemetry
 from controllers.kinds.experiments.types import run_type
@@ -162,6 +167,16 @@ class Recorder:
     def streams(self, ids: list[str]) -> None:
         """Write-ahead: these streams may exist from now on (cleanup deletes every one)."""
         self._pending(KIND_STREAM, ids)
+
+    def foreign(self, url: str) -> None:
+        """Write-ahead: the run adds streams to the service at ``url``, which it does not own
+        (its recovery deletes the run's noted streams there, and nothing else)."""
+        def mutate(st: ResourceStatus) -> None:
+            known = ExperimentStatusFacts.of(st)
+            if url not in (known.foreign or []):
+                known.foreign = [*(known.foreign or []), url]
+                known.put(st)
+        self.update(mutate)
 
     def processes(self, names: list[str]) -> None:
         """Write-ahead: these processes (``processes.name_of``) run for the run; cleanup
@@ -337,8 +352,8 @@ def _running(plan: RunPlan, engine: DockerEngine, instance: Owner, stop: threadi
         spec=spec, evidence=evidence, stop=stop,
         progress=lambda message: rec.phase("Running", message),
         launch=start_service, retire_service=retire_service, publish=publish_sources,
-        note_streams=rec.streams, env_names=lambda service: engine.env_names(
-            service.container_id),
+        note_streams=rec.streams, note_foreign=rec.foreign,
+        env_names=lambda service: engine.env_names(service.container_id),
         launcher=_launcher(plan, engine, instance, stop, rec),
         gpu_back=lambda timeout_s: _gpu_back(gpu, timeout_s, stop),
         gpu_baseline=lambda: gpu.baseline.mib if gpu is not None else None,
@@ -452,11 +467,31 @@ def recover(store: Store, record: ResourceStatus, engine: DockerEngine, instance
         rec.finish("INCONCLUSIVE", reason + " (its evidence folder is missing)", {},
                    report.passed)
         return "INCONCLUSIVE"
+    _foreign_streams(report, known.foreign or [], token, ids, deadline, stop)
     evidence.event("Interrupted", reason)
     _cleanup_gate(evidence, report)
     if not report.passed:
         reason += "; cleanup left: " + "; ".join(report.problems)
     return _finish(evidence, rec, "INCONCLUSIVE", [GATE_CLEANUP], reason, report.passed)
+
+
+def _foreign_streams(report: CleanupReport, urls: list[str], token: str | None,
+                     ids: list[str], deadline_s: float, stop: threading.Event) -> None:
+    """The run's noted streams deleted from the services it does not own (a promotion's
+    running version, measured where it serves), each proven gone from that service's listing;
+    the service's other streams are never listed as residue, nor touched."""
+    for url in urls:
+        client = RtviClient(url, token=token)
+        try:
+            left = delete_proven(client, ids, deadline_s, stop)
+        except ControllerError as exc:
+            report.problems.append(f"cannot prove the run's streams gone from {url}: {exc}")
+            continue
+        finally:
+            client.close()
+        report.problems += [f"stream {sid} is still registered on {url} (refused deletion)"
+                            for sid in left]
+        report.evidence.streamsLeft = [*(report.evidence.streamsLeft or []), *left]
 
 
 def _recorded_gpus(evidence: Evidence | None, read: gpumemory.Reader | None

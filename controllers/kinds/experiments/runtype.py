@@ -73,6 +73,9 @@ class RunContext(Generic[X_co]):
     # A fresh service of one of the type's ``companions``, by name, in the run's room, ready
     # (ControllerError if not, or if the run has no such companion).
     companion: Callable[[str], RunService] = lambda name: _no_companion(name)
+    # Write-ahead: the run adds streams to a service it does not own, at this URL (a
+    # promotion's running version): its recovery deletes the run's noted streams there too.
+    note_foreign: Callable[[str], None] = lambda url: None
     # Earlier runs the run reads, by role (its type's ``earlier``), each beside its own bundle
     # (``evidence.folder.parent / run_id``): a promotion's last accepted qualification.
     earlier: Mapping[str, str] = field(default_factory=dict)

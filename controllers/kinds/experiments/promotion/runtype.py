@@ -305,6 +305,8 @@ def _side(ctx: RunContext[PromotionExperimentSpec], canary: CanaryExperimentSpec
         evidence=side_evidence(ctx.evidence, side), note_streams=note,
         stream_id=lambda part, src: ctx.stream_id(f"{side}-{part}", src),
         progress=lambda message: ctx.progress(f"{side}: {message}"))
+    if side == "baseline":
+        ctx.note_foreign(service.url)  # before any stream: a recovery cleans there too
     try:
         return CanaryRun(canary, driver).execute()
     finally:

@@ -208,6 +208,7 @@ def mirror(store: Store, key: Key, theirs: ResourceStatus, job: Job, reported_at
         ours.phase, ours.result = them.phase, them.result
         ours.reason = them.reason or ours.reason
         ours.gates, ours.finished_at = dict(them.gates), them.finished_at
+        ours.foreign = them.foreign or ours.foreign  # where a recovery must clean too
         ours.runner = job.name
         ours.reported_at = _iso(reported_at) if reported_at else None
         ours.followed_at = _iso(time.time())
