@@ -491,6 +491,8 @@ class ExperimentKind:
 
     def _verdict(self, key: Key, record: ResourceStatus | None,
                  desired: ExperimentDesired | None, store: Store) -> Result:
+        from controllers.kinds.experiments.types import run_type
+
         known = ExperimentStatusFacts.of(record)
         if desired is not None and desired.refused is not None:
             return terminal(key, f"RunIdReused: {desired.refused}", "RunIdReused")
@@ -501,8 +503,11 @@ class ExperimentKind:
             _keep_bundle(store, known.run_id, Path(known.evidence))
         message = f"{known.result}: run {known.run_id} ({known.reason}); evidence in " \
                   f"{known.evidence}"
-        # Its template learns of the verdict at once (a Deployment waits on its qualification).
-        woken = (Key("Deployment", known.template),) if known.template else ()
+        # A template that waits on the verdict learns of it at once (a Deployment on its
+        # qualification); a canary's or a benchmark's does not, and is not woken for it (a
+        # recovery, which has no spec at hand, wakes it: that is rare).
+        informs = desired is None or run_type(desired.experiment.spec).informs_template
+        woken = (Key("Deployment", known.template),) if known.template and informs else ()
         return (done if known.result == "PASS" else terminal)(key, message, known.result,
                                                                wake=woken)
 

@@ -102,6 +102,8 @@ class StartsWhenLaunched:
     """A type whose run starts as soon as it is planned and measures its own service only
     (every type but a promotion's)."""
 
+    informs_template = False
+
     def companions(self, spec: ExperimentSpecBase, store: Store) -> dict[str, DeploymentSpec]:
         return {}
 
@@ -120,6 +122,9 @@ class ExperimentType(Protocol[X_contra]):
     given is its own spec, with its block, never an optional one to unwrap."""
 
     name: str
+    # Whether its template waits on its verdict (a promotion's Deployment): the template is
+    # woken when the verdict is read, not at its next resync.
+    informs_template: bool
 
     def local_only(self, spec: X_contra) -> bool:
         """Whether the run starts a process beside the reconciler (the harness of a run in the

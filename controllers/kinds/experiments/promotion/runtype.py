@@ -93,6 +93,7 @@ class PromotionType:
     """``type: promotion``: the candidate fresh, the running version as it serves."""
 
     name = "promotion"
+    informs_template = True  # its Deployment promotes or holds on the verdict
 
     def local_only(self, spec: PromotionExperimentSpec) -> bool:
         return False
