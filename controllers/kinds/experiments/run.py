@@ -463,11 +463,11 @@ def recover(store: Store, record: ResourceStatus, engine: DockerEngine, instance
                    make if service is not None and service.running else None, ids, names,
                    deadline, 10, stop, _recorded_gpus(evidence, gpumemory.reader(telemetry)),
                    processes_of(record))
+    _foreign_streams(report, known.foreign or [], token, ids, deadline, stop)
     if evidence is None:
         rec.finish("INCONCLUSIVE", reason + " (its evidence folder is missing)", {},
                    report.passed)
         return "INCONCLUSIVE"
-    _foreign_streams(report, known.foreign or [], token, ids, deadline, stop)
     evidence.event("Interrupted", reason)
     _cleanup_gate(evidence, report)
     if not report.passed:
