@@ -182,15 +182,17 @@ class Result:
     message: str
     reason: str = ""
     changed: bool = False
-    after_s: float = 0.0  # RECHECK only: seconds until the next look
+    # RECHECK: seconds until the next look; DONE: done now, and looked at again then (a
+    # promotion's bake under watch); nothing else.
+    after_s: float = 0.0
     wake: tuple[Key, ...] = ()
     report: Report | None = None
     # RETRY only: the backoff's ceiling for a failure whose cure sends no event (0: the queue's)
     retry_within_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.after_s and self.outcome is not Outcome.RECHECK:
-            raise ValueError("after_s goes with a RECHECK outcome only")
+        if self.after_s and self.outcome not in (Outcome.RECHECK, Outcome.DONE):
+            raise ValueError("after_s goes with a RECHECK or DONE outcome only")
         if self.retry_within_s and self.outcome is not Outcome.RETRY:
             raise ValueError("retry_within_s goes with a RETRY outcome only")
 
@@ -200,8 +202,10 @@ class Result:
 
 
 def done(resource: Key, message: str, reason: str = "", *, changed: bool = False,
-         wake: tuple[Key, ...] = (), report: Report | None = None) -> Result:
-    return Result(resource, Outcome.DONE, message, reason, changed, 0.0, wake, report)
+         wake: tuple[Key, ...] = (), report: Report | None = None,
+         after_s: float = 0.0) -> Result:
+    """Converged; ``after_s``: look again then all the same (the daemon; ``apply`` ends)."""
+    return Result(resource, Outcome.DONE, message, reason, changed, after_s, wake, report)
 
 
 def retry(resource: Key, message: str, reason: str, *, changed: bool = False,
@@ -304,9 +308,20 @@ class PassContext:
             ready = record.condition("Ready") if record is not None else None
             if wanted is None or record is None or ready is None or ready.status != "True":
                 return key, f"waiting for {key} to be Ready"
-            if record.observed_generation != spec_hash(wanted):
+            wanted_hash = spec_hash(wanted)
+            if record.observed_generation != wanted_hash and not _holds(key, record,
+                                                                         wanted_hash):
                 return key, f"waiting for {key} to converge to its current spec"
         return None
+
+
+def _holds(key: Key, record: ResourceStatus, wanted: str) -> bool:
+    """Whether ``key``'s record says it serves another version on purpose (its kind's facts:
+    ``Facts.holds``): what depends on it acts against what serves."""
+    from controllers.facts import Facts
+
+    model = Facts.for_kind(key.kind)
+    return model is not None and model.of(record).holds(wanted)
 
 
 class Kind(Protocol[S, D, P]):

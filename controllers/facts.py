@@ -14,6 +14,7 @@ keys and keeps the rest — a bad fact is an unknown fact, never a crash of the 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import ClassVar, Literal, Self
 
@@ -64,6 +65,19 @@ class Facts(BaseModel):
         ``status`` table ("" by default: it executes in the reconciler)."""
         return ""
 
+    def holds(self, wanted: str) -> bool:
+        """Whether the resource serves, on purpose, another version than its spec (of hash
+        ``wanted``) asks for, and serves it well: its dependents go on against what serves
+        instead of waiting for it to converge (a Deployment holding out a candidate while
+        the version it runs serves on). False by default."""
+        return False
+
+    def live(self) -> list[LiveSignal]:
+        """What this resource measures live of the service it uses (a StreamSet: each
+        source's caption latency), read by that service's kind while a promotion of it bakes
+        (none by default)."""
+        return []
+
     @classmethod
     def parse(cls, raw: object) -> Self:
         """Validate ``raw``; keys that are unknown or of the wrong type are dropped, not fatal."""
@@ -92,6 +106,17 @@ class Facts(BaseModel):
     def put(self, record: ResourceStatus) -> None:
         """Store these facts in ``record`` (unset optional facts are left out of the file)."""
         record.facts = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+@dataclass(frozen=True)
+class LiveSignal:
+    """One live reading a resource takes of the service it uses: ``what`` it is (``source
+    red``), the latency it saw, and when (ISO 8601). Named in no kind: any kind's facts may
+    give them (``Facts.live``), and the kind whose service they measure reads them."""
+
+    what: str
+    latency_ms: float | None
+    at: str | None
 
 
 class RunOutcome(Facts):

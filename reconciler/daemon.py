@@ -450,6 +450,8 @@ class Daemon:
             self.queue.forget(key)
             if key not in self._hashes:  # pruned: nothing more to remember of it
                 self._last_ok.pop(key, None)
+            elif result.after_s:  # done, and watched: looked at again then
+                self.queue.add(key, Priority.CHANGE, delay_s=result.after_s)
             return
         if result.outcome is Outcome.WAIT:
             return  # its dependency's success (or deletion) wakes it; no backoff

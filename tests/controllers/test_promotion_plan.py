@@ -5,14 +5,17 @@ qualification passed, and nothing (held) once it did not; a change that is not a
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from controllers.facts import RunOutcome
 from controllers.kinds.deployment import promotion
 from controllers.kinds.deployment.facts import DeploymentStatusFacts, PromotionFacts
 from controllers.kinds.deployment.plan import Desired, plan
 from controllers.kinds.deployment.promotion import Qualification, qualifies
+from state.evidence import Evidence
 from state.keys import Key
 from state.models import ResourceStatus
+from state.store import Store
 from tests.controllers.test_plan import INSTANCE, _container, _desired
 
 RUN = "vlm-q-0123456789abcdef"
@@ -163,3 +166,19 @@ def test_each_promotion_is_kept_as_the_accepted_run_of_its_version() -> None:
     assert list(accepted.items())[-1] == (new.spec_hash, RUN)
     assert f"{9:064x}" in accepted
     assert f"{2:064x}" not in accepted  # the oldest went first
+
+
+def test_a_candidate_committed_again_is_judged_by_the_run_it_had(tmp_path: Path) -> None:
+    """The Experiment's record holds its latest run only: a revert to a candidate measured
+    before reads that run's verdict from its bundle, and is never run twice."""
+    store = Store(tmp_path / "state")
+    root = tmp_path / "state" / "evidence"
+    assert promotion.judged_before(store, root, RUN) is None  # never ran
+    bundle = Evidence.create(root, RUN)
+    bundle.status("Running", "Running")
+    assert promotion.judged_before(store, root, RUN) is None  # no verdict yet
+    bundle.status("Done", "Done", "FAIL", "latency: p95 2049 ms against p95 204 ms")
+    found = promotion.judged_before(store, root, RUN)
+    assert found is not None
+    assert (found.run_id, found.result, found.evidence) == (RUN, "FAIL", str(bundle.folder))
+    assert "2049 ms" in (found.reason or "")

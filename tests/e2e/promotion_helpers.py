@@ -15,6 +15,10 @@ from tests.e2e.stream_helpers import rtvi_deployment
 
 DEPLOYMENT = Key("Deployment", "vlm")
 QUALIFICATION = Key("Experiment", "vlm-promotion")
+CAMERAS = Key("StreamSet", "cams")  # the StreamSet ``stream_helpers.streamset`` makes
+# Captions every second, each answer's latency recorded: what a bake watches.
+CAPTIONS = {"prompt": "What colour fills the frame?", "chunkDuration": 1, "maxTokens": 32,
+            "maxCaptionAgeSeconds": 30}
 REPO = "vss/rt-vlm"
 RESYNC = "3600"  # the verdict wakes the Deployment: no resync needed to move on
 BAKE_S = 600  # the promoted service is watched this long (the test crashes it well within)

@@ -19,6 +19,8 @@ from tests.conftest import TEST_IMAGE_TAG, Cli
 from tests.e2e.daemon_helpers import DaemonProcess, condition, events_of, status_of, wait_for
 from tests.e2e.promotion_helpers import (
     BAKE_S,
+    CAMERAS,
+    CAPTIONS,
     DEPLOYMENT,
     QUALIFICATION,
     REPO,
@@ -30,6 +32,7 @@ from tests.e2e.promotion_helpers import (
     serving,
     small_canary,
 )
+from tests.e2e.stream_helpers import colours, streamset
 from tests.ports import free_port
 from tests.registry import Registry
 from tests.specs_factory import HOST, write
@@ -40,8 +43,11 @@ def test_a_slower_release_is_rejected_and_an_equal_one_promoted_baked_and_rolled
         tmp_path: Path) -> None:
     """Releases from a registry: the slower one is 5x slower per chunk (baked into its image,
     not the spec), pulled before anything is measured, qualified beside the running version
-    and rejected while that version answers throughout. An equal one is promoted through a
-    kill -9 of the daemon mid-qualification, and rolled back when it dies during its bake."""
+    and rejected while that version answers throughout (and its StreamSet goes on against
+    it). An equal one is promoted through a kill -9 of the daemon mid-qualification, and
+    rolled back when it dies during its bake. The slower one, let through by a person after
+    all, is rolled back by its bake too: the StreamSet's caption latency of it is over what
+    it read of the version it replaced."""
     fast = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "fast")
     slow = registry.push(docker_client, TEST_IMAGE_TAG, REPO, "slow",
                          env={"RTVI_EMU_LATENCY_PER_STREAM_MS": "220"})
@@ -53,7 +59,8 @@ def test_a_slower_release_is_rejected_and_an_equal_one_promoted_baked_and_rolled
         dep["spec"]["image"] = f"{registry.address}/{REPO}@{digest}"
         host = {**HOST, "spec": {"docker": "unix:///var/run/docker.sock",
                                  "registries": [registry.login]}}
-        write(specs, host, dep, host=False)
+        write(specs, host, dep, streamset(colours(["RED", "GREEN"]), captions=CAPTIONS),
+              host=False)
     cli.extra_env["NGC_API_KEY"] = registry.password
     spec(fast)
     daemon = DaemonProcess(cli, ["--specs", str(specs), "--resync", RESYNC],
@@ -83,6 +90,9 @@ def test_a_slower_release_is_rejected_and_an_equal_one_promoted_baked_and_rolled
         assert all(served), f"the running service stopped answering: {served.count(False)}"
         assert container_of(docker_client, cli) == running  # never stopped, never replaced
         assert rejected["reason"].startswith("FAIL: latency: p95"), rejected
+        # The StreamSet is not held up by the held candidate: the version it uses serves on.
+        wait_for("the StreamSet Ready against the running version", lambda: (condition(
+            status_of(cli, CAMERAS), "Ready") or {}).get("status") == "True", 90)
         record = status_of(cli, DEPLOYMENT)
         ready = condition(record, "Ready") or {}
         assert (ready.get("status"), ready.get("reason")) == ("True", "PromotionRejected"), ready
@@ -152,6 +162,26 @@ def test_a_slower_release_is_rejected_and_an_equal_one_promoted_baked_and_rolled
             cli, DEPLOYMENT), "Ready") or {}).get("reason") == "PromotionRejected", 30)
         assert held
         assert [e.reason for e in events_of(cli, DEPLOYMENT)].count("Promoted") == 1
+
+        # A person lets the slower release through after all: its run stands, FAIL, and it
+        # is promoted; its bake reads the StreamSet's caption latency of it against what the
+        # StreamSet read of the version it replaces, and rolls it back.
+        spec(slow)
+        wait_for("the slower release held again", lambda: phase_of(cli, "Rejected",
+                                                                   asked["run"]), 60)
+        approved = cli("promote", "Deployment/vlm", "--approve", asked["run"])
+        assert approved.returncode == 0, approved.stdout + approved.stderr
+        baking = wait_for("the slower release baking", lambda: phase_of(
+            cli, "Baking", asked["run"]), 120, interval=0.5)
+        assert baking["liveWatched"] == [str(CAMERAS)], baking
+        before = baking["liveBeforeMs"]  # the fast version's 200 ms per chunk
+        assert 150 < before < 300, baking
+        assert abs(baking["liveLimitMs"] - before * 1.5) < 0.2, baking  # maxP95Regression 50%
+        late = wait_for("the rollback on live latency", lambda: phase_of(
+            cli, "RolledBack", asked["run"]), 150, interval=0.5)
+        assert "failed its bake: caption latency" in late["reason"], late
+        assert "StreamSet/cams" in late["reason"], late
+        wait_for("the replaced version serving", lambda: serving(port), 60)
     finally:
         daemon.terminate()
     assert registry.password not in daemon.log()

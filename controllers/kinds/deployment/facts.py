@@ -57,6 +57,12 @@ class PromotionFacts(Facts):
     bake_until: str | None = None
     # A promotion's switch: seconds from the old container's stop to the candidate serving.
     gap_seconds: float | None = None
+    # While Baking, its live numbers (``bake``): the resources that read a latency of it,
+    # the median they read of the version it replaced, the limit, and the looks in a row over.
+    live_watched: list[str] | None = None
+    live_before_ms: float | None = None
+    live_limit_ms: float | None = None
+    live_over: int | None = None
 
 
 class DeploymentStatusFacts(EngineFacts):
@@ -92,6 +98,14 @@ class DeploymentStatusFacts(EngineFacts):
             return (f"run {value} is not the held candidate's: that is {found.run} "
                     f"({found.reason or 'no reason recorded'})")
         return None
+
+    def holds(self, wanted: str) -> bool:
+        """The spec asks for a candidate that is being qualified, was rejected or was rolled
+        back: the running version serves on, on purpose, and for as long as it takes (a
+        rejected candidate is held until a new commit). What uses the service goes on."""
+        found = self.promotion
+        return found is not None and found.candidate == wanted and found.phase in (
+            QUALIFYING, REJECTED, ROLLED_BACK)
 
     def shown_phase(self) -> str:
         """A candidate being qualified, or held out (a promoted one is the running version)."""

@@ -169,7 +169,7 @@ def _apply(ctx: PassContext, desired: Desired, plan: Plan) -> Result:
     # plan read it says all of it, and nothing is read or written again.
     said = Report(detail=f"serving model {result.model_id} at {desired.url}",
                   facts=result.facts, known=plan.record if result.facts is None else None)
-    return promoting.watched(ctx, desired, plan) or done(
+    return promoting.watched(ctx, controller, desired, plan, said) or done(
         resource, message, "Ready", changed=plan.changes, report=said)
 
 

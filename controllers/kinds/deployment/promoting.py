@@ -24,9 +24,9 @@ from pathlib import Path
 from controllers.actions import Action
 from controllers.contract import Outcome, PassContext, Report, Result, done
 from controllers.errors import PermanentError, ReadinessFailed
-from controllers.kinds.deployment import promotion
+from controllers.kinds.deployment import bake, promotion
 from controllers.kinds.deployment.controller import DeploymentController, resolve_desired
-from controllers.kinds.deployment.facts import BAKING, QUALIFYING, DeploymentStatusFacts
+from controllers.kinds.deployment.facts import QUALIFYING, DeploymentStatusFacts
 from controllers.kinds.deployment.plan import Desired, Plan
 from controllers.kinds.deployment.readiness import ReadinessResult
 from controllers.kinds.host.pulls import Pulls
@@ -100,16 +100,25 @@ def promote(ctx: PassContext, desired: Desired, plan: Plan) -> None:
     old = record.observed_generation if record is not None else None
     before = f"{image} (spec {old[:12]})" if old else image
     previous = record.applied_spec if record is not None else None
+    live = bake.watch_for(ctx, desired.resource, promotion_spec.gates.p95_regression)
     ctx.services.store.update(desired.resource, lambda st: promotion.promoted(
         st, desired.spec_hash, found, desired.deployment.spec.image, before, previous,
-        promotion_spec.bakeSeconds))
+        promotion_spec.bakeSeconds, live))
     why = promotion.override(found) or f"qualification run {found.run_id} passed every gate"
     ctx.services.store.events.append(desired.resource, "Normal", "Promoted", (
         f"{desired.deployment.spec.image} promoted: {why} (evidence {found.outcome.evidence})"
-        + (f"; watched for {promotion_spec.bakeSeconds}s" if promotion_spec.bakeSeconds
-           else "")))
+        + (f"; watched for {promotion_spec.bakeSeconds}s: {_watching(live)}"
+           if promotion_spec.bakeSeconds else "")))
     if found.approved and found.outcome.evidence:
         promotion.note_override(Path(found.outcome.evidence), why)
+
+
+def _watching(live: tuple[list[str], float | None, float | None]) -> str:
+    keys, before, limit = live
+    if before is None or limit is None:
+        return "its container's life (nothing reads a latency of it)"
+    return (f"its container's life and the caption latency {', '.join(keys)} read of it "
+            f"({before:.0f} ms of the version it replaces; at most {limit:.0f} ms)")
 
 
 def ready(desired: Desired, result: ReadinessResult) -> Callable[[ResourceStatus], None] | None:
@@ -138,21 +147,35 @@ def images_kept(ctx: PassContext, desired: Desired, plan: Plan) -> list[str]:
     return kept
 
 
-def watched(ctx: PassContext, desired: Desired, plan: Plan) -> Result | None:
-    """During the bake, a pass that found the candidate serving looks again when the bake
-    ends (a container that dies wakes it sooner); once it has ended, the candidate is
-    Promoted. None: nothing is baking (or ``apply``, which does not stay to watch)."""
-    found = promotion.baking(plan.record, desired.spec_hash)
+def watched(ctx: PassContext, controller: DeploymentController, desired: Desired,
+            plan: Plan, said: Report) -> Result | None:
+    """During the bake, a pass that found the candidate serving is done and looks again: at
+    the bake's end, or every ``bake.BAKE_POLL_S`` when live numbers are watched (its readers
+    woken then, so what they read is fresh); a breach of them rolls it back. Once the bake has
+    ended, the candidate is Promoted. None: nothing is baking (or ``apply``, which does not
+    stay to watch)."""
+    store, resource = ctx.services.store, desired.resource
+    found = promotion.baking(store.load(resource) if plan.promoting else plan.record,
+                             desired.spec_hash)
     if found is None:
         return None
-    resource = desired.resource
     left = promotion.bake_left_s(found)
     if left > 0:
         if ctx.wait_ready:
             return None  # `apply` ends here; the daemon watches the rest of the bake
-        return Result(resource, Outcome.RECHECK, f"baking: watched {left:.0f}s more",
-                      BAKING, after_s=left)
-    ctx.services.store.events.append(resource, "Normal", "Baked", (
+        now, why = bake.check(store, found)
+        if why is not None:
+            return roll_back(ctx, controller, desired, plan, Action(
+                "rollback", f"container {desired.container_name}",
+                f"the promoted candidate failed its bake: {why}; back to "
+                f"{found.promoted_from or 'the version it replaced'}"))
+        if now != found:
+            store.update(resource, lambda st: promotion.bake_looked(st, now))
+        poll = left if found.live_limit_ms is None else min(left, bake.BAKE_POLL_S)
+        return done(resource, f"Ready: baking, watched {left:.0f}s more", "Ready",
+                    changed=plan.changes, report=said, after_s=poll,
+                    wake=bake.watched_keys(found))
+    store.events.append(resource, "Normal", "Baked", (
         f"{desired.deployment.spec.image} served through its bake: promoted for good"))
     return done(resource, "Ready: promoted, baked", "Ready", changed=True,
                 report=Report(detail="promoted and baked", facts=promotion.baked))
@@ -175,7 +198,7 @@ def roll_back(ctx: PassContext, controller: DeploymentController, desired: Desir
     from the spec the promotion kept (its image kept on the Host), and the candidate stays
     out until a new commit. The rollback waits for its readiness in this pass."""
     assert ctx.spec_set is not None
-    found = promotion.baking(plan.record, desired.spec_hash)
+    found = promotion.baking(ctx.services.store.load(desired.resource), desired.spec_hash)
     if found is None or found.previous_spec is None:
         raise PermanentError("a rollback needs the spec the promotion replaced, and the record "
                              "no longer holds it")

@@ -40,6 +40,7 @@ from controllers.kinds.deployment.facts import (
 from specs.experiment import Experiment, qualification_name
 from specs.models import Deployment
 from specs.validate import SpecSet
+from state.errors import StateError
 from state.evidence import Evidence, EvidenceError
 from state.keys import Key
 from state.models import ResourceStatus, stamp, utc_now
@@ -52,6 +53,8 @@ OVERRIDE_FILE = "override.json"
 log = structlog.get_logger("controllers.promotion")
 MAX_ATTEMPTS = 99  # within the run ID's 63 characters; a new commit is a new candidate
 REJECTED_REASON = "PromotionRejected"
+EVIDENCE_DIR = "evidence"  # a run's bundle, where an Experiment without evidenceRoot keeps it
+BUNDLE_COPIES = "evidence-copies"  # where a bundle the store keeps (etcd) is unpacked
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,10 @@ def qualification(dep: Deployment, spec_set: SpecSet, store: Store) -> Qualifica
     base = made.spec.runId
     run_id = current_run(asked, base, made.spec.promotion.candidate)
     outcome = RunOutcome.of(store.load(key))
+    if outcome.run_id != run_id:  # the record holds a later run: this one's bundle says
+        root = Path(made.spec.evidenceRoot) if made.spec.evidenceRoot else (
+            store.root / EVIDENCE_DIR)
+        outcome = judged_before(store, root, run_id) or outcome
     requests = record.requests if record is not None else {}
     held = outcome.run_id == run_id and outcome.result not in (None, "PASS")
     if held and requests.get(RERUN) in ("", run_id):  # "": the held one, whichever it is
@@ -117,6 +124,29 @@ def qualification(dep: Deployment, spec_set: SpecSet, store: Store) -> Qualifica
         approved=held and requests.get(APPROVE) == run_id,
         rolled_back=(asked.reason or "it failed its bake") if asked is not None and (
             asked.phase == ROLLED_BACK and asked.run == run_id) else "")
+
+
+def judged_before(store: Store, root: Path, run_id: str) -> RunOutcome | None:
+    """The verdict run ``run_id`` reached before, read from its bundle (its folder under
+    ``root``, or the copy the store keeps: with records in etcd, another replica may have run
+    it): an Experiment's record holds its latest run only, and a candidate committed again
+    (a revert) is judged by the run it had, never run twice. None: it never ran to a
+    verdict."""
+    try:
+        folder = Evidence.open(root, run_id)
+    except EvidenceError:
+        try:
+            copy = store.bundle(run_id, store.root / BUNDLE_COPIES)
+        except StateError:
+            return None
+        if copy is None:
+            return None
+        folder = Evidence(copy)
+    status = folder.status_document()
+    if status is None or status.result is None:
+        return None
+    return RunOutcome(run_id=run_id, phase="Done", result=status.result,
+                      reason=status.reason, evidence=str(folder.folder))
 
 
 def qualifies(applied: dict[str, object] | None, new: dict[str, object],
@@ -145,7 +175,8 @@ def rejection(candidate: str, found: Qualification, image: str) -> PromotionFact
 
 
 def promoted(record: ResourceStatus, candidate: str, found: Qualification, image: str,
-             before: str | None, previous: dict[str, Any] | None, bake_s: int) -> None:
+             before: str | None, previous: dict[str, Any] | None, bake_s: int,
+             live: tuple[list[str], float | None, float | None] = ([], None, None)) -> None:
     """In the record a promotion's recreate writes: the candidate runs now, Baking for
     ``bake_s`` with the spec it replaced kept for a rollback (an approval asked for is
     taken, and said)."""
@@ -156,7 +187,9 @@ def promoted(record: ResourceStatus, candidate: str, found: Qualification, image
         phase=BAKING if watched else PROMOTED, candidate=candidate, run=found.run_id,
         image=image, evidence=found.outcome.evidence, since=stamp(now), promoted_from=before,
         reason=override(found) or None, previous_spec=previous if watched else None,
-        bake_until=stamp(now + timedelta(seconds=bake_s)) if watched else None)
+        bake_until=stamp(now + timedelta(seconds=bake_s)) if watched else None,
+        live_watched=live[0] or None if watched else None,
+        live_before_ms=live[1] if watched else None, live_limit_ms=live[2] if watched else None)
     kept = {k: v for k, v in (known.accepted or {}).items() if k != candidate}
     known.accepted = dict([*kept.items(), (candidate, found.run_id)][-ACCEPTED_KEPT:])
     known.put(record)
@@ -191,6 +224,16 @@ def bake_left_s(found: PromotionFacts, now: datetime | None = None) -> float:
     """Seconds of its bake left (0 once it is over)."""
     left = -(seconds_since(found.bake_until, now) or 0.0)
     return max(0.0, left)
+
+
+def bake_looked(record: ResourceStatus, now: PromotionFacts) -> None:
+    """What a look during the bake found (its looks in a row over the limit), if the record
+    still bakes that candidate."""
+    known = DeploymentStatusFacts.of(record)
+    found = known.promotion
+    if found is not None and found.phase == BAKING and found.candidate == now.candidate:
+        known.promotion = found.model_copy(update={"live_over": now.live_over})
+        known.put(record)
 
 
 def baked(record: ResourceStatus) -> None:

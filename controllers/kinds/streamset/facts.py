@@ -8,7 +8,7 @@ from typing import Any, Self
 
 from pydantic import Field
 
-from controllers.facts import Facts, age_text, within
+from controllers.facts import Facts, LiveSignal, age_text, within
 
 
 class SourceFacts(Facts):
@@ -48,6 +48,12 @@ class StreamSetStatusFacts(Facts):
     host: str | None = None
     max_frame_age_seconds: float | None = None
     sources: dict[str, SourceFacts] = Field(default_factory=dict)
+
+    def live(self) -> list[LiveSignal]:
+        """Each source's last caption latency, and when its last caption came: what a bake of
+        the Deployment that captions them watches."""
+        return [LiveSignal(f"source {name}", fact.caption_latency_ms, fact.last_caption_at)
+                for name, fact in sorted(self.sources.items())]
 
     @classmethod
     def parse(cls, raw: object) -> Self:

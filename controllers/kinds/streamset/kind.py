@@ -26,6 +26,7 @@ from controllers.contract import (
     unplanned,
 )
 from controllers.errors import ControllerError
+from controllers.facts import Facts
 from controllers.kinds.host.fleet import Hosts
 from controllers.kinds.host.session import HostSession
 from controllers.kinds.streamset.controller import AtCapacity, StreamSetController
@@ -43,7 +44,7 @@ from controllers.kinds.streamset.plan import (
 from controllers.secrets import api_token
 from controllers.services import Services
 from specs.declarations import STREAMSET
-from specs.models import DeploymentSpec, StreamSet, TeardownSpec
+from specs.models import Deployment, DeploymentSpec, StreamSet, TeardownSpec
 from specs.validate import SpecSet, spec_hash
 from state.keys import Key
 from state.models import ResourceStatus
@@ -106,8 +107,9 @@ class StreamSetKind:
 
 
 def _resolve(ctx: PassContext, ss: StreamSet, spec_set: SpecSet) -> StreamSetDesired:
-    dep = spec_set.deployment(ss.spec.deployment)
-    assert dep is not None  # crossref guarantees it
+    wanted = spec_set.deployment(ss.spec.deployment)
+    assert wanted is not None  # crossref guarantees it
+    dep = _serving(ctx, wanted)
     session = Hosts.of(ctx.services).session(spec_set.host(dep.spec.host))
     return StreamSetDesired(
         streamset=ss, deployment=dep, resource=Key("StreamSet", ss.metadata.name),
@@ -117,6 +119,23 @@ def _resolve(ctx: PassContext, ss: StreamSet, spec_set: SpecSet) -> StreamSetDes
         vst_url=ss.spec.vst.url if ss.spec.vst is not None else None,
         sources=desired_sources(ss, ctx.services.instance),
         source_file=spec_set.source_file(ss))
+
+
+def _serving(ctx: PassContext, dep: Deployment) -> Deployment:
+    """The Deployment as it serves: its spec, or, while it holds out a candidate of that spec
+    (qualifying, rejected, rolled back: its facts say so, ``Facts.holds``), the version it
+    runs, as last applied: the streams go to the service that answers, at its port, with its
+    token and model."""
+    record = ctx.services.store.load(Key("Deployment", dep.metadata.name))
+    model = Facts.for_kind("Deployment")
+    if (record is None or model is None or not record.applied_spec
+            or not model.of(record).holds(spec_hash(dep))):
+        return dep
+    try:
+        return dep.model_copy(update={"spec": DeploymentSpec.model_validate(
+            record.applied_spec)})
+    except ValidationError:
+        return dep  # an older record: the spec as asked for, as before
 
 
 def _controller(ctx: PassContext) -> StreamSetController:

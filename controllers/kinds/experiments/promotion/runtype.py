@@ -26,7 +26,11 @@ from dataclasses import asdict
 from controllers.clients.http_api import service_url
 from controllers.clients.rtvi_client import RtviClient
 from controllers.errors import ControllerError
-from controllers.kinds.deployment.facts import DeploymentStatusFacts, PromotionFacts
+from controllers.kinds.deployment.facts import (
+    QUALIFYING,
+    DeploymentStatusFacts,
+    PromotionFacts,
+)
 from controllers.kinds.deployment.promotion import current_run
 from controllers.kinds.experiments import plots
 from controllers.kinds.experiments.canary.runtype import CanaryRun
@@ -137,11 +141,15 @@ class PromotionType:
         return current_run(_asked(spec, store), spec.runId, spec.promotion.candidate)
 
     def waits_for(self, spec: PromotionExperimentSpec, store: Store) -> str | None:
-        """None once the Deployment asked for this very candidate to be qualified."""
+        """None while the Deployment asks for this very candidate to be qualified (not once it
+        judged it: a candidate committed again is judged by the run it had)."""
         run = spec.promotion
         asked = _asked(spec, store)
         if asked is not None and asked.candidate == run.candidate and asked.run == spec.runId:
-            return None
+            if asked.phase == QUALIFYING:
+                return None
+            return (f"nothing to qualify: Deployment {run.deployment} judged candidate "
+                    f"{run.candidate[:12]} by run {asked.run} ({asked.phase})")
         return (f"nothing to qualify: Deployment {run.deployment} has not asked for candidate "
                 f"{run.candidate[:12]} (it runs it already, or has not seen it yet)")
 
