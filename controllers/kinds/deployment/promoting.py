@@ -57,10 +57,11 @@ def qualifying(ctx: PassContext, controller: DeploymentController, desired: Desi
     assert found is not None  # a qualify action comes from one
     store, resource = ctx.services.store, desired.resource
     controller.record_desired(desired, plan.record)
-    if promotion.asked(store, resource, desired.spec_hash, found.run_id,
-                       desired.deployment.spec.image):
-        controller.history(resource, asked, "ok", detail=found.run_id)
-        store.events.append(resource, "Normal", "Qualifying", str(asked))
+    facts = promotion.asking(desired.spec_hash, found.run_id, desired.deployment.spec.image)
+    if promotion.is_news(store.load(resource), facts):  # said before it is written: a
+        controller.history(resource, asked, "ok", detail=found.run_id)  # reader of the
+        store.events.append(resource, "Normal", "Qualifying", str(asked))  # phase finds it
+    promotion.ask(store, resource, facts)
     ctx.services.progress(resource, f"{asked.verb} {asked.target} because {asked.cause}")
     message = (f"qualifying candidate {desired.deployment.spec.image} by run {found.run_id} "
                f"({found.experiment}); the running version serves on")
@@ -101,14 +102,14 @@ def promote(ctx: PassContext, desired: Desired, plan: Plan) -> None:
     before = f"{image} (spec {old[:12]})" if old else image
     previous = record.applied_spec if record is not None else None
     live = bake.watch_for(ctx, desired.resource, promotion_spec.gates.p95_regression)
-    ctx.services.store.update(desired.resource, lambda st: promotion.promoted(
-        st, desired.spec_hash, found, desired.deployment.spec.image, before, previous,
-        promotion_spec.bakeSeconds, live))
     why = promotion.override(found) or f"qualification run {found.run_id} passed every gate"
     ctx.services.store.events.append(desired.resource, "Normal", "Promoted", (
         f"{desired.deployment.spec.image} promoted: {why} (evidence {found.outcome.evidence})"
         + (f"; watched for {promotion_spec.bakeSeconds}s: {_watching(live)}"
-           if promotion_spec.bakeSeconds else "")))
+           if promotion_spec.bakeSeconds else "")))  # said first: a reader of the phase finds it
+    ctx.services.store.update(desired.resource, lambda st: promotion.promoted(
+        st, desired.spec_hash, found, desired.deployment.spec.image, before, previous,
+        promotion_spec.bakeSeconds, live))
     if found.approved and found.outcome.evidence:
         promotion.note_override(Path(found.outcome.evidence), why)
 
@@ -211,9 +212,9 @@ def roll_back(ctx: PassContext, controller: DeploymentController, desired: Desir
     if back.pull is not None:
         raise PermanentError(f"cannot roll back to {previous.spec.image}: {back.pull.cause}")
     why = f"{action.cause} (run {found.run})"
-    store.update(resource, lambda st: promotion.rolled_back(st, why))
     controller.history(resource, action, "ok", detail=found.run)
-    store.events.append(resource, "Warning", "RolledBack", str(action))
+    store.events.append(resource, "Warning", "RolledBack", str(action))  # said first, as above
+    store.update(resource, lambda st: promotion.rolled_back(st, why))
     ctx.services.progress(resource, f"{action.verb} {action.target} because {action.cause}")
     result = controller.apply(back, controller.plan(back), ctx.timeout_s, ctx.revision)
     return done(resource, f"RolledBack: {why}", "RolledBack", changed=True,

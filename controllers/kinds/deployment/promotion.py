@@ -158,12 +158,15 @@ def qualifies(applied: dict[str, object] | None, new: dict[str, object],
     return any(applied.get(name) != new.get(name) for name in QUALIFIED_FIELDS)
 
 
-def asked(store: Store, resource: Key, candidate: str, run_id: str, image: str) -> bool:
-    """Write that ``candidate`` is to be qualified by ``run_id`` (a rerun asked for is
-    taken); True when that is news."""
-    return _phase(store, resource, PromotionFacts(
-        phase=QUALIFYING, candidate=candidate, run=run_id, image=image, since=utc_now()),
-        taken=RERUN)
+def asking(candidate: str, run_id: str, image: str) -> PromotionFacts:
+    """What the record says of ``candidate`` while ``run_id`` qualifies it."""
+    return PromotionFacts(phase=QUALIFYING, candidate=candidate, run=run_id, image=image,
+                          since=utc_now())
+
+
+def ask(store: Store, resource: Key, facts: PromotionFacts) -> None:
+    """Write that a candidate is to be qualified (``asking``; a rerun asked for is taken)."""
+    _phase(store, resource, facts, taken=RERUN)
 
 
 def rejection(candidate: str, found: Qualification, image: str) -> PromotionFacts:
