@@ -19,4 +19,6 @@ layer() {  # pytest exits 5 when a layer selects nothing (e.g. -k matches only t
   [ "$code" -eq 0 ] || [ "$code" -eq 5 ]
 }
 layer -n 4 -m "not docker and not services" "$@"  # 4 workers: the layer mostly waits on I/O
-layer -n 2 --dist loadfile -m "docker or services" "$@"  # 2 workers, one module each: CI's engine stalled on 3
+# 2 workers, one module each: CI's engine stalled on 3. The 25 slowest tests are printed, so a
+# CI log says where the layer's time goes.
+layer -n 2 --dist loadfile --durations=25 -m "docker or services" "$@"
