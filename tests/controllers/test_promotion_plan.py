@@ -182,3 +182,11 @@ def test_a_candidate_committed_again_is_judged_by_the_run_it_had(tmp_path: Path)
     assert found is not None
     assert (found.run_id, found.result, found.evidence) == (RUN, "FAIL", str(bundle.folder))
     assert "2049 ms" in (found.reason or "")
+    # Not in the evidence root (another replica ran it): the copy unpacked from the store
+    # once is read where it was unpacked.
+    elsewhere = tmp_path / "other-root"
+    copy = Evidence.create(tmp_path / "state" / promotion.BUNDLE_COPIES, RUN)
+    copy.status("Done", "Done", "PASS", "every gate passed")
+    again = promotion.judged_before(store, elsewhere, RUN)
+    assert again is not None
+    assert (again.result, again.evidence) == ("PASS", str(copy.folder))

@@ -132,9 +132,8 @@ def judged_before(store: Store, root: Path, run_id: str) -> RunOutcome | None:
     it): an Experiment's record holds its latest run only, and a candidate committed again
     (a revert) is judged by the run it had, never run twice. None: it never ran to a
     verdict."""
-    try:
-        folder = Evidence.open(root, run_id)
-    except EvidenceError:
+    folder = _bundle(root, run_id) or _bundle(store.root / BUNDLE_COPIES, run_id)
+    if folder is None:  # unpacked once from the store, then read where it was unpacked
         try:
             copy = store.bundle(run_id, store.root / BUNDLE_COPIES)
         except StateError:
@@ -147,6 +146,13 @@ def judged_before(store: Store, root: Path, run_id: str) -> RunOutcome | None:
         return None
     return RunOutcome(run_id=run_id, phase="Done", result=status.result,
                       reason=status.reason, evidence=str(folder.folder))
+
+
+def _bundle(root: Path, run_id: str) -> Evidence | None:
+    try:
+        return Evidence.open(root, run_id)
+    except EvidenceError:
+        return None
 
 
 def qualifies(applied: dict[str, object] | None, new: dict[str, object],
