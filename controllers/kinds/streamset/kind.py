@@ -127,9 +127,13 @@ def _serving(ctx: PassContext, dep: Deployment) -> Deployment:
     runs, as last applied: the streams go to the service that answers, at its port, with its
     token and model."""
     record = ctx.services.store.load(Key("Deployment", dep.metadata.name))
+    if record is None or not record.applied_spec:
+        return dep
+    wanted = spec_hash(dep)
+    if record.observed_generation == wanted:  # converged: the usual pass stops here
+        return dep
     model = Facts.for_kind("Deployment")
-    if (record is None or model is None or not record.applied_spec
-            or not model.of(record).holds(spec_hash(dep))):
+    if model is None or not model.of(record).holds(wanted):
         return dep
     try:
         return dep.model_copy(update={"spec": DeploymentSpec.model_validate(

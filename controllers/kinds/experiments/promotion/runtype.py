@@ -61,6 +61,11 @@ GPU_SETTLE_S = 15.0  # a stopped candidate's GPU memory is given this long to co
 DECLARED = ("latency", "dropped chunks", "isolation")
 
 
+def judged(spec: PromotionExperimentSpec) -> tuple[str, ...]:
+    """The gates this qualification judges: the canary's, and capacity when it searches."""
+    return (*DECLARED, *(("capacity",) if spec.promotion.gates.capacity is not None else ()))
+
+
 def as_canary(spec: PromotionExperimentSpec) -> CanaryExperimentSpec:
     """The canary each side runs: the qualification's load, its measurement, its budget."""
     data = spec.model_dump(mode="json", exclude={"promotion", "type"})
@@ -103,8 +108,7 @@ class PromotionType:
         return False
 
     def declared_gates(self, spec: PromotionExperimentSpec) -> list[str]:
-        searched = ("capacity",) if spec.promotion.gates.capacity is not None else ()
-        return [gate_file(g) for g in (*DECLARED, *searched)]
+        return [gate_file(g) for g in judged(spec)]
 
     def earlier(self, spec: PromotionExperimentSpec, store: Store) -> dict[str, str]:
         """With ``baseline: lastAccepted``, the run that promoted the running version (its
@@ -165,8 +169,7 @@ class PromotionType:
                     "promoted the running version measured it under this load on this Host "
                     "and GPU model" if run.baselineFrom == "lastAccepted" else "")),
                 *self._searched(spec),
-                PlannedStep("judge", ", ".join([*DECLARED, *(["capacity"] if run.gates.capacity
-                                                               else [])]),
+                PlannedStep("judge", ", ".join(judged(spec)),
                             f"p95 at most {run.gates.maxP95Regression} slower beyond noise "
                             "(Mann-Whitney U over every chunk of both sides)")]
 
